@@ -1,0 +1,124 @@
+"""The local backend: every component is a process on this machine, on per-site loopback blocks."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from harness.addresses import ADMIN_PORT, BACKEND_PORT, GATEWAY_PORT, AddressPlan
+from harness.process import ManagedProcess, Supervisor
+from harness.topology import ProviderSpec, SiteSpec
+from harness.waiting import WaitTimeout, poll_until
+
+
+class GatewayStartFailed(RuntimeError):
+    """The gateway exited or never became ready; carries its exit code and log tail."""
+
+    def __init__(self, message: str, exit_code: int | None, log_tail: str) -> None:
+        super().__init__(f"{message}\n--- gateway log (tail) ---\n{log_tail}")
+        self.exit_code = exit_code
+        self.log_tail = log_tail
+
+
+@dataclass
+class ProviderProcess:
+    spec: ProviderSpec
+    address: str  # host:port
+    process: ManagedProcess
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}"
+
+
+@dataclass
+class GatewayProcess:
+    name: str
+    listen: str
+    admin: str
+    config_path: Path
+    overlay_dir: Path
+    process: ManagedProcess
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.listen}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://{self.admin}"
+
+
+class LocalBackend:
+    """Starts fake providers and gateways as supervised processes."""
+
+    name = "local"
+
+    def __init__(self, workdir: Path, supervisor: Supervisor, plan: AddressPlan, impl: Any) -> None:
+        self.workdir = workdir
+        self.supervisor = supervisor
+        self.plan = plan
+        self.impl = impl
+        self._gateway_count = 0
+
+    def start_providers(self, site_index: int, site: SiteSpec) -> dict[str, ProviderProcess]:
+        started: dict[str, ProviderProcess] = {}
+        for offset, spec in enumerate(site.providers):
+            host, port = self.plan.allocate(site_index, BACKEND_PORT + offset)
+            argv = [sys.executable, "-m", "harness.fakes.cli", "--name", spec.name, "--site", spec.site,
+                    "--listen", f"{host}:{port}"]
+            proc = self.supervisor.start(f"fake-{spec.name}", argv)
+            started[spec.name] = ProviderProcess(spec, f"{host}:{port}", proc)
+        for provider in started.values():
+            self._wait_ready(provider.process, f"{provider.url}/admin/stats", f"fake backend {provider.spec.name}", 20)
+        return started
+
+    def allocate_gateway(self, site_index: int) -> tuple[str, str, Path]:
+        host, port = self.plan.allocate(site_index, GATEWAY_PORT)
+        self._gateway_count += 1
+        workdir = self.workdir / f"gateway-{self._gateway_count}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        # the admin address shares the gateway's loopback address, on its own port
+        return f"{host}:{port}", f"{host}:{ADMIN_PORT}", workdir
+
+    def start_gateway(self, name: str, listen: str, admin: str, workdir: Path, config_text: str,
+                      overlay_dir: Path) -> GatewayProcess:
+        config_path = workdir / "praxis.yaml"
+        config_path.write_text(config_text)
+        argv, env = self.impl.gateway.render(config_path, workdir)
+        proc = self.supervisor.start(name, argv, env=env, cwd=workdir)
+        gateway = GatewayProcess(name, listen, admin, config_path, overlay_dir, proc)
+        try:
+            self._wait_ready(proc, f"{gateway.admin_url}/ready", f"gateway {name} /ready",
+                             float(self.impl.gateway.startup_timeout_s))
+        except GatewayStartFailed:
+            self.supervisor.stop(proc)
+            raise
+        return gateway
+
+    def stop(self, process: ManagedProcess) -> int | None:
+        return self.supervisor.stop(process)
+
+    def _wait_ready(self, proc: ManagedProcess, url: str, what: str, timeout: float) -> None:
+        def probe() -> int | str:
+            if not proc.running():
+                return f"exited with {proc.returncode}"
+            return httpx.get(url, timeout=1.0).status_code
+
+        try:
+            poll_until(probe, lambda r: r == 200 or (isinstance(r, str) and r.startswith("exited")),
+                       what=f"{what} to answer 200", timeout=timeout)
+        except WaitTimeout as exc:
+            raise GatewayStartFailed(str(exc), proc.returncode, proc.log_tail()) from None
+        if not proc.running():
+            raise GatewayStartFailed(f"{what}: process exited with {proc.returncode}", proc.returncode,
+                                     proc.log_tail())
+
+
+def wait_exit(proc: ManagedProcess, timeout: float) -> int | None:
+    """Wait for a process that is expected to refuse to start; None if it is still running."""
+    return proc.wait(timeout)

@@ -1,0 +1,381 @@
+"""The ``agn-conformance`` command: run the conformance suites and publish a conformance report.
+
+``run`` validates the implementation descriptor, runs the suite packages of the selected profiles in
+pytest (in this process) and turns the report the pytest plugin wrote into an exit status: 0 when every
+core test of the selected profiles passed, 1 when a core test failed, 2 when the run itself could not be
+judged (bad arguments, a pytest usage or internal error, no report). ``list`` shows the conformance tests
+with their ids, profiles, levels, features and spec sections without running them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import io
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import pytest
+
+from harness.impl import REFERENCE, ImplDescriptor, ImplError, load_impl
+from harness.report.html import write_html
+from harness.report.writer import (
+    ReportError,
+    build_report,
+    core_passed,
+    harness_version,
+    load_report,
+    write_yaml,
+)
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_REPORT",
+    "PROFILES",
+    "SUITES_PACKAGE",
+    "ConformanceCollector",
+    "build_parser",
+    "build_pytest_args",
+    "find_profile_packages",
+    "list_pytest_args",
+    "main",
+    "parse_args",
+    "run_exit_code",
+    "run_pytest",
+    "summary_lines",
+]
+
+PROG = "agn-conformance"
+PROFILES: tuple[str, ...] = ("consumer", "producer", "provider", "mesh")
+BACKENDS: tuple[str, ...] = ("local", "kind")
+DEFAULT_REPORT = "conformance-report.yaml"
+SUITES_PACKAGE = "suites"
+
+EXIT_PASSED = 0
+EXIT_CORE_FAILED = 1
+EXIT_UNJUDGED = 2
+
+_UNJUDGED_PYTEST_CODES = frozenset({
+    int(pytest.ExitCode.INTERRUPTED),
+    int(pytest.ExitCode.INTERNAL_ERROR),
+    int(pytest.ExitCode.USAGE_ERROR),
+})
+_JUDGED_PYTEST_CODES = frozenset({
+    int(pytest.ExitCode.OK),
+    int(pytest.ExitCode.TESTS_FAILED),
+    int(pytest.ExitCode.NO_TESTS_COLLECTED),
+})
+
+
+# ------------------------------------------------------------------------------------------ arguments
+
+
+def _profiles_arg(text: str) -> list[str]:
+    """Parse one ``--profile`` value; a comma-separated list is accepted too."""
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [name for name in names if name not in PROFILES]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown profile {', '.join(unknown) or repr(text)} (choose from {', '.join(PROFILES)})")
+    return names
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (arguments after ``--`` are split off before it sees them)."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Conformance suites for AI Grid Network routing and the Praxis AI data plane.",
+        epilog="Arguments after '--' are passed to pytest unchanged, e.g. "
+               f"'{PROG} run --profile consumer -- -k revision -x'.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {harness_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+
+    run = commands.add_parser(
+        "run", help="run the conformance suites and write a conformance report",
+        description="Run the conformance suites against an implementation and write a ConformanceReport. "
+                    "Exit status: 0 every core test of the selected profiles passed, 1 a core test failed, "
+                    "2 the run could not be judged (bad arguments, pytest usage or internal error, "
+                    "no report).",
+        epilog="Arguments after '--' are passed to pytest unchanged.",
+    )
+    run.add_argument("--backend", choices=BACKENDS, default="local",
+                     help="where the grid runs: local processes (default) or kind clusters")
+    _add_profile_arg(run)
+    run.add_argument("--impl", default=REFERENCE, metavar="reference|FILE",
+                     help="implementation descriptor: 'reference' (default, the bundled reference gateway) "
+                          "or a YAML file describing your gateway")
+    run.add_argument("--report", default=DEFAULT_REPORT, metavar="FILE",
+                     help=f"where to write the YAML conformance report (default: {DEFAULT_REPORT})")
+    run.add_argument("--html", default=None, metavar="FILE", help="also write a readable HTML report")
+    run.add_argument("--keep", action="store_true",
+                     help="keep the grid's working directories (configs, overlays, logs) after the run")
+    run.add_argument("--seed", type=int, default=None, metavar="N",
+                     help="seed for randomised choices, to reproduce a run")
+
+    listing = commands.add_parser(
+        "list", help="list the conformance tests without running them",
+        description="Collect the conformance suites and print one line per test: "
+                    "id, profile, level, feature, spec section.",
+        epilog="Arguments after '--' are passed to pytest unchanged.",
+    )
+    _add_profile_arg(listing)
+    return parser
+
+
+def _add_profile_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", action="append", type=_profiles_arg, default=None, metavar="P",
+                        help=f"profile to include ({', '.join(PROFILES)}); repeat or separate with commas "
+                             "(default: all)")
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse ``argv``; ``extra`` holds what followed ``--`` and ``profiles`` the flattened profile list."""
+    args = list(argv)
+    extra: list[str] = []
+    if "--" in args:
+        cut = args.index("--")
+        args, extra = args[:cut], args[cut + 1:]
+    namespace = build_parser().parse_args(args)
+    chosen = [name for group in (namespace.profile or [list(PROFILES)]) for name in group]
+    namespace.profiles = list(dict.fromkeys(chosen))
+    namespace.extra = extra
+    return namespace
+
+
+def build_pytest_args(
+    *,
+    suite_profiles: Sequence[str],
+    profiles: Sequence[str],
+    backend: str,
+    impl: str,
+    report: str,
+    html: str | None = None,
+    keep: bool = False,
+    seed: int | None = None,
+    extra: Sequence[str] = (),
+    package: str = SUITES_PACKAGE,
+) -> list[str]:
+    """Arguments for ``pytest.main`` for a conformance run.
+
+    ``suite_profiles`` are the profiles whose suite packages exist and are run; ``profiles`` are all the
+    selected ones, which the report lists even when they have no tests.
+    """
+    args = ["-p", "no:cacheprovider", "--pyargs"]
+    args += [f"{package}.{name}" for name in suite_profiles]
+    args += ["--grid-backend", backend, "--impl", impl, "--conformance-report", report,
+             "--conformance-profiles", ",".join(profiles)]
+    if html:
+        args += ["--conformance-html", html]
+    if keep:
+        args.append("--grid-keep")
+    if seed is not None:
+        args += ["--grid-seed", str(seed)]
+    return args + list(extra)
+
+
+def list_pytest_args(suite_profiles: Sequence[str], extra: Sequence[str] = (),
+                     package: str = SUITES_PACKAGE) -> list[str]:
+    """Arguments for ``pytest.main`` that collect the suites without running them."""
+    return (["--collect-only", "-q", "-p", "no:cacheprovider", "--pyargs"]
+            + [f"{package}.{name}" for name in suite_profiles] + list(extra))
+
+
+# ------------------------------------------------------------------------------------------- judging
+
+
+def run_exit_code(pytest_rc: int, report: Mapping[str, Any] | None) -> int:
+    """Exit status of ``run`` from pytest's exit code and the report it left (``None``: no report).
+
+    Failed extended tests make pytest exit 1 but do not fail conformance; the report decides.
+    """
+    if int(pytest_rc) in _UNJUDGED_PYTEST_CODES or int(pytest_rc) not in _JUDGED_PYTEST_CODES:
+        return EXIT_UNJUDGED
+    if report is None:
+        return EXIT_UNJUDGED
+    return EXIT_PASSED if core_passed(report) else EXIT_CORE_FAILED
+
+
+def summary_lines(report: Mapping[str, Any], report_path: str, html_path: str | None = None) -> list[str]:
+    """A few lines for the terminal: the verdict, one line per profile, where the reports are."""
+    impl = report.get("implementation") or {}
+    verdict = "PASSED" if core_passed(report) else "FAILED"
+    lines = [f"{PROG}: {verdict} for {impl.get('project', '?')} {impl.get('version', '')}".rstrip()
+             + f" (backend {report.get('backend', '?')})"]
+    for profile in report.get("profiles") or []:
+        parts = [f"  {str(profile.get('name', '?')):<9}"]
+        for level in ("core", "extended"):
+            section = profile.get(level) or {}
+            stats = section.get("statistics") or {}
+            parts.append(f"{level}: {section.get('result', '?')} ({stats.get('passed', 0)} passed, "
+                         f"{stats.get('failed', 0)} failed, {stats.get('skipped', 0)} skipped)")
+        unsupported = (profile.get("extended") or {}).get("unsupportedFeatures") or []
+        if unsupported:
+            parts.append(f"unsupported: {', '.join(map(str, unsupported))}")
+        lines.append("  ".join(parts))
+    lines.append(f"  report: {report_path}" + (f"  html: {html_path}" if html_path else ""))
+    return lines
+
+
+# -------------------------------------------------------------------------------------------- running
+
+
+def find_profile_packages(
+    profiles: Sequence[str], package: str = SUITES_PACKAGE
+) -> tuple[list[str], list[str]]:
+    """Split ``profiles`` into those whose suite package exists and those without one.
+
+    Only a missing package counts as absent; a package that exists but fails to import is kept, so that
+    pytest reports its import error instead of the profile silently disappearing.
+    """
+    present: list[str] = []
+    missing: list[str] = []
+    for name in profiles:
+        try:
+            spec = importlib.util.find_spec(f"{package}.{name}")
+        except ModuleNotFoundError:
+            spec = None
+        # A directory without __init__.py (a namespace package) is not a suite yet.
+        if spec is None or spec.origin is None:
+            missing.append(name)
+        else:
+            present.append(name)
+    return present, missing
+
+
+def run_pytest(args: Sequence[str], plugins: Sequence[object] = ()) -> int:
+    """Run pytest in this process and return its exit code."""
+    return int(pytest.main(list(args), plugins=list(plugins)))
+
+
+def _error(message: str, stream: TextIO | None = None) -> None:
+    print(f"{PROG}: error: {message}", file=stream or sys.stderr)
+
+
+def _warn(message: str) -> None:
+    print(f"{PROG}: warning: {message}", file=sys.stderr)
+
+
+def _command_run(args: argparse.Namespace) -> int:
+    try:
+        descriptor = load_impl(args.impl)
+    except ImplError as exc:
+        _error(f"--impl {args.impl}: {exc}")
+        return EXIT_UNJUDGED
+    impl_arg = REFERENCE if descriptor.source == REFERENCE else str(Path(args.impl).absolute())
+    report_path = Path(args.report).absolute()
+    html_path = str(Path(args.html).absolute()) if args.html else None
+
+    present, missing = find_profile_packages(args.profiles, SUITES_PACKAGE)
+    for name in missing:
+        _warn(f"profile {name!r} has no suite package ({SUITES_PACKAGE}.{name}); "
+              "it is reported with zero tests")
+    if not present:
+        _write_empty_report(descriptor, args, report_path, html_path)
+        _error(f"none of the selected profiles ({', '.join(args.profiles)}) has a suite package; "
+               f"wrote an empty report to {report_path}")
+        return EXIT_UNJUDGED
+
+    # A report left over from an earlier run must not be mistaken for this run's.
+    if report_path.is_file():
+        report_path.unlink()
+    pytest_args = build_pytest_args(
+        suite_profiles=present, profiles=args.profiles, backend=args.backend, impl=impl_arg,
+        report=str(report_path), html=html_path, keep=args.keep, seed=args.seed, extra=args.extra,
+        package=SUITES_PACKAGE)
+    rc = run_pytest(pytest_args)
+
+    report: dict[str, Any] | None = None
+    try:
+        report = load_report(report_path)
+    except ReportError as exc:
+        _error(f"{exc} (pytest exit code {rc}: {_pytest_code_name(rc)})")
+    code = run_exit_code(rc, report)
+    if report is not None:
+        print("\n".join(summary_lines(report, str(report_path), html_path)))
+        if code == EXIT_UNJUDGED:
+            _error(f"pytest stopped with exit code {rc} ({_pytest_code_name(rc)}); the run cannot be judged")
+    return code
+
+
+def _pytest_code_name(rc: int) -> str:
+    try:
+        return pytest.ExitCode(rc).name.lower().replace("_", " ")
+    except ValueError:
+        return "unknown"
+
+
+def _write_empty_report(descriptor: ImplDescriptor, args: argparse.Namespace, report_path: Path,
+                        html_path: str | None) -> None:
+    report = build_report([], descriptor.implementation, backend=args.backend,
+                          harness_version=harness_version(), profiles=args.profiles,
+                          features_claimed=descriptor.features)
+    write_yaml(report, report_path)
+    if html_path:
+        write_html(report, [], html_path)
+
+
+@dataclass
+class ConformanceCollector:
+    """pytest plugin object that records the ``conformance`` marker of every collected test."""
+
+    rows: list[dict[str, str]] = field(default_factory=list)
+    unmarked: list[str] = field(default_factory=list)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        for item in session.items:
+            marker = item.get_closest_marker("conformance")
+            if marker is None:
+                self.unmarked.append(item.nodeid)
+                continue
+            kwargs = marker.kwargs
+            self.rows.append({key: str(kwargs.get(key, "-"))
+                              for key in ("id", "profile", "level", "feature", "spec")})
+
+
+def _command_list(args: argparse.Namespace, out: TextIO) -> int:
+    present, missing = find_profile_packages(args.profiles, SUITES_PACKAGE)
+    for name in missing:
+        _warn(f"profile {name!r} has no suite package ({SUITES_PACKAGE}.{name})")
+    if not present:
+        _error(f"none of the selected profiles ({', '.join(args.profiles)}) has a suite package")
+        return EXIT_UNJUDGED
+    collector = ConformanceCollector()
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        rc = run_pytest(list_pytest_args(present, args.extra, SUITES_PACKAGE), plugins=[collector])
+    if rc not in (int(pytest.ExitCode.OK), int(pytest.ExitCode.NO_TESTS_COLLECTED)):
+        sys.stderr.write(captured.getvalue())
+        _error(f"collecting the suites failed (pytest exit code {rc})")
+        return EXIT_UNJUDGED
+    if collector.unmarked:
+        _warn(f"{len(collector.unmarked)} collected test(s) carry no conformance marker, "
+              f"e.g. {collector.unmarked[0]}")
+    out.write(_format_rows(collector.rows))
+    return 0
+
+
+def _format_rows(rows: Sequence[Mapping[str, str]]) -> str:
+    headers = ("id", "profile", "level", "feature", "spec")
+    table = [list(headers)] + [[row[key] for key in headers] for row in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(headers))]
+    lines = ("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+             for line in table)
+    return "".join(line + "\n" for line in lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``agn-conformance`` console script; returns the exit status."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command == "run":
+        return _command_run(args)
+    return _command_list(args, sys.stdout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

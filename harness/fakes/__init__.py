@@ -1,0 +1,25 @@
+"""Fake provider backends: echo model server plus EPP-style metrics exporter, steerable at runtime."""
+
+from harness.fakes.server import (
+    ConfigError,
+    FakeBackend,
+    MetricSample,
+    RunningServer,
+    RuntimeConfig,
+    default_metrics,
+    parse_config_update,
+    running,
+    start_server,
+)
+
+__all__ = [
+    "ConfigError",
+    "FakeBackend",
+    "MetricSample",
+    "RunningServer",
+    "RuntimeConfig",
+    "default_metrics",
+    "parse_config_update",
+    "running",
+    "start_server",
+]

@@ -1,0 +1,168 @@
+"""`agn-fake-backend`: run one provider's fake model server and metrics exporter.
+
+After binding it prints `LISTENING <host>:<port>` (and writes the same address to --ready-file), so a
+supervisor can start it on port 0 and learn the real port. SIGTERM or SIGINT stop it cleanly (exit 0).
+Bad arguments or a bad --config file exit 2 with the offending option or key named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ipaddress
+import json
+import logging
+import os
+import re
+import signal
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.fakes.server import (
+    ConfigError,
+    FakeBackend,
+    RunningServer,
+    RuntimeConfig,
+    default_metrics,
+    parse_config_update,
+    start_server,
+)
+
+PROG = "agn-fake-backend"
+_IDENTITY = re.compile(r"[\x21-\x7e]+")  # goes into response headers: visible ASCII, no spaces
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Fake provider backend: echo model server (OpenAI-shaped) plus EPP-style /metrics "
+        "and a runtime /admin API, all on one listening address.",
+    )
+    parser.add_argument("--name", required=True, help="backend name, echoed in x-agn-backend")
+    parser.add_argument("--site", required=True, help="site name, echoed in x-agn-site")
+    parser.add_argument("--listen", required=True, metavar="HOST:PORT",
+                        help="address to bind; port 0 picks a free port (IPv6 as [::1]:0)")
+    parser.add_argument("--model", action="append", default=None, metavar="M",
+                        help="model served by /v1/models (repeatable; overrides models in --config)")
+    parser.add_argument("--pool", default=None,
+                        help="pool name label of the default metric samples (default: --name)")
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE.json",
+                        help="initial runtime config, the same object POST /admin/config accepts")
+    parser.add_argument("--ready-file", type=Path, default=None, metavar="PATH",
+                        help="write the bound host:port here (atomically) once listening")
+    parser.add_argument("--log-level", default="WARNING",
+                        choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
+    return parser
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """Split HOST:PORT (or [V6]:PORT) and check both parts."""
+    match = re.fullmatch(r"\[([^\]]+)\]:(\d+)|([^:\[\]]+):(\d+)", text)
+    if match is None:
+        raise ValueError(f"expected HOST:PORT, got {text!r}")
+    host = match.group(1) or match.group(3)
+    port = int(match.group(2) or match.group(4))
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port {port} is outside 0..65535")
+    if match.group(1) is not None:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError as exc:
+            raise ValueError(f"bad IPv6 host {host!r}") from exc
+    return host, port
+
+
+def load_config(path: Path | None, pool: str) -> RuntimeConfig:
+    """The startup config: defaults with the pool's metric samples, then the file's fields."""
+    config = RuntimeConfig(metrics=default_metrics(pool))
+    if path is not None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read: {exc}") from exc
+        try:
+            document = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"not valid JSON: {exc}") from exc
+        config = config.updated(parse_config_update(document))
+    return config
+
+
+
+def write_ready_file(path: Path, address: str) -> None:
+    """Write the address so a reader never sees a partial file."""
+    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(address)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+async def _serve(backend: FakeBackend, host: str, port: int, ready_file: Path | None) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        server: RunningServer = await start_server(backend, host, port)
+    except OSError as exc:
+        print(f"{PROG}: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        if ready_file is not None:
+            try:
+                write_ready_file(ready_file, server.address)
+            except OSError as exc:
+                print(f"{PROG}: cannot write --ready-file {ready_file}: {exc}", file=sys.stderr)
+                return 1
+        print(f"LISTENING {server.address}", flush=True)  # after the ready file: both mean "serving"
+        await stop.wait()
+    finally:
+        await server.close()
+        if ready_file is not None:
+            with contextlib.suppress(OSError):
+                ready_file.unlink()  # a stale address must not outlive the server
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for option, value in (("--name", args.name), ("--site", args.site)):
+        if not _IDENTITY.fullmatch(value):
+            parser.error(f"{option}: {value!r} must be non-empty visible ASCII without spaces")
+    try:
+        host, port = parse_listen(args.listen)
+    except ValueError as exc:
+        parser.error(f"--listen: {exc}")
+    if args.ready_file is not None and not args.ready_file.parent.is_dir():
+        parser.error(f"--ready-file: directory {str(args.ready_file.parent)!r} does not exist")
+    try:
+        config = load_config(args.config, args.pool or args.name)
+    except ConfigError as exc:
+        parser.error(f"--config {args.config}: {exc}")
+    if args.model is not None:
+        try:
+            config = config.updated(parse_config_update({"models": args.model}))
+        except ConfigError as exc:
+            parser.error(f"--model: {exc}")
+
+    logging.basicConfig(stream=sys.stderr, level=args.log_level,
+                        format=f"%(asctime)s {PROG}[{args.name}] %(levelname)s %(message)s")
+    logging.getLogger("aiohttp.access").disabled = True
+    backend = FakeBackend(args.name, args.site, config)
+    try:
+        return asyncio.run(_serve(backend, host, port, args.ready_file))
+    except KeyboardInterrupt:  # SIGINT before the handler was installed
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,467 @@
+"""Fake provider backend: an echo model server and an EPP-style metrics exporter in one aiohttp app.
+
+Suites route traffic through gateways to these backends and read back who answered: every response
+names the backend and its site in `x-agn-backend` / `x-agn-site`, and model API bodies echo the request
+as the backend saw it (method, path, query, headers, body size). The runtime config (metric samples,
+latency, forced error status, models) changes over `/admin/config` so suites can steer scoring and
+admission without restarting anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+import math
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.samples import Sample
+
+__all__ = [
+    "ConfigError",
+    "FakeBackend",
+    "MAX_BODY_BYTES",
+    "MetricSample",
+    "RunningServer",
+    "RuntimeConfig",
+    "default_metrics",
+    "parse_config_update",
+    "running",
+    "start_server",
+]
+
+log = logging.getLogger("agn.fake_backend")
+
+MAX_BODY_BYTES = 8 * 1024 * 1024
+MODEL_API_PATHS = frozenset({"/v1/chat/completions", "/v1/completions"})
+DEFAULT_MODELS = ("agn-fake-model",)
+REQUESTS_COUNTER = "agn_fake_requests"  # exposed as agn_fake_requests_total
+CONFIG_KEYS = ("metrics", "latency_ms", "error_status", "models")
+MAX_LATENCY_MS = 600_000.0
+
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_RESERVED_METRIC_NAMES = frozenset(
+    {REQUESTS_COUNTER, f"{REQUESTS_COUNTER}_total", f"{REQUESTS_COUNTER}_created"}
+)
+
+
+class ConfigError(ValueError):
+    """A runtime config value is invalid; the message names the offending key."""
+
+
+@dataclass(frozen=True)
+class MetricSample:
+    """One gauge sample exposed on /metrics."""
+
+    name: str
+    labels: Mapping[str, str]
+    value: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "labels": dict(self.labels), "value": self.value}
+
+
+@dataclass
+class RuntimeConfig:
+    """What the backend exposes and how its model API behaves; replaced field by field at runtime."""
+
+    metrics: list[MetricSample] = field(default_factory=list)
+    latency_ms: float = 0.0
+    error_status: int | None = None
+    models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "metrics": [sample.to_json() for sample in self.metrics],
+            "latency_ms": self.latency_ms,
+            "error_status": self.error_status,
+            "models": list(self.models),
+        }
+
+    def updated(self, update: Mapping[str, Any]) -> RuntimeConfig:
+        """A copy with the fields of a validated update (see `parse_config_update`) replaced."""
+        fresh = copy.deepcopy(self)
+        for key, value in update.items():
+            setattr(fresh, key, value)
+        return fresh
+
+
+def default_metrics(pool: str) -> list[MetricSample]:
+    """The EPP pool signals a scraper expects by default: idle queue, empty KV cache, one ready pod."""
+    labels = {"name": pool}
+    return [
+        MetricSample("inference_pool_average_queue_size", labels, 0.0),
+        MetricSample("inference_pool_average_kv_cache_utilization", labels, 0.0),
+        MetricSample("inference_pool_ready_pods", labels, 1.0),
+    ]
+
+
+# ------------------------------------------------------------------------------------------ validation
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _finite_number(value: object, where: str) -> float:
+    if not _is_number(value):
+        raise ConfigError(f"{where}: expected a number, got {json.dumps(value)}")
+    number = float(value)  # type: ignore[arg-type]
+    if not math.isfinite(number):
+        raise ConfigError(f"{where}: expected a finite number, got {value!r}")
+    return number
+
+
+def _parse_metrics(value: object) -> list[MetricSample]:
+    if not isinstance(value, list):
+        raise ConfigError(f"metrics: expected a list of samples, got {type(value).__name__}")
+    samples: list[MetricSample] = []
+    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    for index, item in enumerate(value):
+        where = f"metrics[{index}]"
+        if not isinstance(item, dict):
+            raise ConfigError(f"{where}: expected an object with name, labels, value")
+        unknown = sorted(set(item) - {"name", "labels", "value"})
+        if unknown:
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r} (allowed: name, labels, value)")
+        if "name" not in item or "value" not in item:
+            missing = "name" if "name" not in item else "value"
+            raise ConfigError(f"{where}.{missing}: missing")
+        name = item["name"]
+        if not isinstance(name, str) or not _METRIC_NAME.fullmatch(name):
+            raise ConfigError(f"{where}.name: {json.dumps(name)} is not a valid Prometheus metric name")
+        if name in _RESERVED_METRIC_NAMES:
+            raise ConfigError(f"{where}.name: {name!r} is reserved for the request counter")
+        labels = item.get("labels", {})
+        if not isinstance(labels, dict):
+            raise ConfigError(f"{where}.labels: expected an object of label name to string value")
+        for label, label_value in labels.items():
+            if not _LABEL_NAME.fullmatch(label) or label.startswith("__"):
+                raise ConfigError(f"{where}.labels: {label!r} is not a valid Prometheus label name")
+            if not isinstance(label_value, str):
+                raise ConfigError(f"{where}.labels.{label}: expected a string, got {json.dumps(label_value)}")
+        number = _finite_number(item["value"], f"{where}.value")
+        identity = (name, tuple(sorted(labels.items())))
+        if identity in seen:
+            raise ConfigError(f"{where}: duplicate sample {name}{dict(labels)}")
+        seen.add(identity)
+        samples.append(MetricSample(name, dict(labels), number))
+    return samples
+
+
+def _parse_models(value: object) -> list[str]:
+    if not isinstance(value, list):
+        raise ConfigError(f"models: expected a list of strings, got {type(value).__name__}")
+    for index, model in enumerate(value):
+        if not isinstance(model, str) or not model:
+            raise ConfigError(f"models[{index}]: expected a non-empty string, got {json.dumps(model)}")
+    return list(value)
+
+
+def _parse_error_status(value: object) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not 400 <= value <= 599:
+        raise ConfigError(f"error_status: expected null or an integer 400..599, got {json.dumps(value)}")
+    return value
+
+
+def _parse_latency(value: object) -> float:
+    latency = _finite_number(value, "latency_ms")
+    if not 0.0 <= latency <= MAX_LATENCY_MS:
+        raise ConfigError(f"latency_ms: expected 0..{MAX_LATENCY_MS:g}, got {value!r}")
+    return latency
+
+
+def parse_config_update(document: object) -> dict[str, Any]:
+    """Validate a whole config update and return the typed fields; raise ConfigError before any change."""
+    if not isinstance(document, dict):
+        raise ConfigError(f"config: expected a JSON object, got {type(document).__name__}")
+    unknown = sorted(set(document) - set(CONFIG_KEYS))
+    if unknown:
+        raise ConfigError(f"unknown key {unknown[0]!r} (allowed: {', '.join(CONFIG_KEYS)})")
+    parsers = {
+        "metrics": _parse_metrics,
+        "latency_ms": _parse_latency,
+        "error_status": _parse_error_status,
+        "models": _parse_models,
+    }
+    return {key: parsers[key](value) for key, value in document.items()}
+
+
+# --------------------------------------------------------------------------------------------- metrics
+
+
+class _BackendCollector:
+    """Prometheus collector over the live runtime config and the request counter."""
+
+    def __init__(self, backend: FakeBackend) -> None:
+        self._backend = backend
+
+    def collect(self) -> Iterator[Metric]:
+        families: dict[str, GaugeMetricFamily] = {}
+        for sample in self._backend.config.metrics:
+            family = families.get(sample.name)
+            if family is None:
+                family = families[sample.name] = GaugeMetricFamily(sample.name, f"Fake EPP signal {sample.name}")
+            # Samples of one family may carry different label sets, so they are added directly.
+            family.samples.append(Sample(sample.name, dict(sample.labels), sample.value))
+        yield from families.values()
+        counter = CounterMetricFamily(REQUESTS_COUNTER, "Model API requests served by this fake backend")
+        counter.add_metric([], self._backend.requests)
+        yield counter
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # families change at runtime; do not let the registry pin names at registration
+
+
+# --------------------------------------------------------------------------------------------- backend
+
+
+def _text(status: int, message: str) -> web.Response:
+    return web.Response(status=status, text=message.rstrip("\n") + "\n", content_type="text/plain")
+
+
+class FakeBackend:
+    """One provider's fake model server and metrics exporter."""
+
+    def __init__(self, name: str, site: str, config: RuntimeConfig | None = None) -> None:
+        self.name = name
+        self.site = site
+        self.config = config if config is not None else RuntimeConfig(metrics=default_metrics(name))
+        self.requests = 0
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_BackendCollector(self))  # type: ignore[arg-type]
+
+    # ----------------------------------------------------------------------------------------- app
+
+    def build_app(self) -> web.Application:
+        """The aiohttp application; one catch-all route so every method and path is answered here."""
+        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._errors])
+        app.on_response_prepare.append(self._identify)
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        return app
+
+    async def _identify(self, request: web.BaseRequest, response: web.StreamResponse) -> None:
+        response.headers["x-agn-backend"] = self.name
+        response.headers["x-agn-site"] = self.site
+
+    @web.middleware
+    async def _errors(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        try:
+            response: web.StreamResponse = await handler(request)
+            return response
+        except web.HTTPRequestEntityTooLarge:
+            return _text(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+        except web.HTTPException as exc:
+            return _text(exc.status, exc.reason)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("fake backend %s failed on %s %s", self.name, request.method, request.path)
+            return _text(500, "internal error in fake backend")
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        path, method = request.path, request.method
+        if path == "/metrics":
+            if method not in ("GET", "HEAD"):
+                return _text(405, "/metrics answers GET only")
+            return self._metrics()
+        if path == "/admin" or path.startswith("/admin/"):
+            return await self._admin(request)
+        if method == "POST" and path in MODEL_API_PATHS:
+            return await self._model_api(request)
+        body = await self._read_body(request)
+        if body is None:
+            return _text(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+        if method == "GET" and path == "/v1/models":
+            return web.json_response(self._models_body(request, body))
+        return web.json_response(self._echo_body(request, body, "agn.echo"))
+
+    # ------------------------------------------------------------------------------------ model API
+
+    async def _read_body(self, request: web.Request) -> bytes | None:
+        if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+            return None
+        try:
+            return await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return None
+
+    async def _model_api(self, request: web.Request) -> web.StreamResponse:
+        body = await self._read_body(request)
+        if body is None:
+            return _text(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+        config = self.config
+        self.requests += 1
+        if config.latency_ms > 0:
+            await asyncio.sleep(config.latency_ms / 1000.0)
+        if config.error_status is not None:
+            return _text(config.error_status, f"fake backend {self.name} answers {config.error_status} as configured")
+        kind = "chat.completion" if request.path == "/v1/chat/completions" else "text_completion"
+        return web.json_response(self._echo_body(request, body, kind))
+
+    def _request_echo(self, request: web.Request, body: bytes) -> dict[str, Any]:
+        headers: dict[str, str] = {}
+        for name, value in request.headers.items():
+            key = name.lower()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        return {
+            "backend": self.name,
+            "site": self.site,
+            "request": {
+                "method": request.method,
+                "path": request.path,
+                "query": request.query_string,
+                "headers": headers,
+                "body_bytes": len(body),
+            },
+        }
+
+    def _echo_body(self, request: web.Request, body: bytes, kind: str) -> dict[str, Any]:
+        content = f"served by {self.name} at {self.site}"
+        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop"}
+        if kind == "text_completion":
+            choice["text"] = content
+        else:
+            choice["message"] = {"role": "assistant", "content": content}
+        answer: dict[str, Any] = {
+            "id": f"agn-fake-{uuid.uuid4().hex}",
+            "object": kind,
+            "created": int(time.time()),
+        }
+        model = _requested_model(body)
+        if model is not None:
+            answer["model"] = model
+        answer["choices"] = [choice]
+        answer["usage"] = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        answer["agn"] = self._request_echo(request, body)
+        return answer
+
+    def _models_body(self, request: web.Request, body: bytes) -> dict[str, Any]:
+        created = int(time.time())
+        models = [{"id": m, "object": "model", "created": created, "owned_by": self.name} for m in self.config.models]
+        return {
+            "object": "list",
+            "data": models,
+            "agn": self._request_echo(request, body),
+        }
+
+    # -------------------------------------------------------------------------------------- metrics
+
+    def _metrics(self) -> web.Response:
+        response = web.Response(body=generate_latest(self.registry))
+        response.headers["Content-Type"] = CONTENT_TYPE_PLAIN_0_0_4  # the format generate_latest writes
+        return response
+
+    # ---------------------------------------------------------------------------------------- admin
+
+    async def _admin(self, request: web.Request) -> web.StreamResponse:
+        route = (request.method, request.path)
+        if route == ("GET", "/admin/config"):
+            return web.json_response(self.config.to_json())
+        if route == ("POST", "/admin/config"):
+            return await self._admin_set_config(request)
+        if route == ("GET", "/admin/stats"):
+            return web.json_response({"requests": self.requests})
+        if route == ("POST", "/admin/reset-stats"):
+            self.requests = 0
+            return web.json_response({"requests": 0})
+        known = {"/admin/config": "GET, POST", "/admin/stats": "GET", "/admin/reset-stats": "POST"}
+        if request.path in known:
+            return _text(405, f"{request.path} answers {known[request.path]}")
+        return _text(404, f"no admin route {request.path}")
+
+    async def _admin_set_config(self, request: web.Request) -> web.StreamResponse:
+        raw = await self._read_body(request)
+        if raw is None:
+            return _text(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+        try:
+            document = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return _text(400, f"config body is not valid JSON: {exc}")
+        try:
+            update = parse_config_update(document)
+        except ConfigError as exc:
+            return _text(400, str(exc))
+        self.config = self.config.updated(update)
+        log.info("fake backend %s config updated: %s", self.name, sorted(update))
+        return web.json_response(self.config.to_json())
+
+
+
+def _requested_model(body: bytes) -> str | None:
+    if not body:
+        return None
+    try:
+        document = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if isinstance(document, dict) and isinstance(document.get("model"), str):
+        return str(document["model"])
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- server
+
+
+@dataclass
+class RunningServer:
+    """A fake backend bound to a listening address."""
+
+    backend: FakeBackend
+    runner: web.AppRunner
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        """host:port, with brackets around an IPv6 host."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.address}"
+
+    async def close(self) -> None:
+        await self.runner.cleanup()
+
+
+async def start_server(backend: FakeBackend, host: str, port: int, shutdown_timeout: float = 2.0) -> RunningServer:
+    """Bind the backend to host:port (port 0 picks a free one) and report the bound address."""
+    runner = web.AppRunner(backend.build_app(), access_log=None, handle_signals=False,
+                           shutdown_timeout=shutdown_timeout)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port, reuse_address=True)
+        await site.start()
+        if not runner.addresses:
+            raise OSError(f"no listening socket for {host}:{port}")
+        bound_host, bound_port = runner.addresses[0][:2]
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return RunningServer(backend, runner, str(bound_host), int(bound_port))
+
+
+@asynccontextmanager
+async def running(backend: FakeBackend, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[RunningServer]:
+    """Serve ``backend`` for the duration of the block; the port is released on exit."""
+    server = await start_server(backend, host, port)
+    try:
+        yield server
+    finally:
+        await server.close()

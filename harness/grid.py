@@ -1,0 +1,267 @@
+"""The Grid/Site/Gateway facade the suites use; it hides which backend runs the components."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness import contract, traffic
+from harness.backends.local import GatewayProcess, GatewayStartFailed, LocalBackend, ProviderProcess
+from harness.gateway_config import MODEL_HEADER, VARIANTS, render_gateway_config
+from harness.projection import project
+from harness.topology import SiteSpec, Topology
+from harness.waiting import poll_until
+
+OVERLAY_FILE = "routing-overlay.json"
+REVISION_HEADER = "x-ai-routing-revision"
+PLACEHOLDER_MODEL = "agn-placeholder"
+
+
+@dataclass
+class Reply:
+    """One answered request: status, headers, and what the fake backend saw."""
+
+    status: int
+    headers: httpx.Headers
+    body: bytes
+
+    @property
+    def json(self) -> Any:
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+    @property
+    def backend(self) -> str | None:
+        return self.headers.get(traffic.BACKEND_HEADER)
+
+    @property
+    def forwarded_headers(self) -> dict[str, str]:
+        """Request headers as the backend received them (lowercased names)."""
+        doc = self.json
+        if isinstance(doc, dict) and isinstance(doc.get("agn"), dict):
+            return dict(doc["agn"]["request"]["headers"])
+        return {}
+
+    def describe(self) -> str:
+        return f"{self.status} backend={self.backend} body={self.body[:200]!r}"
+
+
+class Gateway:
+    """A running gateway under test and the overlay directory it watches."""
+
+    def __init__(self, site: Site, variant: str, proc: GatewayProcess) -> None:
+        self.site = site
+        self.variant = variant
+        self.proc = proc
+        self.client = httpx.Client(base_url=proc.url, timeout=10.0)
+        self.last_overlay: bytes | None = None
+
+    @property
+    def url(self) -> str:
+        return self.proc.url
+
+    def write_overlay(self, doc: bytes | Mapping[str, Any]) -> None:
+        data = doc if isinstance(doc, bytes) else contract.encode(doc)
+        self.last_overlay = data
+        project(self.proc.overlay_dir, {OVERLAY_FILE: data})
+
+    def request(self, model: str | None, *, headers: Mapping[str, str] | None = None,
+                cookies: Mapping[str, str] | None = None, path: str = "/v1/chat/completions",
+                body: Any = None, method: str = "POST", raw_body: bytes | None = None) -> Reply:
+        send_headers = dict(headers or {})
+        if cookies:
+            send_headers["cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
+        if raw_body is not None:
+            content = raw_body
+        elif method == "GET":
+            content = b""
+        else:
+            content = json.dumps(body if body is not None else traffic.chat_body(model)).encode()
+            send_headers.setdefault("content-type", "application/json")
+        resp = self.client.request(method, path, content=content or None, headers=send_headers)
+        return Reply(resp.status_code, resp.headers, resp.content)
+
+    def serving_revision(self, model: str) -> str | None:
+        reply = self.request(model)
+        return reply.forwarded_headers.get(REVISION_HEADER) if reply.status == 200 else None
+
+    def wait_serving(self, revision: str, model: str, timeout: float = 10.0) -> None:
+        """Poll until requests for `model` are selected from the snapshot with `revision`."""
+        poll_until(lambda: self.serving_revision(model), lambda r: r == revision,
+                   what=f"revision {revision[:12]} to serve model {model}", timeout=timeout)
+
+    def wait_status(self, model: str, status: int, timeout: float = 10.0) -> Reply:
+        return poll_until(lambda: self.request(model), lambda r: r.status == status,
+                          what=f"model {model} to answer {status}", timeout=timeout)
+
+    def publish(self, doc: Mapping[str, Any], model: str, timeout: float = 10.0) -> str:
+        """Write an envelope and wait until it serves `model`; returns its revision."""
+        self.write_overlay(doc)
+        revision = contract.revision_of(dict(doc))
+        self.wait_serving(revision, model, timeout)
+        return revision
+
+    def send(self, model: str, n: int, *, concurrency: int = 8,
+             headers_fn: traffic.HeadersFn | None = None) -> traffic.Tally:
+        return traffic.send(self.url, model, n, concurrency=concurrency, headers_fn=headers_fn)
+
+    def metrics_text(self) -> str:
+        return httpx.get(f"{self.proc.admin_url}/metrics", timeout=5.0).text
+
+    def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        """Samples from the admin /metrics, keyed by (sample name, labels)."""
+        out: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
+        for family in text_string_to_metric_families(self.metrics_text()):
+            for sample in family.samples:
+                out[(sample.name, frozenset(sample.labels.items()))] = sample.value
+        return out
+
+    def metric(self, name: str, **labels: str) -> float:
+        return self.metrics().get((name, frozenset(labels.items())), 0.0)
+
+    def log_tail(self, lines: int = 40) -> str:
+        return self.proc.process.log_tail(lines)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+@dataclass
+class Site:
+    grid: Grid
+    index: int
+    spec: SiteSpec
+    providers: dict[str, ProviderProcess] = field(default_factory=dict)
+    _gateways: dict[str, Gateway] = field(default_factory=dict)
+
+    @property
+    def scope(self) -> contract.ScopeSpec:
+        return contract.ScopeSpec(self.grid.topology.network, self.spec.gateway, self.spec.namespace, self.spec.name)
+
+    @property
+    def model_clusters(self) -> list[str]:
+        return [p.cluster for p in self.spec.model_providers]
+
+    @property
+    def management_cluster(self) -> str | None:
+        return next((p.cluster for p in self.spec.providers if p.role == "management"), None)
+
+    def candidate(self, provider: str, model: str, **extra: Any) -> dict[str, Any]:
+        """An overlay candidate that routes `model` to the named fake provider."""
+        spec = self.spec.provider(provider)
+        return contract.candidate(model, spec.site, spec.cluster, **extra)
+
+    def envelope(self, candidates: Sequence[dict[str, Any]], mode: str | None = None) -> dict[str, Any]:
+        return contract.envelope(candidates, self.scope, selection_mode=mode, generation=self.grid.next_generation())
+
+    def placeholder(self) -> dict[str, Any]:
+        return self.envelope([self.candidate(self.spec.model_providers[0].name, PLACEHOLDER_MODEL)])
+
+    def gateway(self, variant: str = "core") -> Gateway:
+        """A shared gateway of this variant, started on first use with a placeholder overlay."""
+        if variant not in self._gateways:
+            overlay = self.placeholder()
+            if not VARIANTS[variant].expected_scope:
+                overlay = contract.legacy(overlay["overlay"]["candidates"], self.spec.name)
+            self._gateways[variant] = self.start_gateway(variant, contract.encode(overlay))
+        return self._gateways[variant]
+
+    def start_gateway(self, variant: str, overlay: bytes | None,
+                      static_candidates: Sequence[Mapping[str, Any]] = ()) -> Gateway:
+        """Start a new gateway; raises GatewayStartFailed when it exits or never becomes ready."""
+        backend = self.grid.backend
+        listen, admin, workdir = backend.allocate_gateway(self.index)
+        overlay_dir = workdir / "overlay"
+        if overlay is not None:
+            project(overlay_dir, {OVERLAY_FILE: overlay})
+        else:
+            overlay_dir.mkdir(parents=True, exist_ok=True)
+        config = render_gateway_config(
+            VARIANTS[variant], listen=listen, admin=admin, overlay_file=str(overlay_dir / OVERLAY_FILE),
+            scope=self.scope,
+            clusters={name: p.address for name, p in self.providers.items()},
+            hop_clusters=self.model_clusters, management_cluster=self.management_cluster,
+            allowlist=self.model_clusters, static_candidates=static_candidates,
+        )
+        proc = backend.start_gateway(f"gateway-{self.spec.name}-{variant}", listen, admin, workdir, config,
+                                     overlay_dir)
+        gateway = Gateway(self, variant, proc)
+        gateway.last_overlay = overlay
+        self.grid.track(gateway)
+        return gateway
+
+    def stop_gateway(self, gateway: Gateway) -> int | None:
+        gateway.close()
+        self.grid.untrack(gateway)
+        for key, value in list(self._gateways.items()):
+            if value is gateway:
+                del self._gateways[key]
+        return self.grid.backend.stop(gateway.proc.process)
+
+
+class Grid:
+    """A running topology: sites with their providers, gateways started on demand."""
+
+    def __init__(self, topology: Topology, backend: LocalBackend, features: frozenset[str]) -> None:
+        self.topology = topology
+        self.backend = backend
+        self.features = features
+        self.sites: dict[str, Site] = {}
+        self._generation = 0
+        self._live: list[Gateway] = []
+
+    def start(self) -> Grid:
+        for index, spec in enumerate(self.topology.sites):
+            site = Site(self, index, spec)
+            site.providers = self.backend.start_providers(index, spec)
+            self.sites[spec.name] = site
+        return self
+
+    def site(self, name: str | None = None) -> Site:
+        return self.sites[name] if name else next(iter(self.sites.values()))
+
+    def next_generation(self) -> int:
+        self._generation += 1
+        return self._generation
+
+    def track(self, gateway: Gateway) -> None:
+        self._live.append(gateway)
+
+    def untrack(self, gateway: Gateway) -> None:
+        if gateway in self._live:
+            self._live.remove(gateway)
+
+    def diagnostics(self) -> str:
+        """What was serving and what the gateways logged: attached to failing tests."""
+        parts = []
+        for gateway in self._live:
+            overlay = (gateway.last_overlay or b"")[:4000].decode(errors="replace")
+            parts.append(f"=== gateway {gateway.proc.name} ({gateway.url})\n--- last overlay written ---\n"
+                         f"{overlay}\n--- log tail ---\n{gateway.log_tail()}")
+        return "\n".join(parts)
+
+    def close(self) -> None:
+        for gateway in list(self._live):
+            gateway.close()
+        self._live.clear()
+        self.backend.supervisor.stop_all()
+
+
+__all__ = ["Gateway", "GatewayStartFailed", "Grid", "MODEL_HEADER", "Reply", "Site"]
+
+
+def unique_model(request_name: str, suffix: str = "") -> str:
+    """A model name unique to a test, so overlays and session bindings never leak between tests."""
+    import hashlib
+
+    tag = hashlib.sha256(request_name.encode()).hexdigest()[:10]
+    return f"m-{tag}{('-' + suffix) if suffix else ''}"
+
+

@@ -1,0 +1,260 @@
+"""Implementation descriptors: how a vendor plugs their gateway into the harness.
+
+A descriptor is a small YAML file (``agn-conformance run --impl my-gateway.yaml``) naming the
+implementation for the conformance report, the command that starts the gateway on a rendered Praxis
+config, and the extended features the implementation claims. ``reference`` names the descriptor of the
+reference gateway that ships with the harness. Loading is strict: a descriptor that would be silently
+misread (unknown key, wrong type, a command that never receives its config) is rejected with the key path
+of the problem, so a vendor finds the mistake before a run rather than in a confusing test failure.
+"""
+
+from __future__ import annotations
+
+import string
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "EXTENDED_FEATURES",
+    "PLACEHOLDERS",
+    "REFERENCE",
+    "GatewayCommand",
+    "ImplDescriptor",
+    "ImplError",
+    "Implementation",
+    "load_impl",
+    "parse_impl",
+]
+
+REFERENCE = "reference"
+
+#: Extended features an implementation may claim. Core features are not listed: they are always tested.
+EXTENDED_FEATURES: frozenset[str] = frozenset({
+    "weightedRandom",
+    "cookieAffinity",
+    "skipPaths",
+    "managementCluster",
+    "clustersAllowlist",
+    "prometheusMetrics",
+    "mcpToolRouting",
+})
+
+#: Placeholders allowed in command and environment templates.
+PLACEHOLDERS: frozenset[str] = frozenset({"python", "config", "workdir"})
+
+DEFAULT_STARTUP_TIMEOUT_S = 20.0
+
+_TOP_KEYS = {"implementation": True, "gateway": True, "features": False}
+_IMPLEMENTATION_KEYS = {"organization": True, "project": True, "version": True, "contact": True}
+_GATEWAY_KEYS = {"command": True, "env": False, "startup_timeout_s": False}
+
+
+class ImplError(ValueError):
+    """A descriptor that cannot be used; the message starts with the offending key path."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"{key}: {problem}" if key else problem)
+        self.key = key
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """Who made the implementation under test, as shown in the conformance report."""
+
+    organization: str
+    project: str
+    version: str
+    contact: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GatewayCommand:
+    """How to start the gateway: an argv template and extra environment, both with placeholders."""
+
+    argv_template: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
+
+    def render(self, config: Path, workdir: Path) -> tuple[list[str], dict[str, str]]:
+        """Return the argv and the extra environment variables for one gateway.
+
+        The environment holds only the descriptor's own variables; the caller lays them over the
+        environment it starts processes with.
+        """
+        values = {"python": sys.executable, "config": str(config), "workdir": str(workdir)}
+        argv = [template.format_map(values) for template in self.argv_template]
+        env = {name: template.format_map(values) for name, template in self.env.items()}
+        return argv, env
+
+
+@dataclass(frozen=True)
+class ImplDescriptor:
+    """A loaded descriptor; ``source`` is ``reference`` or the path it was read from."""
+
+    implementation: Implementation
+    gateway: GatewayCommand
+    features: frozenset[str]
+    source: str
+
+
+# ------------------------------------------------------------------------------------------- loading
+
+
+def load_impl(spec: str) -> ImplDescriptor:
+    """Load ``reference`` (the built-in descriptor) or the descriptor file at path ``spec``."""
+    if spec == REFERENCE:
+        text = resources.files("harness.impls").joinpath("reference.yaml").read_text(encoding="utf-8")
+        return parse_impl(_parse_yaml(text, REFERENCE), source=REFERENCE)
+    path = Path(spec)
+    if not path.is_file():
+        raise ImplError("", f"{spec}: no such descriptor file (give '{REFERENCE}' or a path to a YAML file)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImplError("", f"{spec}: cannot read descriptor: {exc}") from exc
+    return parse_impl(_parse_yaml(text, spec), source=str(path))
+
+
+def parse_impl(data: Any, *, source: str = "<memory>") -> ImplDescriptor:
+    """Validate an already-parsed descriptor document and build the descriptor."""
+    top = _mapping(data, "", _TOP_KEYS, what="the descriptor")
+    implementation = _parse_implementation(top["implementation"])
+    gateway = _parse_gateway(top["gateway"])
+    features = _parse_features(top.get("features", []))
+    return ImplDescriptor(implementation=implementation, gateway=gateway, features=features, source=source)
+
+
+def _parse_yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ImplError("", f"{source}: not valid YAML{where}: {problem}") from exc
+
+
+def _parse_implementation(data: Any) -> Implementation:
+    block = _mapping(data, "implementation", _IMPLEMENTATION_KEYS)
+    texts = {key: _string(block[key], f"implementation.{key}")
+             for key in ("organization", "project", "version")}
+    contact = block["contact"]
+    if not isinstance(contact, list):
+        raise ImplError("implementation.contact", f"must be a list of strings, got {_kind(contact)}")
+    contacts = tuple(_string(item, f"implementation.contact[{i}]") for i, item in enumerate(contact))
+    return Implementation(contact=contacts, **texts)
+
+
+def _parse_gateway(data: Any) -> GatewayCommand:
+    block = _mapping(data, "gateway", _GATEWAY_KEYS)
+    command = block["command"]
+    if not isinstance(command, list) or not command:
+        raise ImplError("gateway.command", f"must be a non-empty list of strings, got {_kind(command)}")
+    argv: list[str] = []
+    used: set[str] = set()
+    for i, item in enumerate(command):
+        key = f"gateway.command[{i}]"
+        argv.append(_string(item, key))
+        used |= _placeholders(item, key)
+    if "config" not in used:
+        raise ImplError("gateway.command", "must contain {config} (the path of the rendered Praxis config)")
+
+    env_data = block.get("env", {})
+    if env_data is None:
+        env_data = {}
+    if not isinstance(env_data, dict):
+        raise ImplError("gateway.env",
+                        f"must be a mapping of variable names to strings, got {_kind(env_data)}")
+    env: dict[str, str] = {}
+    for name, value in env_data.items():
+        if not isinstance(name, str) or not name or "=" in name:
+            raise ImplError(f"gateway.env.{name}", "variable names must be non-empty strings without '='")
+        key = f"gateway.env.{name}"
+        env[name] = _string(value, key, allow_empty=True)
+        _placeholders(value, key)
+
+    timeout = block.get("startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ImplError("gateway.startup_timeout_s", f"must be a positive number of seconds, got {timeout!r}")
+    return GatewayCommand(argv_template=tuple(argv), env=MappingProxyType(env),
+                          startup_timeout_s=float(timeout))
+
+
+def _parse_features(data: Any) -> frozenset[str]:
+    if data is None:
+        return frozenset()
+    if not isinstance(data, list):
+        raise ImplError("features", f"must be a list of feature names, got {_kind(data)}")
+    seen: set[str] = set()
+    for i, item in enumerate(data):
+        key = f"features[{i}]"
+        name = _string(item, key)
+        if name not in EXTENDED_FEATURES:
+            known = ", ".join(sorted(EXTENDED_FEATURES))
+            raise ImplError(key, f"unknown extended feature {name!r} (known: {known})")
+        if name in seen:
+            raise ImplError(key, f"feature {name!r} is listed twice")
+        seen.add(name)
+    return frozenset(seen)
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+
+def _mapping(data: Any, path: str, keys: Mapping[str, bool], *, what: str | None = None) -> dict[str, Any]:
+    """Check that ``data`` is a mapping with exactly the allowed keys and all required ones."""
+    if not isinstance(data, dict):
+        subject = f"{what} must be" if what else "must be"
+        raise ImplError(path, f"{subject} a mapping, got {_kind(data)}")
+    prefix = f"{path}." if path else ""
+    for key in data:
+        if key not in keys:
+            allowed = ", ".join(keys)
+            raise ImplError(f"{prefix}{key}", f"unknown key (allowed here: {allowed})")
+    for key, required in keys.items():
+        if required and key not in data:
+            raise ImplError(f"{prefix}{key}", "missing required key")
+    return data
+
+
+def _string(value: Any, key: str, *, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        hint = " (quote it in YAML)" if isinstance(value, int | float) and not isinstance(value, bool) else ""
+        raise ImplError(key, f"must be a string, got {_kind(value)}{hint}")
+    if not allow_empty and not value.strip():
+        raise ImplError(key, "must not be empty")
+    return value
+
+
+def _placeholders(template: str, key: str) -> set[str]:
+    """Return the placeholder names in ``template``; reject unknown or formatted ones."""
+    names: set[str] = set()
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        problem = f"malformed template {template!r}: {exc} (write literal braces as {{{{ and }}}})"
+        raise ImplError(key, problem) from exc
+    allowed = ", ".join("{" + name + "}" for name in sorted(PLACEHOLDERS))
+    for _literal, name, spec, conversion in parts:
+        if name is None:
+            continue
+        if name not in PLACEHOLDERS or spec or conversion:
+            shown = "{" + name + ("!" + conversion if conversion else "") + (":" + spec if spec else "") + "}"
+            raise ImplError(key, f"unknown placeholder {shown} (allowed: {allowed})")
+        names.add(name)
+    return names
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
+            int: "a number", float: "a number"}.get(type(value), type(value).__name__)

@@ -1,0 +1,185 @@
+"""The agn-conformance pytest plugin: options, the conformance marker, grid fixtures and the report."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.addresses import AddressPlan
+from harness.process import Supervisor
+
+PROFILES = ("consumer", "producer", "provider", "mesh")
+LEVELS = ("core", "extended")
+_RESULTS_KEY = pytest.StashKey[dict[str, Any]]()
+_UNSUPPORTED = "unsupported feature"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("agn-conformance", "AI Grid Network conformance")
+    group.addoption("--grid-backend", default="local", choices=("local", "kind"),
+                    help="where grid components run (default: local processes)")
+    group.addoption("--grid-keep", action="store_true", help="keep process logs and work directories")
+    group.addoption("--grid-seed", type=int, default=None, help="seed for address choice and gateway randomness")
+    group.addoption("--grid-topology", default="single-site", help="bundled topology name or a topology file")
+    group.addoption("--impl", default="reference", help="implementation descriptor: 'reference' or a YAML file")
+    group.addoption("--conformance-report", default=None, help="write the conformance report (YAML) here")
+    group.addoption("--conformance-html", default=None, help="write an HTML conformance report here")
+    group.addoption("--conformance-profiles", default=None,
+                    help="comma-separated profiles the report covers (default: those of the collected tests)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "conformance(id, profile, level, feature, spec): a conformance test with a stable id"
+    )
+    config.stash[_RESULTS_KEY] = {}
+
+
+def conformance_meta(item: pytest.Item) -> dict[str, str] | None:
+    marker = item.get_closest_marker("conformance")
+    if marker is None:
+        return None
+    meta = dict(marker.kwargs)
+    missing = [key for key in ("id", "profile", "level", "feature", "spec") if not meta.get(key)]
+    if missing:
+        raise pytest.UsageError(f"{item.nodeid}: conformance marker lacks {', '.join(missing)}")
+    if meta["profile"] not in PROFILES or meta["level"] not in LEVELS:
+        raise pytest.UsageError(f"{item.nodeid}: bad profile or level in conformance marker")
+    return {key: str(value) for key, value in meta.items()}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    seen: dict[str, str] = {}
+    for item in items:
+        meta = conformance_meta(item)
+        if meta is None:
+            continue
+        test_id = meta["id"]
+        if getattr(item, "callspec", None) is not None:
+            test_id = f"{test_id}[{item.callspec.id}]"  # type: ignore[attr-defined]
+        if test_id in seen and seen[test_id] != item.nodeid:
+            raise pytest.UsageError(f"duplicate conformance id {test_id}: {seen[test_id]} and {item.nodeid}")
+        seen[test_id] = item.nodeid
+        item.stash[_ID_KEY] = test_id
+
+
+_ID_KEY = pytest.StashKey[str]()
+
+
+@pytest.fixture(scope="session")
+def impl(pytestconfig: pytest.Config) -> Any:
+    from harness.impl import load_impl
+
+    return load_impl(pytestconfig.getoption("--impl"))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    meta = conformance_meta(item)
+    if meta is None or meta["level"] != "extended":
+        return
+    from harness.impl import load_impl
+
+    features = load_impl(item.config.getoption("--impl")).features
+    if meta["feature"] not in features:
+        pytest.skip(f"{_UNSUPPORTED}: {meta['feature']} is not claimed by the implementation")
+
+
+@pytest.fixture(scope="session")
+def grid(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The running grid for this session (local backend), torn down at the end, pass or fail."""
+    from harness.backends.local import LocalBackend
+    from harness.grid import Grid
+    from harness.topology import load_topology
+
+    backend_name = pytestconfig.getoption("--grid-backend")
+    if backend_name != "local":
+        pytest.skip(f"the {backend_name} backend is not available in this build; use --grid-backend=local")
+    keep = pytestconfig.getoption("--grid-keep")
+    workdir = Path(tempfile.mkdtemp(prefix="agn-grid-")) if keep else tmp_path_factory.mktemp("grid")
+    supervisor = Supervisor(workdir / "logs")
+    plan = AddressPlan(seed=pytestconfig.getoption("--grid-seed"))
+    topology = load_topology(pytestconfig.getoption("--grid-topology"))
+    the_grid = Grid(topology, LocalBackend(workdir, supervisor, plan, impl), impl.features)
+    try:
+        the_grid.start()
+        yield the_grid
+    finally:
+        the_grid.close()
+        if keep:
+            print(f"\nagn-conformance: grid work directory kept at {workdir}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    meta = conformance_meta(item)
+    if meta is None:
+        return report
+    if report.failed:
+        grid = _active_grid(item)
+        if grid is not None:
+            report.sections.append(("agn-conformance diagnostics", grid.diagnostics()))
+    results = item.config.stash[_RESULTS_KEY]
+    test_id = item.stash.get(_ID_KEY, meta["id"])
+    entry = results.setdefault(test_id, {"meta": meta, "outcome": "passed", "duration": 0.0, "message": ""})
+    entry["duration"] += report.duration
+    if report.failed:
+        entry["outcome"] = "failed"
+        entry["message"] = str(report.longreprtext)[-4000:]
+    elif report.skipped and entry["outcome"] != "failed":
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        entry["outcome"] = "unsupported" if _UNSUPPORTED in reason else "skipped"
+        entry["message"] = reason
+    return report
+
+
+def _active_grid(item: pytest.Item) -> Any:
+    funcargs = getattr(item, "funcargs", {})
+    for value in funcargs.values():
+        if hasattr(value, "diagnostics"):
+            return value
+        site = getattr(value, "site", None)
+        grid = getattr(site, "grid", None)
+        if grid is not None and hasattr(grid, "diagnostics"):
+            return grid
+        grid = getattr(value, "grid", None)
+        if grid is not None and hasattr(grid, "diagnostics"):
+            return grid
+    return None
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    path = config.getoption("--conformance-report")
+    html_path = config.getoption("--conformance-html")
+    if not path and not html_path:
+        return
+    from harness import __version__
+    from harness.impl import load_impl
+    from harness.report.model import TestResult
+    from harness.report.writer import build_report, write_html, write_yaml
+
+    results = [
+        TestResult(id=test_id, profile=e["meta"]["profile"], level=e["meta"]["level"],
+                   feature=e["meta"]["feature"], spec=e["meta"]["spec"], outcome=e["outcome"],
+                   duration_s=round(e["duration"], 3), message=e["message"])
+        for test_id, e in sorted(config.stash[_RESULTS_KEY].items())
+    ]
+    profiles_opt = config.getoption("--conformance-profiles")
+    profiles = profiles_opt.split(",") if profiles_opt else sorted({r.profile for r in results})
+    descriptor = load_impl(config.getoption("--impl"))
+    report = build_report(results, descriptor.implementation, backend=config.getoption("--grid-backend"),
+                          harness_version=__version__, profiles=profiles,
+                          features_claimed=descriptor.features)
+    if path:
+        write_yaml(report, Path(path))
+    if html_path:
+        write_html(report, results, Path(html_path))
+
+
+
+__all__ = ["conformance_meta", "PROFILES"]

@@ -1,0 +1,220 @@
+"""Conformance report: roll test results up into a Gateway-API-style ConformanceReport document.
+
+The report is what a vendor publishes: per profile, a core and an extended section, each with a result
+(``success`` / ``partial`` / ``failure``), counts, the failed and skipped test ids, and short failure
+messages; the extended section also says which features were claimed and exercised and which the
+implementation does not support. ``summary.passed`` is the one bit CI cares about: no core test failed.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import tomllib
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.impl import Implementation
+from harness.report.model import TestResult
+
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "MESSAGE_LIMIT",
+    "ReportError",
+    "build_report",
+    "core_passed",
+    "format_date",
+    "harness_version",
+    "load_report",
+    "truncate_message",
+    "write_text_atomic",
+    "write_yaml",
+]
+
+API_VERSION = "agn-conformance.praxis.fast/v1alpha1"
+KIND = "ConformanceReport"
+#: Failure messages in the YAML report are cut to about this many characters (head and tail kept).
+MESSAGE_LIMIT = 2000
+
+_DIST_NAME = "agn-conformance"
+
+
+class ReportError(ValueError):
+    """A report file that is missing, unreadable or not a ConformanceReport."""
+
+
+def harness_version() -> str:
+    """Version of the installed harness, or of the source tree when running uninstalled."""
+    try:
+        return metadata.version(_DIST_NAME)
+    except metadata.PackageNotFoundError:
+        pass
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    try:
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+        if project.get("name") == _DIST_NAME and isinstance(project.get("version"), str):
+            return str(project["version"])
+    except (OSError, tomllib.TOMLDecodeError):
+        pass
+    return "unknown"
+
+
+def format_date(date: datetime | None = None) -> str:
+    """RFC 3339 UTC timestamp with second precision; a naive ``date`` is taken as UTC."""
+    moment = date or datetime.now(UTC)
+    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def truncate_message(message: str, limit: int = MESSAGE_LIMIT) -> str:
+    """Shorten ``message`` to about ``limit`` characters, keeping its start and its end.
+
+    Both ends matter: the start names what was checked and the end (for a pytest traceback) holds the
+    assertion that failed.
+    """
+    if len(message) <= limit:
+        return message
+    keep = max(limit // 2 - 40, 1)
+    omitted = len(message) - 2 * keep
+    return f"{message[:keep]}\n... [{omitted} characters omitted] ...\n{message[-keep:]}"
+
+
+def build_report(
+    results: Sequence[TestResult],
+    impl: Implementation,
+    *,
+    backend: str,
+    harness_version: str,
+    profiles: Sequence[str],
+    features_claimed: Collection[str],
+    date: datetime | None = None,
+) -> dict[str, Any]:
+    """Build the ConformanceReport document (plain dicts and lists, ready for YAML).
+
+    Every profile in ``profiles`` appears, even without tests. A profile that occurs in ``results`` but
+    was not listed is appended (sorted): its tests were run, so they are reported and judged.
+    """
+    claimed = frozenset(features_claimed)
+    names = list(dict.fromkeys(profiles))
+    names += sorted({r.profile for r in results} - set(names))
+    sections = [_profile_section(name, [r for r in results if r.profile == name], claimed) for name in names]
+    report: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "implementation": {
+            "organization": impl.organization,
+            "project": impl.project,
+            "version": impl.version,
+            "contact": list(impl.contact),
+        },
+        "date": format_date(date),
+        "harnessVersion": harness_version,
+        "backend": backend,
+        "profiles": sections,
+        "summary": {"passed": True},
+    }
+    report["summary"]["passed"] = _no_core_failure(sections)
+    return report
+
+
+def _profile_section(name: str, results: Sequence[TestResult], claimed: frozenset[str]) -> dict[str, Any]:
+    core = [r for r in results if r.level == "core"]
+    extended = [r for r in results if r.level == "extended"]
+    ext_features = {r.feature for r in extended}
+    # Unsupported tests are accounted for by feature, not counted as skips.
+    exercised = [r for r in extended if r.outcome != "unsupported"]
+    extended_section = _level_section(exercised)
+    extended_section["supportedFeatures"] = sorted(ext_features & claimed)
+    extended_section["unsupportedFeatures"] = sorted(ext_features - claimed)
+    return {"name": name, "core": _level_section(core), "extended": extended_section}
+
+
+def _level_section(results: Iterable[TestResult]) -> dict[str, Any]:
+    ordered = sorted(results, key=lambda r: r.id)
+    # A core test cannot be unsupported; if one is reported so, count it as skipped rather than lose it.
+    failed = [r for r in ordered if r.outcome == "failed"]
+    skipped = [r for r in ordered if r.outcome in ("skipped", "unsupported")]
+    passed = [r for r in ordered if r.outcome == "passed"]
+    if failed:
+        result = "failure"
+    elif skipped:
+        result = "partial"
+    else:
+        result = "success"
+    return {
+        "result": result,
+        "statistics": {"passed": len(passed), "failed": len(failed), "skipped": len(skipped)},
+        "failedTests": [r.id for r in failed],
+        "skippedTests": [r.id for r in skipped],
+        "failures": [{"id": r.id, "message": truncate_message(r.message)} for r in failed],
+    }
+
+
+def _no_core_failure(sections: Iterable[Mapping[str, Any]]) -> bool:
+    for section in sections:
+        core = section.get("core")
+        if not isinstance(core, Mapping):
+            return False
+        statistics = core.get("statistics")
+        if not isinstance(statistics, Mapping) or statistics.get("failed") != 0 or core.get("failedTests"):
+            return False
+    return True
+
+
+def core_passed(report: Mapping[str, Any]) -> bool:
+    """True when the report says it passed and no profile's core section records a failure.
+
+    Both are checked so that a hand-edited or truncated report cannot claim a pass it does not show.
+    """
+    summary = report.get("summary")
+    profiles = report.get("profiles")
+    if not isinstance(summary, Mapping) or summary.get("passed") is not True:
+        return False
+    if not isinstance(profiles, list) or not all(isinstance(p, Mapping) for p in profiles):
+        return False
+    return _no_core_failure(profiles)
+
+
+def write_yaml(report: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write the report as YAML, atomically (a reader never sees half a report)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = yaml.safe_dump(dict(report), sort_keys=False, allow_unicode=True, default_flow_style=False,
+                          width=110)
+    write_text_atomic(target, text)
+    return target
+
+
+def load_report(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a report written by :func:`write_yaml`; raise :class:`ReportError` when it is not one."""
+    source = Path(path)
+    try:
+        data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ReportError(f"{source}: no conformance report was written") from exc
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ReportError(f"{source}: cannot read conformance report: {exc}") from exc
+    if not isinstance(data, dict) or data.get("kind") != KIND or data.get("apiVersion") != API_VERSION:
+        raise ReportError(f"{source}: not a {KIND} ({API_VERSION})")
+    if not isinstance(data.get("profiles"), list) or not isinstance(data.get("summary"), dict):
+        raise ReportError(f"{source}: {KIND} without profiles or summary")
+    return data
+
+
+def write_text_atomic(target: Path, text: str) -> None:
+    """Write ``text`` to ``target`` through a temporary file and a rename."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

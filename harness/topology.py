@@ -1,0 +1,99 @@
+"""Topology files (clusters/*.yaml): which sites exist and what runs in each."""
+
+from __future__ import annotations
+
+import importlib.resources
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class TopologyError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    name: str
+    site: str
+    role: str = "model"
+
+    @property
+    def cluster(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class SiteSpec:
+    name: str
+    namespace: str
+    gateway: str
+    region: str
+    zone: str
+    providers: tuple[ProviderSpec, ...]
+
+    def provider(self, name: str) -> ProviderSpec:
+        for p in self.providers:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def model_providers(self) -> tuple[ProviderSpec, ...]:
+        return tuple(p for p in self.providers if p.role == "model")
+
+
+@dataclass(frozen=True)
+class Topology:
+    name: str
+    network: str
+    sites: tuple[SiteSpec, ...]
+
+    def site(self, name: str) -> SiteSpec:
+        for s in self.sites:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+
+def _topology_dir() -> Path:
+    try:
+        return Path(str(importlib.resources.files("harness.clusters")))
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parent.parent / "clusters"
+
+
+def load_topology(name_or_path: str) -> Topology:
+    """Load a bundled topology by name (`single-site`) or a topology file by path."""
+    path = Path(name_or_path)
+    if not path.exists():
+        path = _topology_dir() / f"{name_or_path}.yaml"
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise TopologyError(f"topology {name_or_path!r}: {exc.strerror}") from None
+    return parse_topology(raw, str(path))
+
+
+def parse_topology(raw: Any, source: str) -> Topology:
+    def need(obj: Any, key: str, where: str) -> Any:
+        if not isinstance(obj, dict) or key not in obj:
+            raise TopologyError(f"{source}: {where}{key} is required")
+        return obj[key]
+
+    sites = []
+    for i, s in enumerate(need(raw, "sites", "")):
+        where = f"sites[{i}]."
+        providers = tuple(
+            ProviderSpec(name=str(need(p, "name", f"{where}providers[{j}].")),
+                         site=str(p.get("site", need(s, "name", where))), role=str(p.get("role", "model")))
+            for j, p in enumerate(need(s, "providers", where))
+        )
+        sites.append(SiteSpec(
+            name=str(need(s, "name", where)), namespace=str(s.get("namespace", "agn-system")),
+            gateway=str(s.get("gateway", "edge-gateway")), region=str(s.get("region", "")),
+            zone=str(s.get("zone", "")), providers=providers,
+        ))
+    return Topology(name=str(need(raw, "name", "")), network=str(need(raw, "network", "")), sites=tuple(sites))

@@ -1,0 +1,81 @@
+"""Polling with deadlines: the only way suites wait.
+
+A wait names what it waits for and, on timeout, reports the last thing it saw, so a failure reads as
+"waited 10.0s for revision abc to serve; last seen revision def" rather than a bare timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class WaitTimeout(AssertionError):
+    """A polled condition did not hold before its deadline."""
+
+
+def poll_until(
+    probe: Callable[[], T],
+    done: Callable[[T], bool],
+    *,
+    what: str,
+    timeout: float,
+    interval: float = 0.02,
+    max_interval: float = 0.25,
+) -> T:
+    """Call `probe` until `done(result)` or the deadline; back off gently between probes."""
+    deadline = time.monotonic() + timeout
+    last: Any = "<nothing observed>"
+    while True:
+        try:
+            last = probe()
+            if done(last):
+                return last
+        except Exception as exc:  # a probe failing is an observation, not a crash
+            last = f"{type(exc).__name__}: {exc}"
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"waited {timeout:.1f}s for {what}; last seen: {_short(last)}")
+        time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+        interval = min(interval * 1.5, max_interval)
+
+
+async def apoll_until(
+    probe: Callable[[], Awaitable[T]],
+    done: Callable[[T], bool],
+    *,
+    what: str,
+    timeout: float,
+    interval: float = 0.02,
+    max_interval: float = 0.25,
+) -> T:
+    deadline = time.monotonic() + timeout
+    last: Any = "<nothing observed>"
+    while True:
+        try:
+            last = await probe()
+            if done(last):
+                return last
+        except Exception as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"waited {timeout:.1f}s for {what}; last seen: {_short(last)}")
+        await asyncio.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+        interval = min(interval * 1.5, max_interval)
+
+
+def wait_until_elapsed(start: float, seconds: float) -> None:
+    """Block until `seconds` have passed since monotonic `start` (time itself is the observed condition).
+
+    Used only where the spec defines behaviour by elapsed time, such as a session TTL.
+    """
+    while (remaining := start + seconds - time.monotonic()) > 0:
+        time.sleep(min(remaining, 0.05))
+
+
+def _short(value: Any, limit: int = 400) -> str:
+    text = repr(value) if not isinstance(value, str) else value
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,93 @@
+"""Session affinity: a bounded, TTL-limited table of session -> candidate bindings.
+
+A binding maps (session key, kind, name) to a candidate identity (kind, name, site, cluster). It
+expires ttl_secs after it was last bound or reused. Entries are kept in last-touched order, so the
+expired ones are always at the front and are evicted cheaply on every write; when the table is full
+the least recently touched entry makes room.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+
+Identity = tuple[str, str, str, str]
+BindingKey = tuple[str, str, str]
+MAX_SESSION_KEY_BYTES = 256
+
+
+class SessionTable:
+    """Bindings for one filter instance; `clock` is injectable for tests."""
+
+    def __init__(self, ttl_secs: float, max_entries: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self._ttl = float(ttl_secs)
+        self._max = max_entries
+        self._clock = clock
+        self._entries: OrderedDict[BindingKey, tuple[Identity, float]] = OrderedDict()
+
+    def __len__(self) -> int:
+        """Entries held, including expired ones not yet evicted."""
+        return len(self._entries)
+
+    def lookup(self, key: BindingKey) -> Identity | None:
+        """The bound identity, or None when there is no live binding (an expired one is dropped)."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if entry[1] <= self._clock():
+            del self._entries[key]
+            return None
+        return entry[0]
+
+    def bind(self, key: BindingKey, identity: Identity) -> None:
+        """Record or refresh a binding; its TTL restarts now."""
+        now = self._clock()
+        entries = self._entries
+        entries[key] = (identity, now + self._ttl)
+        entries.move_to_end(key)
+        self._evict(now)
+
+    def forget(self, key: BindingKey) -> None:
+        self._entries.pop(key, None)
+
+    def sweep(self) -> int:
+        """Evict every expired entry now; returns how many were removed."""
+        before = len(self._entries)
+        self._evict(self._clock())
+        return before - len(self._entries)
+
+    def _evict(self, now: float) -> None:
+        entries = self._entries
+        while entries:
+            first = next(iter(entries.values()))
+            if first[1] > now:
+                break
+            entries.popitem(last=False)
+        while len(entries) > self._max:
+            entries.popitem(last=False)
+
+
+def session_key(headers: Mapping[str, str], header: str | None, cookie: str | None) -> str | None:
+    """The client's session key: the configured header first, then the configured cookie.
+
+    Blank or oversized values give no key (the request is routed without affinity). Header and cookie
+    keys live in separate namespaces so one cannot impersonate the other.
+    """
+    if header is not None:
+        value = headers.get(header)
+        if value is not None:
+            value = value.strip()
+            if value and len(value) <= MAX_SESSION_KEY_BYTES:
+                return "h:" + value
+    if cookie is not None:
+        raw = headers.get("Cookie")
+        if raw:
+            for part in raw.split(";"):
+                name, sep, value = part.strip().partition("=")
+                if sep and name == cookie:
+                    value = value.strip().strip('"')
+                    if value and len(value) <= MAX_SESSION_KEY_BYTES:
+                        return "c:" + value
+                    return None
+    return None

@@ -1,0 +1,146 @@
+"""load_balancer: resolve the cluster an earlier filter chose to an endpoint group.
+
+Clusters are declared inline. Each request that reaches this filter with ``ctx.cluster`` set to one of
+its clusters gets that cluster as its upstream; the proxy then picks an endpoint round robin.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from reference.gateway.context import Reject, RequestContext
+from reference.gateway.schema import (
+    ConfigError,
+    address,
+    integer,
+    item,
+    key,
+    mapping,
+    sequence,
+    string,
+)
+
+TYPE = "load_balancer"
+MAX_CLUSTERS = 1024
+MAX_ENDPOINTS = 256
+DEFAULT_CONNECT_MS = 5_000
+DEFAULT_READ_MS = 300_000
+MAX_TIMEOUT_MS = 3_600_000
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    name: str
+    endpoints: tuple[str, ...]
+    connection_timeout_ms: int = DEFAULT_CONNECT_MS
+    read_timeout_ms: int = DEFAULT_READ_MS
+
+    @property
+    def private_endpoints(self) -> tuple[str, ...]:
+        """Endpoints on loopback, private or link-local addresses (names are not resolved)."""
+        out = []
+        for endpoint in self.endpoints:
+            host = endpoint.rpartition(":")[0].strip("[]")
+            try:
+                ip = ipaddress.ip_address(host)
+            except ValueError:
+                if host == "localhost":
+                    out.append(endpoint)
+                continue
+            if ip.is_private or ip.is_loopback or ip.is_link_local:
+                out.append(endpoint)
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class LoadBalancerConfig:
+    clusters: tuple[ClusterConfig, ...]
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(c.name for c in self.clusters)
+
+
+def _parse_cluster(raw: Any, path: str) -> ClusterConfig:
+    mapping(
+        raw,
+        path,
+        required=("name", "endpoints"),
+        optional=("connection_timeout_ms", "read_timeout_ms", "tls"),
+    )
+    if "tls" in raw:
+        raise ConfigError(key(path, "tls"), "tls is not supported by this gateway build")
+    endpoints: list[str] = []
+    endpoints_path = key(path, "endpoints")
+    for index, entry in enumerate(sequence(raw["endpoints"], endpoints_path, max_items=MAX_ENDPOINTS)):
+        where = item(endpoints_path, index)
+        host, port = address(entry, where)
+        if port == 0:
+            raise ConfigError(where, "endpoint port must be 1..65535")
+        endpoints.append(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+    return ClusterConfig(
+        name=string(raw["name"], key(path, "name")),
+        endpoints=tuple(endpoints),
+        connection_timeout_ms=integer(
+            raw.get("connection_timeout_ms", DEFAULT_CONNECT_MS), key(path, "connection_timeout_ms"), 1, MAX_TIMEOUT_MS
+        ),
+        read_timeout_ms=integer(
+            raw.get("read_timeout_ms", DEFAULT_READ_MS), key(path, "read_timeout_ms"), 1, MAX_TIMEOUT_MS
+        ),
+    )
+
+
+def parse(raw: dict[str, Any], path: str) -> LoadBalancerConfig:
+    mapping(raw, path, required=("filter", "clusters"))
+    clusters_path = key(path, "clusters")
+    clusters: list[ClusterConfig] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(sequence(raw["clusters"], clusters_path, max_items=MAX_CLUSTERS, min_items=1)):
+        cluster = _parse_cluster(entry, item(clusters_path, index))
+        if cluster.name in seen:
+            raise ConfigError(key(item(clusters_path, index), "name"), f"duplicate cluster {cluster.name!r}")
+        seen.add(cluster.name)
+        clusters.append(cluster)
+    return LoadBalancerConfig(clusters=tuple(clusters))
+
+
+class Cluster:
+    """A cluster at run time: its endpoints as base URLs, a round-robin cursor and its timeouts."""
+
+    __slots__ = ("name", "bases", "timeout", "_next")
+
+    def __init__(self, config: ClusterConfig) -> None:
+        self.name = config.name
+        self.bases = tuple(f"http://{endpoint}" for endpoint in config.endpoints)
+        connect = config.connection_timeout_ms / 1000
+        self.timeout = aiohttp.ClientTimeout(
+            total=None, connect=connect, sock_connect=connect, sock_read=config.read_timeout_ms / 1000
+        )
+        self._next = 0
+
+    def next_base(self) -> str | None:
+        """The next endpoint's base URL in round-robin order, or None when the cluster has none."""
+        bases = self.bases
+        if not bases:
+            return None
+        index = self._next
+        self._next = (index + 1) % len(bases)
+        return bases[index]
+
+
+class LoadBalancerFilter:
+    needs_body = False
+
+    def __init__(self, config: LoadBalancerConfig) -> None:
+        self.clusters = {c.name: Cluster(c) for c in config.clusters}
+
+    def on_request(self, ctx: RequestContext) -> Reject | None:
+        if ctx.cluster is not None and ctx.upstream is None:
+            cluster = self.clusters.get(ctx.cluster)
+            if cluster is not None:
+                ctx.upstream = cluster
+        return None

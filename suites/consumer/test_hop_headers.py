@@ -1,0 +1,86 @@
+"""Provider-hop headers: client copies never survive; hop clusters get values from the serving snapshot."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.grid import Gateway, Site
+
+SPEC = "intelligent-route-filter: provider_hop_clusters; overlay contract: provider hop revision"
+SPOOFED = {
+    "x-ai-routing-candidate": "spoofed-candidate",
+    "x-ai-routing-request-id": "spoofed-request-id",
+    "x-ai-routing-revision": "f" * 64,
+}
+
+
+@pytest.mark.conformance(id="CONS-HOP-SET-FROM-SNAPSHOT", profile="consumer", level="core", feature="hopHeaders",
+                         spec=SPEC)
+def test_hop_headers_replaced_from_serving_snapshot(gw: Gateway, site: Site, model: str) -> None:
+    revision = gw.publish(site.envelope([site.candidate("provider-a", model, stable_id="cand-a-0001")]), model)
+    reply = gw.request(model, headers=SPOOFED)
+    seen = reply.forwarded_headers
+    assert reply.status == 200, reply.describe()
+    assert seen.get("x-ai-routing-candidate") == "cand-a-0001", seen
+    assert seen.get("x-ai-routing-revision") == revision, seen
+    request_id = seen.get("x-ai-routing-request-id", "")
+    assert request_id and request_id != SPOOFED["x-ai-routing-request-id"], seen
+
+
+@pytest.mark.conformance(id="CONS-HOP-DEFAULT-STABLE-ID", profile="consumer", level="core", feature="hopHeaders",
+                         spec=SPEC + "; a candidate without stable_id is named kind/name/site/cluster")
+def test_hop_candidate_defaults_to_identity(gw: Gateway, site: Site, model: str) -> None:
+    gw.publish(site.envelope([site.candidate("provider-b", model)]), model)
+    seen = gw.request(model).forwarded_headers
+    assert seen.get("x-ai-routing-candidate") == f"inference_model/{model}/site-a/provider-b", seen
+
+
+@pytest.mark.conformance(id="CONS-HOP-REQUEST-ID-FRESH", profile="consumer", level="core", feature="hopHeaders",
+                         spec=SPEC + "; a generated provider-hop request id per request")
+def test_hop_request_ids_are_fresh(gw: Gateway, site: Site, model: str) -> None:
+    gw.publish(site.envelope([site.candidate("provider-a", model)]), model)
+    ids = [gw.request(model, headers=SPOOFED).forwarded_headers.get("x-ai-routing-request-id") for _ in range(30)]
+    assert None not in ids and len(set(ids)) == len(ids), f"request ids must be unique: {ids}"
+
+
+@pytest.mark.conformance(id="CONS-HOP-STRIPPED-NON-HOP", profile="consumer", level="core", feature="hopHeaders",
+                         spec=SPEC + "; client-supplied routing context never survives")
+def test_non_hop_cluster_gets_no_routing_headers(gw: Gateway, site: Site, model: str) -> None:
+    gw.publish(site.envelope([site.candidate("mgmt", model)]), model)
+    reply = gw.request(model, headers=SPOOFED)
+    assert reply.status == 200 and reply.backend == "mgmt", reply.describe()
+    leaked = {k: v for k, v in reply.forwarded_headers.items() if k.startswith("x-ai-routing-")}
+    assert not leaked, f"a non-hop cluster must receive no x-ai-routing-* headers; got {leaked}"
+
+
+@pytest.mark.conformance(id="CONS-HOP-NO-CREDENTIAL", profile="consumer", level="core", feature="hopHeaders",
+                         spec=SPEC + "; no credential reference or value is forwarded")
+def test_credential_reference_is_not_forwarded(gw: Gateway, site: Site, model: str) -> None:
+    credential = {"strategy": "bearer_token",
+                  "secretRef": {"name": "west-api-token-xyz", "namespace": "grid-secrets", "key": "token"}}
+    gw.publish(site.envelope([site.candidate("provider-c", model, credential=credential)]), model)
+    reply = gw.request(model)
+    assert reply.status == 200, reply.describe()
+    flat = " ".join(f"{k}: {v}" for k, v in reply.forwarded_headers.items())
+    for secret_part in ("west-api-token-xyz", "grid-secrets"):
+        assert secret_part not in flat, f"credential reference leaked upstream: {flat}"
+    assert "authorization" not in reply.forwarded_headers
+
+
+@pytest.mark.conformance(id="CONS-HOP-CONSISTENT-SNAPSHOT", profile="consumer", level="core", feature="hotReload",
+                         spec=SPEC + "; the hop revision comes from the same snapshot that selected")
+def test_revision_and_selection_agree_across_swaps(gw: Gateway, site: Site, model: str) -> None:
+    first = site.envelope([site.candidate("provider-a", model)])
+    second = site.envelope([site.candidate("provider-b", model)])
+    expected = {"provider-a": gw.publish(first, model)}
+    gw.write_overlay(second)
+    expected["provider-b"] = second["revision"]["value"]
+    mismatched = []
+    for _ in range(200):
+        reply = gw.request(model)
+        revision = reply.forwarded_headers.get("x-ai-routing-revision")
+        if reply.backend not in expected or revision != expected[reply.backend]:
+            mismatched.append((reply.backend, revision))
+        if reply.backend == "provider-b" and len(mismatched) == 0 and _ > 20:
+            break
+    assert not mismatched, f"selection and revision came from different snapshots: {mismatched[:5]}"

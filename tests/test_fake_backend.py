@@ -1,0 +1,540 @@
+"""Tests for the fake provider backend: the in-process server over real loopback HTTP, and the real
+`agn-fake-backend` command as a child process (startup line, ready file, SIGTERM, bad configs)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness.fakes import FakeBackend, RunningServer, RuntimeConfig, default_metrics, running
+from harness.fakes.cli import main as cli_main
+from harness.fakes.server import MAX_BODY_BYTES
+
+REPO = Path(__file__).resolve().parents[1]
+STARTUP_DEADLINE = 20.0
+
+Scenario = Callable[[RunningServer, httpx.AsyncClient], Awaitable[None]]
+
+
+def run(scenario: Scenario, backend: FakeBackend | None = None) -> None:
+    """Serve a backend on 127.0.0.1:0 for one scenario; the port is released whatever happens."""
+
+    async def body() -> None:
+        fake = backend or FakeBackend("east-1", "east")
+        async with (
+            running(fake, "127.0.0.1", 0) as server,
+            httpx.AsyncClient(base_url=server.base_url, timeout=10.0) as client,
+        ):
+            await scenario(server, client)
+
+    asyncio.run(body())
+
+
+def assert_identity(response: httpx.Response, name: str = "east-1", site: str = "east") -> None:
+    assert response.headers.get("x-agn-backend") == name, dict(response.headers)
+    assert response.headers.get("x-agn-site") == site, dict(response.headers)
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample on a /metrics page, keyed by name and sorted labels."""
+    found: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def families(text: str) -> dict[str, str]:
+    return {family.name: family.type for family in text_string_to_metric_families(text)}
+
+
+# ------------------------------------------------------------------------------------------ model API
+
+
+def test_chat_completion_echoes_request_and_identity() -> None:
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        headers = [("X-Trace", "one"), ("x-trace", "two"), ("Authorization", "Bearer t0k")]
+        body = json.dumps({"model": "llama-70b", "messages": [{"role": "user", "content": "hi"}]})
+        response = await client.post("/v1/chat/completions?tenant=a&x=1", content=body, headers=headers)
+        assert response.status_code == 200
+        assert_identity(response)
+        answer = response.json()
+        assert answer["object"] == "chat.completion"
+        assert answer["model"] == "llama-70b"
+        assert answer["id"] and isinstance(answer["created"], int)
+        assert "east-1" in answer["choices"][0]["message"]["content"]
+        agn = answer["agn"]
+        assert (agn["backend"], agn["site"]) == ("east-1", "east")
+        request = agn["request"]
+        assert request["method"] == "POST"
+        assert request["path"] == "/v1/chat/completions"
+        assert request["query"] == "tenant=a&x=1"
+        assert request["body_bytes"] == len(body.encode())
+        assert request["headers"]["x-trace"] == "one, two"
+        assert request["headers"]["authorization"] == "Bearer t0k"
+        assert request["headers"]["host"] == server.address
+        assert all(name == name.lower() for name in request["headers"])
+
+    run(scenario)
+
+
+def test_completion_accepts_non_json_body() -> None:
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        raw = bytes(range(256)) * 3
+        response = await client.post("/v1/completions", content=raw)
+        assert response.status_code == 200
+        assert_identity(response)
+        answer = response.json()
+        assert answer["object"] == "text_completion"
+        assert "model" not in answer
+        assert "east-1" in answer["choices"][0]["text"]
+        assert answer["agn"]["request"]["body_bytes"] == len(raw)
+
+    run(scenario)
+
+
+def test_other_paths_and_methods_echo_without_counting() -> None:
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        for method, path in [("GET", "/"), ("GET", "/healthz"), ("DELETE", "/v1/files/7"), ("PUT", "/x/y"),
+                             ("GET", "/v1/chat/completions")]:
+            response = await client.request(method, path + "?q=1")
+            assert response.status_code == 200, (method, path, response.text)
+            assert_identity(response)
+            echo = response.json()["agn"]["request"]
+            assert (echo["method"], echo["path"], echo["query"]) == (method, path, "q=1")
+        head = await client.head("/anything")
+        assert head.status_code == 200
+        assert_identity(head)
+        stats = await client.get("/admin/stats")
+        assert stats.json() == {"requests": 0}
+
+    run(scenario)
+
+
+def test_models_list_follows_config() -> None:
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        response = await client.get("/v1/models", headers={"x-probe": "p"})
+        assert response.status_code == 200
+        assert_identity(response)
+        listing = response.json()
+        assert listing["object"] == "list"
+        assert [m["id"] for m in listing["data"]] == ["m-a", "m-b"]
+        assert all(m["object"] == "model" for m in listing["data"])
+        assert listing["agn"]["request"]["headers"]["x-probe"] == "p"
+        changed = await client.post("/admin/config", json={"models": ["m-c"]})
+        assert changed.status_code == 200, changed.text
+        listing = (await client.get("/v1/models")).json()
+        assert [m["id"] for m in listing["data"]] == ["m-c"]
+
+    config = RuntimeConfig(metrics=default_metrics("east-1"), models=["m-a", "m-b"])
+    run(scenario, FakeBackend("east-1", "east", config))
+
+
+def test_request_body_limit() -> None:
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        largest = b"x" * MAX_BODY_BYTES
+        accepted = await client.post("/v1/chat/completions", content=largest)
+        assert accepted.status_code == 200
+        assert accepted.json()["agn"]["request"]["body_bytes"] == MAX_BODY_BYTES
+        rejected = await client.post("/v1/chat/completions", content=largest + b"y")
+        assert rejected.status_code == 413
+        assert_identity(rejected)
+        assert len(rejected.content) < 200 and "larger than" in rejected.text
+        streamed = await client.post("/v1/completions", content=_chunks(largest + b"y"))
+        assert streamed.status_code == 413
+        stats = (await client.get("/admin/stats")).json()
+        assert stats == {"requests": 1}
+
+    run(scenario)
+
+
+async def _chunks(data: bytes, size: int = 1 << 20) -> AsyncIterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start:start + size]
+
+
+def test_keep_alive_serves_several_requests_on_one_connection() -> None:
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        reader, writer = await asyncio.open_connection(server.host, server.port)
+        try:
+            for index in range(3):
+                body = json.dumps({"model": f"m{index}"}).encode()
+                writer.write(
+                    b"POST /v1/chat/completions HTTP/1.1\r\nHost: fake\r\nContent-Type: application/json\r\n"
+                    + f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+                )
+                await writer.drain()
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+                lines = head.decode("latin-1").split("\r\n")
+                assert lines[0] == "HTTP/1.1 200 OK", lines
+                fields = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+                assert fields.get("connection", "keep-alive").lower() != "close"
+                payload = await asyncio.wait_for(reader.readexactly(int(fields["content-length"])), 10)
+                assert json.loads(payload)["model"] == f"m{index}"
+        finally:
+            writer.close()
+            await writer.wait_closed()
+        assert (await client.get("/admin/stats")).json() == {"requests": 3}
+
+    run(scenario)
+
+
+# -------------------------------------------------------------------------------------------- metrics
+
+
+def test_metrics_default_samples_and_counter() -> None:
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        for _ in range(4):
+            assert (await client.post("/v1/chat/completions", json={})).status_code == 200
+        response = await client.get("/metrics")
+        assert response.status_code == 200
+        assert_identity(response)
+        assert response.headers["content-type"].startswith("text/plain")
+        found = samples(response.text)
+        pool = (("name", "east-1"),)
+        assert found[("inference_pool_average_queue_size", pool)] == 0
+        assert found[("inference_pool_average_kv_cache_utilization", pool)] == 0
+        assert found[("inference_pool_ready_pods", pool)] == 1
+        assert found[("agn_fake_requests_total", ())] == 4
+        assert families(response.text)["agn_fake_requests"] == "counter"
+        assert families(response.text)["inference_pool_ready_pods"] == "gauge"
+
+    run(scenario)
+
+
+def test_metrics_reflect_admin_changes() -> None:
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        update = {"metrics": [
+            {"name": "vllm:num_requests_waiting", "labels": {"pool": "llama-east", "zone": "a"}, "value": 12},
+            {"name": "vllm:num_requests_waiting", "labels": {"pool": "llama-west"}, "value": 3.5},
+            {"name": "epp_ready", "value": 0},
+        ]}
+        response = await client.post("/admin/config", json=update)
+        assert response.status_code == 200, response.text
+        assert_identity(response)
+        text = (await client.get("/metrics")).text
+        found = samples(text)
+        assert found[("vllm:num_requests_waiting", (("pool", "llama-east"), ("zone", "a")))] == 12
+        assert found[("vllm:num_requests_waiting", (("pool", "llama-west"),))] == 3.5
+        assert found[("epp_ready", ())] == 0
+        assert not any(name.startswith("inference_pool_") for name, _ in found), text
+        config = (await client.get("/admin/config")).json()
+        assert config["metrics"][0] == {"name": "vllm:num_requests_waiting",
+                                        "labels": {"pool": "llama-east", "zone": "a"}, "value": 12.0}
+        emptied = await client.post("/admin/config", json={"metrics": []})
+        assert emptied.status_code == 200
+        assert set(families((await client.get("/metrics")).text)) == {"agn_fake_requests"}
+
+    run(scenario)
+
+
+def test_metrics_pool_label_configurable() -> None:
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        found = samples((await client.get("/metrics")).text)
+        assert found[("inference_pool_ready_pods", (("name", "llama-70b-east"),))] == 1
+
+    run(scenario, FakeBackend("east-1", "east", RuntimeConfig(metrics=default_metrics("llama-70b-east"))))
+
+
+# ---------------------------------------------------------------------------------------------- admin
+
+
+BAD_ADMIN_BODIES: list[tuple[str, Any, str]] = [
+    ("not json", b"{metrics: 1", "not valid JSON"),
+    ("nan literal", '{"latency_ms": NaN}', "latency_ms: expected a finite number"),
+    ("array", "[]", "expected a JSON object"),
+    ("unknown key", {"latency_ms": 5, "frobnicate": 1}, "'frobnicate'"),
+    ("latency string", {"latency_ms": "5"}, "latency_ms"),
+    ("latency negative", {"latency_ms": -1}, "latency_ms"),
+    ("latency bool", {"latency_ms": True}, "latency_ms"),
+    ("latency huge", {"latency_ms": 1e308 * 10}, "latency_ms"),
+    ("status 200", {"error_status": 200}, "error_status"),
+    ("status 600", {"error_status": 600}, "error_status"),
+    ("status float", {"error_status": 503.0}, "error_status"),
+    ("models not list", {"models": "m"}, "models"),
+    ("model empty", {"models": ["a", ""]}, "models[1]"),
+    ("metrics not list", {"metrics": {"name": "x"}}, "metrics"),
+    ("metric bad name", {"metrics": [{"name": "queue-size", "value": 1}]}, "metrics[0].name"),
+    ("metric digit name", {"metrics": [{"name": "9lives", "value": 1}]}, "metrics[0].name"),
+    ("metric no value", {"metrics": [{"name": "q"}]}, "metrics[0].value"),
+    ("metric text value", {"metrics": [{"name": "q", "value": "1"}]}, "metrics[0].value"),
+    ("metric bool value", {"metrics": [{"name": "q", "value": False}]}, "metrics[0].value"),
+    ("metric extra key", {"metrics": [{"name": "q", "value": 1, "help": "x"}]}, "'help'"),
+    ("label bad name", {"metrics": [{"name": "q", "labels": {"pool-name": "a"}, "value": 1}]}, "pool-name"),
+    ("label reserved", {"metrics": [{"name": "q", "labels": {"__name__": "a"}, "value": 1}]}, "__name__"),
+    ("label value number", {"metrics": [{"name": "q", "labels": {"pool": 1}, "value": 1}]}, "labels.pool"),
+    ("duplicate sample", {"metrics": [{"name": "q", "value": 1}, {"name": "q", "labels": {}, "value": 2}]},
+     "duplicate"),
+    ("reserved counter", {"metrics": [{"name": "agn_fake_requests_total", "value": 1}]}, "reserved"),
+    ("valid then invalid", {"latency_ms": 50, "error_status": 503,
+                            "metrics": [{"name": "ok", "value": 1}, {"name": "bad name", "value": 2}]},
+     "metrics[1].name"),
+]
+
+
+@pytest.mark.parametrize(("body", "named"), [(b, n) for _, b, n in BAD_ADMIN_BODIES],
+                         ids=[label for label, _, _ in BAD_ADMIN_BODIES])
+def test_bad_admin_config_is_rejected_and_changes_nothing(body: Any, named: str) -> None:
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        before_config = (await client.get("/admin/config")).json()
+        before_metrics = (await client.get("/metrics")).text
+        if isinstance(body, dict):
+            content = json.dumps(body, allow_nan=True).encode()
+        else:
+            content = body.encode() if isinstance(body, str) else body
+        response = await client.post("/admin/config", content=content)
+        assert response.status_code == 400, response.text
+        assert_identity(response)
+        assert response.headers["content-type"].startswith("text/plain")
+        assert named in response.text and len(response.text) < 300, response.text
+        assert (await client.get("/admin/config")).json() == before_config
+        assert (await client.get("/metrics")).text == before_metrics
+        model = await client.post("/v1/chat/completions", json={"model": "m"})
+        assert model.status_code == 200
+
+    run(scenario)
+
+
+def test_admin_merge_keeps_other_fields_and_unknown_routes() -> None:
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        first = await client.post("/admin/config", json={"latency_ms": 1, "models": ["a"]})
+        assert first.status_code == 200
+        second = await client.post("/admin/config", json={"error_status": 429})
+        assert second.json()["latency_ms"] == 1 and second.json()["models"] == ["a"]
+        assert second.json()["error_status"] == 429
+        assert (await client.get("/admin/config")).json() == second.json()
+        for method, path, status in [("GET", "/admin/nope", 404), ("DELETE", "/admin/config", 405),
+                                     ("GET", "/admin/reset-stats", 405), ("POST", "/metrics", 405)]:
+            response = await client.request(method, path)
+            assert response.status_code == status, (method, path)
+            assert_identity(response)
+            assert response.headers["content-type"].startswith("text/plain")
+
+    run(scenario)
+
+
+def test_latency_delays_model_api() -> None:
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        assert (await client.post("/admin/config", json={"latency_ms": 300})).status_code == 200
+        started = time.monotonic()
+        response = await client.post("/v1/chat/completions", json={"model": "m"})
+        elapsed = time.monotonic() - started
+        assert response.status_code == 200
+        assert elapsed >= 0.3, f"answered after {elapsed:.3f}s with latency_ms=300"
+        concurrent = time.monotonic()
+        answers = await asyncio.gather(*(client.post("/v1/completions") for _ in range(4)))
+        assert all(a.status_code == 200 for a in answers)
+        assert time.monotonic() - concurrent >= 0.3
+
+    run(scenario)
+
+
+def test_error_status_applies_to_model_api_only() -> None:
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        assert (await client.post("/admin/config", json={"error_status": 503})).status_code == 200
+        for path in ("/v1/chat/completions", "/v1/completions"):
+            failed = await client.post(path, json={"model": "m"})
+            assert failed.status_code == 503
+            assert_identity(failed)
+            assert "503" in failed.text and len(failed.content) < 200
+        assert (await client.get("/v1/models")).status_code == 200
+        assert (await client.get("/metrics")).status_code == 200
+        assert (await client.get("/admin/stats")).json() == {"requests": 2}
+        assert (await client.post("/admin/config", json={"error_status": None})).status_code == 200
+        assert (await client.post("/v1/chat/completions", json={})).status_code == 200
+
+    run(scenario)
+
+
+def test_stats_count_and_reset() -> None:
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        for _ in range(3):
+            await client.post("/v1/chat/completions", json={})
+        await client.post("/v1/completions", content=b"prompt")
+        assert (await client.get("/admin/stats")).json() == {"requests": 4}
+        reset = await client.post("/admin/reset-stats")
+        assert reset.status_code == 200
+        assert_identity(reset)
+        assert (await client.get("/admin/stats")).json() == {"requests": 0}
+        assert samples((await client.get("/metrics")).text)[("agn_fake_requests_total", ())] == 0
+
+    run(scenario)
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+
+
+def _port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT leftovers do not count
+        try:
+            probe.bind((host, port))
+            probe.listen(1)
+        except OSError:
+            return False
+    return True
+
+
+def _read_line(process: subprocess.Popen[bytes], deadline: float) -> str:
+    """One stdout line from the child, or a failure naming what was seen before the deadline."""
+    assert process.stdout is not None
+    buffer = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while b"\n" not in buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no complete stdout line before the deadline; saw {buffer!r}")
+            if selector.select(timeout=remaining):
+                chunk = os.read(process.stdout.fileno(), 4096)
+                if not chunk:
+                    stderr = process.stderr.read().decode() if process.stderr else ""
+                    raise AssertionError(f"child exited ({process.wait()}) before a line; stderr: {stderr}")
+                buffer += chunk
+    return buffer.split(b"\n", 1)[0].decode()
+
+
+@contextlib.contextmanager
+def _child(args: list[str]) -> Iterator[subprocess.Popen[bytes]]:
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    process = subprocess.Popen([sys.executable, "-m", "harness.fakes.cli", *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=env, cwd=REPO)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=10)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_cli_process_serves_and_stops_cleanly(tmp_path: Path, stop_signal: signal.Signals) -> None:
+    config = tmp_path / "backend.json"
+    config.write_text(json.dumps({"metrics": [{"name": "inference_pool_average_queue_size",
+                                               "labels": {"name": "pool-w"}, "value": 7}],
+                                  "models": ["ignored"]}))
+    ready = tmp_path / "ready" / "addr"
+    ready.parent.mkdir()
+    args = ["--name", "west-2", "--site", "west", "--listen", "127.0.0.1:0", "--model", "m1", "--model", "m2",
+            "--config", str(config), "--ready-file", str(ready)]
+    with _child(args) as process:
+        line = _read_line(process, time.monotonic() + STARTUP_DEADLINE)
+        assert line.startswith("LISTENING 127.0.0.1:"), line
+        address = line.split(" ", 1)[1]
+        host, port = address.rsplit(":", 1)
+        assert int(port) > 0
+        assert ready.read_text() == address
+        with httpx.Client(base_url=f"http://{address}", timeout=10.0) as client:
+            models = client.get("/v1/models")
+            assert_identity(models, "west-2", "west")
+            assert [m["id"] for m in models.json()["data"]] == ["m1", "m2"]
+            chat = client.post("/v1/chat/completions", json={"model": "m2"}, headers={"x-hop": "1"})
+            assert chat.json()["agn"]["backend"] == "west-2"
+            assert chat.json()["agn"]["request"]["headers"]["x-hop"] == "1"
+            found = samples(client.get("/metrics").text)
+            assert found[("inference_pool_average_queue_size", (("name", "pool-w"),))] == 7
+            assert found[("agn_fake_requests_total", ())] == 1
+            assert not _port_is_free(host, int(port))
+        process.send_signal(stop_signal)
+        assert process.wait(timeout=10) == 0
+        assert process.stderr is not None and process.stderr.read() == b""
+    assert _port_is_free(host, int(port)), f"port {port} still bound after the backend exited"
+    assert not ready.exists()
+
+
+def test_cli_process_bad_config_exits_2_naming_key(tmp_path: Path) -> None:
+    config = tmp_path / "bad.json"
+    config.write_text(json.dumps({"latency_ms": 1, "frobnicate": True}))
+    with _child(["--name", "a", "--site", "s", "--listen", "127.0.0.1:0", "--config", str(config)]) as process:
+        assert process.wait(timeout=STARTUP_DEADLINE) == 2
+        assert process.stdout is not None and process.stderr is not None
+        assert process.stdout.read() == b""
+        stderr = process.stderr.read().decode()
+    assert "frobnicate" in stderr and str(config) in stderr, stderr
+
+
+BAD_CLI: list[tuple[str, list[str], Any, str]] = [
+    ("unknown key", [], {"latencyMs": 3}, "'latencyMs'"),
+    ("bad metric name", [], {"metrics": [{"name": "a b", "value": 1}]}, "metrics[0].name"),
+    ("bad label", [], {"metrics": [{"name": "q", "labels": {"a-b": "x"}, "value": 1}]}, "a-b"),
+    ("error status", [], {"error_status": 700}, "error_status"),
+    ("not json", [], "{nope", "not valid JSON"),
+    ("not object", [], [1, 2], "expected a JSON object"),
+    ("missing file", [], None, "cannot read"),
+    ("bad listen", ["--listen", "localhost"], {}, "--listen"),
+    ("bad port", ["--listen", "127.0.0.1:70000"], {}, "70000"),
+    ("bad name", ["--name", "two words"], {}, "--name"),
+    ("empty model", ["--model", ""], {}, "--model"),
+    ("ready dir", ["--ready-file", "/nonexistent-dir/x"], {}, "--ready-file"),
+]
+
+
+@pytest.mark.parametrize(("extra", "content", "named"), [(e, c, n) for _, e, c, n in BAD_CLI],
+                         ids=[label for label, _, _, _ in BAD_CLI])
+def test_cli_bad_arguments_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str],
+                                  content: Any, named: str) -> None:
+    config = tmp_path / "config.json"
+    if content is not None:
+        config.write_text(content if isinstance(content, str) else json.dumps(content))
+    args = ["--name", "a", "--site", "s", "--listen", "127.0.0.1:0", "--config", str(config), *extra]
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main(args)
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert named in captured.err, captured.err
+    assert "LISTENING" not in captured.out
+
+
+def test_cli_port_in_use_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        assert cli_main(["--name", "a", "--site", "s", "--listen", f"127.0.0.1:{port}"]) == 1
+    captured = capsys.readouterr()
+    assert f"cannot listen on 127.0.0.1:{port}" in captured.err
+    assert "LISTENING" not in captured.out
+
+
+def test_running_context_releases_port() -> None:
+    seen: dict[str, int] = {}
+
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        seen["port"] = server.port
+        assert not _port_is_free("127.0.0.1", server.port)
+
+    run(scenario)
+    assert _port_is_free("127.0.0.1", seen["port"])
+
+
+def test_non_finite_values_never_reach_metrics() -> None:
+    backend = FakeBackend("east-1", "east")
+
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        response = await client.post("/admin/config", content=b'{"metrics": [{"name": "q", "value": Infinity}]}')
+        assert response.status_code == 400
+        assert "metrics[0].value" in response.text
+        values = samples((await client.get("/metrics")).text).values()
+        assert all(math.isfinite(v) for v in values)
+
+    run(scenario, backend)
+

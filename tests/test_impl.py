@@ -1,0 +1,177 @@
+"""Implementation descriptors: the bundled reference loads, and every kind of bad descriptor is rejected
+with the key path of the problem."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.impl import (
+    EXTENDED_FEATURES,
+    REFERENCE,
+    GatewayCommand,
+    ImplError,
+    Implementation,
+    load_impl,
+    parse_impl,
+)
+
+VALID: dict[str, Any] = {
+    "implementation": {
+        "organization": "Example Corp",
+        "project": "example-gateway",
+        "version": "2.3.1",
+        "contact": ["mailto:gateway@example.invalid"],
+    },
+    "gateway": {
+        "command": ["/opt/example/bin/gw", "--config={config}", "--state", "{workdir}/state"],
+        "env": {"GW_HOME": "{workdir}", "GW_LOG": "debug"},
+        "startup_timeout_s": 7.5,
+    },
+    "features": ["weightedRandom", "cookieAffinity"],
+}
+
+
+def _write(tmp_path: Path, data: Any, name: str = "impl.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data), encoding="utf-8")
+    return path
+
+
+def _variant(path: str, value: Any) -> dict[str, Any]:
+    """VALID with the dotted ``path`` set to ``value`` (``_DELETE`` removes the key)."""
+    data = copy.deepcopy(VALID)
+    *parents, last = path.split(".")
+    node = data
+    for part in parents:
+        node = node[part]
+    if value is _DELETE:
+        del node[last]
+    else:
+        node[last] = value
+    return data
+
+
+_DELETE = object()
+
+
+def test_reference_descriptor_loads() -> None:
+    descriptor = load_impl(REFERENCE)
+    assert descriptor.source == REFERENCE
+    assert descriptor.implementation.project == "reference-gateway"
+    assert descriptor.implementation.contact and all(isinstance(c, str) for c in descriptor.implementation.contact)
+    assert descriptor.features == EXTENDED_FEATURES
+    argv, env = descriptor.gateway.render(Path("/tmp/site-a/praxis.yaml"), Path("/tmp/site-a"))
+    assert argv[0] == sys.executable
+    assert "/tmp/site-a/praxis.yaml" in argv
+    assert not any("{" in arg for arg in argv)
+    assert env == {}
+
+
+def test_custom_descriptor_loads_and_renders(tmp_path: Path) -> None:
+    descriptor = load_impl(str(_write(tmp_path, VALID)))
+    assert descriptor.implementation == Implementation(
+        "Example Corp", "example-gateway", "2.3.1", ("mailto:gateway@example.invalid",))
+    assert descriptor.features == frozenset({"weightedRandom", "cookieAffinity"})
+    assert descriptor.gateway.startup_timeout_s == 7.5
+    assert descriptor.source == str(tmp_path / "impl.yaml")
+    argv, env = descriptor.gateway.render(Path("/c/p.yaml"), Path("/w"))
+    assert argv == ["/opt/example/bin/gw", "--config=/c/p.yaml", "--state", "/w/state"]
+    assert env == {"GW_HOME": "/w", "GW_LOG": "debug"}
+
+
+def test_optional_keys_have_defaults() -> None:
+    data = copy.deepcopy(VALID)
+    del data["gateway"]["env"], data["gateway"]["startup_timeout_s"], data["features"]
+    descriptor = parse_impl(data)
+    assert descriptor.features == frozenset()
+    assert dict(descriptor.gateway.env) == {}
+    assert descriptor.gateway.startup_timeout_s == 20.0
+
+
+def test_literal_braces_survive_rendering() -> None:
+    command = GatewayCommand(argv_template=("gw", "{config}", "--json={{\"a\": 1}}"), env={})
+    argv, _ = command.render(Path("/c.yaml"), Path("/w"))
+    assert argv == ["gw", "/c.yaml", '--json={"a": 1}']
+    data = _variant("gateway.command", ["gw", "{config}", "--json={{\"a\": 1}}"])
+    assert parse_impl(data).gateway.argv_template[2] == "--json={{\"a\": 1}}"
+
+
+BAD_DESCRIPTORS = [
+    # (what is wrong, descriptor, expected start of the message)
+    ("missing block", _variant("implementation", _DELETE), "implementation: missing required key"),
+    ("missing key", _variant("implementation.contact", _DELETE), "implementation.contact: missing required key"),
+    ("missing command", _variant("gateway.command", _DELETE), "gateway.command: missing required key"),
+    ("unknown top key", {**VALID, "extras": 1}, "extras: unknown key"),
+    ("unknown nested key", _variant("gateway.cmd", ["x"]), "gateway.cmd: unknown key"),
+    ("block not a mapping", _variant("gateway", ["gw", "{config}"]), "gateway: must be a mapping"),
+    ("contact not a list", _variant("implementation.contact", "me@example.invalid"),
+     "implementation.contact: must be a list"),
+    ("contact item not a string", _variant("implementation.contact", ["ok", 3]),
+     "implementation.contact[1]: must be a string"),
+    ("version is a number", _variant("implementation.version", 1.5), "implementation.version: must be a string"),
+    ("empty organization", _variant("implementation.organization", " "),
+     "implementation.organization: must not be empty"),
+    ("command is a string", _variant("gateway.command", "gw -c {config}"), "gateway.command: must be a non-empty list"),
+    ("command is empty", _variant("gateway.command", []), "gateway.command: must be a non-empty list"),
+    ("command without config", _variant("gateway.command", ["gw", "--dir", "{workdir}"]),
+     "gateway.command: must contain {config}"),
+    ("command item not a string", _variant("gateway.command", ["gw", "{config}", 8080]),
+     "gateway.command[2]: must be a string"),
+    ("unknown placeholder", _variant("gateway.command", ["gw", "{config}", "--port={port}"]),
+     "gateway.command[2]: unknown placeholder {port}"),
+    ("placeholder with format spec", _variant("gateway.command", ["gw", "{config:>40}"]),
+     "gateway.command[1]: unknown placeholder {config:>40}"),
+    ("placeholder with attribute", _variant("gateway.command", ["gw", "{config}", "{python.real}"]),
+     "gateway.command[2]: unknown placeholder {python.real}"),
+    ("malformed template", _variant("gateway.command", ["gw", "{config"]), "gateway.command[1]: malformed template"),
+    ("env not a mapping", _variant("gateway.env", ["A=b"]), "gateway.env: must be a mapping"),
+    ("env value not a string", _variant("gateway.env", {"GW_PORT": 80}), "gateway.env.GW_PORT: must be a string"),
+    ("env unknown placeholder", _variant("gateway.env", {"GW_HOME": "{home}"}),
+     "gateway.env.GW_HOME: unknown placeholder {home}"),
+    ("timeout negative", _variant("gateway.startup_timeout_s", -1), "gateway.startup_timeout_s: must be a positive"),
+    ("timeout boolean", _variant("gateway.startup_timeout_s", True), "gateway.startup_timeout_s: must be a positive"),
+    ("timeout string", _variant("gateway.startup_timeout_s", "20s"), "gateway.startup_timeout_s: must be a positive"),
+    ("features not a list", _variant("features", "weightedRandom"), "features: must be a list"),
+    ("unknown feature", _variant("features", ["weightedRandom", "teleport"]),
+     "features[1]: unknown extended feature 'teleport'"),
+    ("duplicate feature", _variant("features", ["skipPaths", "skipPaths"]), "features[1]: feature 'skipPaths' is listed"),
+    ("feature not a string", _variant("features", [{"name": "skipPaths"}]), "features[0]: must be a string"),
+]
+
+
+@pytest.mark.parametrize(("data", "expected"), [(d, e) for _, d, e in BAD_DESCRIPTORS],
+                         ids=[name for name, _, _ in BAD_DESCRIPTORS])
+def test_bad_descriptor_names_the_key(tmp_path: Path, data: Any, expected: str) -> None:
+    path = _write(tmp_path, data)
+    with pytest.raises(ImplError) as caught:
+        load_impl(str(path))
+    assert str(caught.value).startswith(expected), str(caught.value)
+    assert caught.value.key == expected.split(":")[0]
+
+
+def test_descriptor_must_be_a_mapping(tmp_path: Path) -> None:
+    with pytest.raises(ImplError, match="descriptor must be a mapping, got a list"):
+        load_impl(str(_write(tmp_path, ["implementation"])))
+    with pytest.raises(ImplError, match="descriptor must be a mapping, got nothing"):
+        load_impl(str(_write(tmp_path, "", name="empty.yaml")))
+
+
+def test_invalid_yaml_reports_the_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, "implementation:\n  organization: [unclosed\ngateway: {}\n")
+    with pytest.raises(ImplError, match=r"not valid YAML at line \d+") as caught:
+        load_impl(str(path))
+    assert str(path) in str(caught.value)
+
+
+def test_missing_file_is_an_impl_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(ImplError, match="no such descriptor file") as caught:
+        load_impl(str(missing))
+    assert isinstance(caught.value, ValueError)
+    assert str(missing) in str(caught.value)
