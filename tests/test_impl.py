@@ -15,8 +15,8 @@ from harness.impl import (
     EXTENDED_FEATURES,
     REFERENCE,
     GatewayCommand,
-    ImplError,
     Implementation,
+    ImplError,
     load_impl,
     parse_impl,
 )
@@ -64,7 +64,8 @@ def test_reference_descriptor_loads() -> None:
     descriptor = load_impl(REFERENCE)
     assert descriptor.source == REFERENCE
     assert descriptor.implementation.project == "reference-gateway"
-    assert descriptor.implementation.contact and all(isinstance(c, str) for c in descriptor.implementation.contact)
+    contact = descriptor.implementation.contact
+    assert contact and all(isinstance(c, str) for c in contact)
     assert descriptor.features == EXTENDED_FEATURES
     argv, env = descriptor.gateway.render(Path("/tmp/site-a/praxis.yaml"), Path("/tmp/site-a"))
     assert argv[0] == sys.executable
@@ -105,7 +106,8 @@ def test_literal_braces_survive_rendering() -> None:
 BAD_DESCRIPTORS = [
     # (what is wrong, descriptor, expected start of the message)
     ("missing block", _variant("implementation", _DELETE), "implementation: missing required key"),
-    ("missing key", _variant("implementation.contact", _DELETE), "implementation.contact: missing required key"),
+    ("missing key", _variant("implementation.contact", _DELETE),
+     "implementation.contact: missing required key"),
     ("missing command", _variant("gateway.command", _DELETE), "gateway.command: missing required key"),
     ("unknown top key", {**VALID, "extras": 1}, "extras: unknown key"),
     ("unknown nested key", _variant("gateway.cmd", ["x"]), "gateway.cmd: unknown key"),
@@ -114,10 +116,12 @@ BAD_DESCRIPTORS = [
      "implementation.contact: must be a list"),
     ("contact item not a string", _variant("implementation.contact", ["ok", 3]),
      "implementation.contact[1]: must be a string"),
-    ("version is a number", _variant("implementation.version", 1.5), "implementation.version: must be a string"),
+    ("version is a number", _variant("implementation.version", 1.5),
+     "implementation.version: must be a string"),
     ("empty organization", _variant("implementation.organization", " "),
      "implementation.organization: must not be empty"),
-    ("command is a string", _variant("gateway.command", "gw -c {config}"), "gateway.command: must be a non-empty list"),
+    ("command is a string", _variant("gateway.command", "gw -c {config}"),
+     "gateway.command: must be a non-empty list"),
     ("command is empty", _variant("gateway.command", []), "gateway.command: must be a non-empty list"),
     ("command without config", _variant("gateway.command", ["gw", "--dir", "{workdir}"]),
      "gateway.command: must contain {config}"),
@@ -129,18 +133,24 @@ BAD_DESCRIPTORS = [
      "gateway.command[1]: unknown placeholder {config:>40}"),
     ("placeholder with attribute", _variant("gateway.command", ["gw", "{config}", "{python.real}"]),
      "gateway.command[2]: unknown placeholder {python.real}"),
-    ("malformed template", _variant("gateway.command", ["gw", "{config"]), "gateway.command[1]: malformed template"),
+    ("malformed template", _variant("gateway.command", ["gw", "{config"]),
+     "gateway.command[1]: malformed template"),
     ("env not a mapping", _variant("gateway.env", ["A=b"]), "gateway.env: must be a mapping"),
-    ("env value not a string", _variant("gateway.env", {"GW_PORT": 80}), "gateway.env.GW_PORT: must be a string"),
+    ("env value not a string", _variant("gateway.env", {"GW_PORT": 80}),
+     "gateway.env.GW_PORT: must be a string"),
     ("env unknown placeholder", _variant("gateway.env", {"GW_HOME": "{home}"}),
      "gateway.env.GW_HOME: unknown placeholder {home}"),
-    ("timeout negative", _variant("gateway.startup_timeout_s", -1), "gateway.startup_timeout_s: must be a positive"),
-    ("timeout boolean", _variant("gateway.startup_timeout_s", True), "gateway.startup_timeout_s: must be a positive"),
-    ("timeout string", _variant("gateway.startup_timeout_s", "20s"), "gateway.startup_timeout_s: must be a positive"),
+    ("timeout negative", _variant("gateway.startup_timeout_s", -1),
+     "gateway.startup_timeout_s: must be a positive"),
+    ("timeout boolean", _variant("gateway.startup_timeout_s", True),
+     "gateway.startup_timeout_s: must be a positive"),
+    ("timeout string", _variant("gateway.startup_timeout_s", "20s"),
+     "gateway.startup_timeout_s: must be a positive"),
     ("features not a list", _variant("features", "weightedRandom"), "features: must be a list"),
     ("unknown feature", _variant("features", ["weightedRandom", "teleport"]),
      "features[1]: unknown extended feature 'teleport'"),
-    ("duplicate feature", _variant("features", ["skipPaths", "skipPaths"]), "features[1]: feature 'skipPaths' is listed"),
+    ("duplicate feature", _variant("features", ["skipPaths", "skipPaths"]),
+     "features[1]: feature 'skipPaths' is listed"),
     ("feature not a string", _variant("features", [{"name": "skipPaths"}]), "features[0]: must be a string"),
 ]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import tomllib
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
@@ -33,6 +32,7 @@ __all__ = [
     "harness_version",
     "load_report",
     "truncate_message",
+    "write_html",
     "write_text_atomic",
     "write_yaml",
 ]
@@ -50,19 +50,13 @@ class ReportError(ValueError):
 
 
 def harness_version() -> str:
-    """Version of the installed harness, or of the source tree when running uninstalled."""
+    """Version of the installed distribution, else of the source tree this module comes from."""
     try:
         return metadata.version(_DIST_NAME)
     except metadata.PackageNotFoundError:
-        pass
-    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
-    try:
-        project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
-        if project.get("name") == _DIST_NAME and isinstance(project.get("version"), str):
-            return str(project["version"])
-    except (OSError, tomllib.TOMLDecodeError):
-        pass
-    return "unknown"
+        from harness import __version__
+
+        return __version__
 
 
 def format_date(date: datetime | None = None) -> str:
@@ -189,6 +183,15 @@ def write_yaml(report: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
                           width=110)
     write_text_atomic(target, text)
     return target
+
+
+def write_html(
+    report: Mapping[str, Any], results: Sequence[TestResult], path: str | os.PathLike[str]
+) -> Path:
+    """Write the HTML page; see :func:`harness.report.html.write_html` (re-exported here for convenience)."""
+    from harness.report.html import write_html as _write_html  # the page module imports this one
+
+    return _write_html(report, results, path)
 
 
 def load_report(path: str | os.PathLike[str]) -> dict[str, Any]:

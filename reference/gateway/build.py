@@ -1,0 +1,91 @@
+"""Turn a validated config into live filters and pipelines.
+
+Filters are built once per filter chain and shared by every listener that runs the chain, so one
+overlay file has one watcher, one serving snapshot and one session table. Building an overlay-mode
+intelligent_route performs the cold-start read: an unreadable or invalid overlay fails startup.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from reference.gateway.config import ChainConfig, FilterSpec, GatewayConfig
+from reference.gateway.filters.base import Filter
+from reference.gateway.filters.intelligent_route import IntelligentRouteFilter
+from reference.gateway.filters.intelligent_route_config import IntelligentRouteConfig
+from reference.gateway.filters.json_body_field import JsonBodyFieldFilter
+from reference.gateway.filters.load_balancer import LoadBalancerFilter
+from reference.gateway.filters.mcp import McpFilter
+from reference.gateway.metrics import GatewayMetrics
+from reference.gateway.pipeline import Pipeline
+from reference.gateway.reload import load_cold_start
+from reference.gateway.schema import ConfigError, key
+from reference.gateway.selection import make_rng
+from reference.gateway.snapshot import Snapshot
+from reference.gateway.snapshot_store import build_snapshot
+from reference.overlay import OverlayRejected
+
+
+@dataclass
+class Built:
+    pipelines: dict[str, Pipeline]
+    routes: list[IntelligentRouteFilter] = field(default_factory=list)
+
+
+def initial_snapshot(config: IntelligentRouteConfig, path: str) -> Snapshot:
+    """The snapshot a filter starts with: its static list, or the overlay file read now."""
+    if config.static is not None:
+        return Snapshot(config.static, "static")
+    assert config.overlay_file is not None
+    where = key(path, "overlay_file")
+    try:
+        return load_cold_start(config.overlay_file, config.expected_scope, config.clusters)
+    except OSError as exc:
+        raise ConfigError(where, f"cannot read overlay {str(config.overlay_file)!r}: {exc.strerror or exc}") from None
+    except OverlayRejected as exc:
+        raise ConfigError(where, f"overlay rejected ({exc.reason}): {exc.detail}") from None
+
+
+def build_filter(spec: FilterSpec, metrics: GatewayMetrics, rng: random.Random) -> Filter:
+    if spec.type == "json_body_field":
+        return JsonBodyFieldFilter(spec.options)
+    if spec.type == "mcp":
+        return McpFilter(spec.options)
+    if spec.type == "load_balancer":
+        return LoadBalancerFilter(spec.options)
+    if spec.type == "intelligent_route":
+        snapshot = initial_snapshot(spec.options, spec.path)
+        return IntelligentRouteFilter(spec.options, snapshot, metrics, rng=random.Random(rng.getrandbits(128)))
+    raise ConfigError(key(spec.path, "filter"), f"unknown filter type {spec.type!r}")
+
+
+def build(config: GatewayConfig, metrics: GatewayMetrics, rng: random.Random | None = None) -> Built:
+    """Build every chain's filters and each listener's pipeline; raises ConfigError."""
+    rng = rng or make_rng()
+    chains: dict[str, list[Filter]] = {}
+    built = Built(pipelines={})
+    try:
+        for chain in config.chains.values():
+            chains[chain.name] = _build_chain(chain, metrics, rng, built)
+    except BaseException:
+        for route in built.routes:
+            route.close()
+        raise
+    for listener in config.listeners:
+        filters = [f for name in listener.chains for f in chains[name]]
+        built.pipelines[listener.name] = Pipeline(listener.name, filters)
+    return built
+
+
+def _build_chain(chain: ChainConfig, metrics: GatewayMetrics, rng: random.Random, built: Built) -> list[Filter]:
+    out: list[Filter] = []
+    for spec in chain.filters:
+        instance = build_filter(spec, metrics, rng)
+        if isinstance(instance, IntelligentRouteFilter):
+            built.routes.append(instance)
+        out.append(instance)
+    return out
+
+
+__all__ = ["Built", "build", "build_filter", "build_snapshot", "initial_snapshot"]

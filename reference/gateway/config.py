@@ -1,0 +1,234 @@
+"""praxis.yaml: the public Praxis config format, read strictly.
+
+Unknown keys are errors at every level; every error names its key path. Beyond per-block checks this
+module cross-checks the whole file: listeners reference existing chains, and every cluster an
+intelligent_route filter reports is declared by a load_balancer after it in each pipeline it runs in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reference.gateway.filters import intelligent_route_config, json_body_field, load_balancer, mcp
+from reference.gateway.filters.intelligent_route_config import IntelligentRouteConfig
+from reference.gateway.filters.load_balancer import LoadBalancerConfig
+from reference.gateway.schema import (
+    ConfigError,
+    address,
+    boolean,
+    integer,
+    item,
+    key,
+    mapping,
+    sequence,
+    string,
+    string_list,
+)
+
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+MAX_LISTENERS = 64
+MAX_CHAINS = 256
+MAX_FILTERS = 64
+MAX_SHUTDOWN_SECS = 3600
+DEFAULT_SHUTDOWN_SECS = 5
+
+PARSERS: dict[str, Callable[[dict[str, Any], str], Any]] = {
+    json_body_field.TYPE: json_body_field.parse,
+    mcp.TYPE: mcp.parse,
+    intelligent_route_config.TYPE: intelligent_route_config.parse,
+    load_balancer.TYPE: load_balancer.parse,
+}
+
+
+@dataclass(frozen=True)
+class FilterSpec:
+    type: str
+    path: str
+    options: Any
+
+
+@dataclass(frozen=True)
+class ChainConfig:
+    name: str
+    path: str
+    filters: tuple[FilterSpec, ...]
+
+
+@dataclass(frozen=True)
+class ListenerConfig:
+    name: str
+    host: str
+    port: int
+    chains: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    listeners: tuple[ListenerConfig, ...]
+    chains: dict[str, ChainConfig]
+    admin: tuple[str, int] | None
+    shutdown_timeout_secs: int
+    allow_private_endpoints: bool
+
+    def pipeline(self, listener: ListenerConfig) -> list[FilterSpec]:
+        """The filters a listener runs, in order: its chains concatenated."""
+        return [spec for name in listener.chains for spec in self.chains[name].filters]
+
+
+def load_config(path: str | Path) -> GatewayConfig:
+    """Read and validate a config file; raises ConfigError."""
+    where = str(path)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError("", f"cannot read {where}: {exc.strerror or exc}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError("", f"{where} exceeds {MAX_CONFIG_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError("", f"{where} is not UTF-8") from None
+    return parse_config_text(text, where)
+
+
+def parse_config_text(text: str, source: str = "<config>") -> GatewayConfig:
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        at = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError("", f"{source}: invalid YAML{at}: {' '.join(str(problem).split())}") from None
+    if raw is None:
+        raise ConfigError("", f"{source} is empty")
+    return parse_config(raw)
+
+
+def parse_config(raw: Any) -> GatewayConfig:
+    mapping(
+        raw,
+        "",
+        required=("listeners",),
+        optional=("filter_chains", "admin", "shutdown_timeout_secs", "insecure_options"),
+    )
+    chains = _chains(raw.get("filter_chains", []))
+    listeners = _listeners(raw["listeners"], chains)
+    admin = None
+    if raw.get("admin") is not None:
+        mapping(raw["admin"], "admin", optional=("address",))
+        if "address" in raw["admin"]:
+            admin = address(raw["admin"]["address"], "admin.address")
+    shutdown = integer(
+        raw.get("shutdown_timeout_secs", DEFAULT_SHUTDOWN_SECS), "shutdown_timeout_secs", 0, MAX_SHUTDOWN_SECS
+    )
+    allow_private = False
+    if raw.get("insecure_options") is not None:
+        mapping(raw["insecure_options"], "insecure_options", optional=("allow_private_endpoints",))
+        allow_private = boolean(
+            raw["insecure_options"].get("allow_private_endpoints", False),
+            "insecure_options.allow_private_endpoints",
+        )
+    config = GatewayConfig(
+        listeners=listeners,
+        chains=chains,
+        admin=admin,
+        shutdown_timeout_secs=shutdown,
+        allow_private_endpoints=allow_private,
+    )
+    _check_addresses(config)
+    _check_clusters(config)
+    return config
+
+
+def _chains(raw: Any) -> dict[str, ChainConfig]:
+    chains: dict[str, ChainConfig] = {}
+    for index, entry in enumerate(sequence(raw, "filter_chains", max_items=MAX_CHAINS)):
+        path = item("filter_chains", index)
+        mapping(entry, path, required=("name", "filters"))
+        name = string(entry["name"], key(path, "name"))
+        if name in chains:
+            raise ConfigError(key(path, "name"), f"duplicate filter chain {name!r}")
+        filters_path = key(path, "filters")
+        specs = tuple(
+            _filter(spec, item(filters_path, i))
+            for i, spec in enumerate(sequence(entry["filters"], filters_path, max_items=MAX_FILTERS))
+        )
+        chains[name] = ChainConfig(name=name, path=path, filters=specs)
+    return chains
+
+
+def _filter(raw: Any, path: str) -> FilterSpec:
+    if not isinstance(raw, dict):
+        raise ConfigError(path, "must be a mapping")
+    if "filter" not in raw:
+        raise ConfigError(key(path, "filter"), "is required")
+    kind = raw["filter"]
+    if not isinstance(kind, str) or kind not in PARSERS:
+        raise ConfigError(
+            key(path, "filter"),
+            f"unknown filter type {kind!r} (supported: {', '.join(sorted(PARSERS))})",
+        )
+    return FilterSpec(type=kind, path=path, options=PARSERS[kind](raw, path))
+
+
+def _listeners(raw: Any, chains: dict[str, ChainConfig]) -> tuple[ListenerConfig, ...]:
+    out: list[ListenerConfig] = []
+    names: set[str] = set()
+    for index, entry in enumerate(sequence(raw, "listeners", max_items=MAX_LISTENERS, min_items=1)):
+        path = item("listeners", index)
+        mapping(entry, path, required=("name", "address"), optional=("filter_chains", "tls"))
+        if "tls" in entry:
+            raise ConfigError(key(path, "tls"), "tls is not supported by this gateway build")
+        name = string(entry["name"], key(path, "name"))
+        if name in names:
+            raise ConfigError(key(path, "name"), f"duplicate listener {name!r}")
+        names.add(name)
+        host, port = address(entry["address"], key(path, "address"))
+        chain_names = string_list(entry.get("filter_chains", []), key(path, "filter_chains"), max_items=MAX_CHAINS)
+        for i, chain in enumerate(chain_names):
+            if chain not in chains:
+                raise ConfigError(item(key(path, "filter_chains"), i), f"unknown filter chain {chain!r}")
+        out.append(ListenerConfig(name=name, host=host, port=port, chains=tuple(chain_names)))
+    return tuple(out)
+
+
+def _check_addresses(config: GatewayConfig) -> None:
+    seen: dict[tuple[str, int], str] = {}
+    bound = [(item("listeners", i) + ".address", (lst.host, lst.port)) for i, lst in enumerate(config.listeners)]
+    if config.admin is not None:
+        bound.append(("admin.address", config.admin))
+    for path, addr in bound:
+        if addr[1] == 0:
+            continue
+        if addr in seen:
+            raise ConfigError(path, f"address {addr[0]}:{addr[1]} is already used by {seen[addr]}")
+        seen[addr] = path
+
+
+def _check_clusters(config: GatewayConfig) -> None:
+    """Each intelligent_route's reported clusters must be declared by a load_balancer after it."""
+    pipelines: list[tuple[str, list[FilterSpec]]] = [
+        (f"listener {lst.name!r}", config.pipeline(lst)) for lst in config.listeners
+    ]
+    used = {name for lst in config.listeners for name in lst.chains}
+    pipelines += [(f"filter chain {c.name!r}", list(c.filters)) for c in config.chains.values() if c.name not in used]
+    for label, specs in pipelines:
+        for position, spec in enumerate(specs):
+            if spec.type != intelligent_route_config.TYPE:
+                continue
+            route: IntelligentRouteConfig = spec.options
+            later = [s.options for s in specs[position + 1 :] if s.type == load_balancer.TYPE]
+            if not later:
+                raise ConfigError(spec.path, f"intelligent_route needs a load_balancer after it in {label}")
+            declared = frozenset().union(*(lb.names for lb in later if isinstance(lb, LoadBalancerConfig)))
+            for path, cluster in route.reported:
+                if cluster not in declared:
+                    raise ConfigError(
+                        path, f"cluster {cluster!r} is not declared by a load_balancer after this filter in {label}"
+                    )

@@ -1,0 +1,265 @@
+"""Conformance report: rollup rules, unsupported features, YAML round trip, HTML escaping."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.impl import Implementation
+from harness.report import (
+    API_VERSION,
+    KIND,
+    ReportError,
+    TestResult,
+    build_report,
+    core_passed,
+    load_report,
+    render_html,
+    write_html,
+    write_yaml,
+)
+from harness.report.writer import MESSAGE_LIMIT, truncate_message
+
+IMPL = Implementation("Example Corp", "example-gateway", "2.3.1", ("https://example.invalid/gw",))
+DATE = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
+
+
+def result(test_id: str, outcome: str, *, profile: str = "consumer", level: str = "core",
+           feature: str = "overlayValidation", message: str = "") -> TestResult:
+    return TestResult(id=test_id, profile=profile, level=level, feature=feature,  # type: ignore[arg-type]
+                      spec="overlay-contract 3.1", outcome=outcome, duration_s=0.25,  # type: ignore[arg-type]
+                      message=message)
+
+
+def report_for(results: list[TestResult], *, profiles: tuple[str, ...] = ("consumer",),
+               claimed: frozenset[str] = frozenset()) -> dict[str, Any]:
+    return build_report(results, IMPL, backend="local", harness_version="0.1.0", profiles=profiles,
+                        features_claimed=claimed, date=DATE)
+
+
+def profile(report: dict[str, Any], name: str) -> dict[str, Any]:
+    matches = [p for p in report["profiles"] if p["name"] == name]
+    assert len(matches) == 1, report["profiles"]
+    return matches[0]
+
+
+# ---------------------------------------------------------------------------------------------- rollup
+
+
+def test_header_fields() -> None:
+    report = report_for([])
+    assert list(report)[:2] == ["apiVersion", "kind"]
+    assert report["apiVersion"] == API_VERSION and report["kind"] == KIND
+    assert report["implementation"] == {"organization": "Example Corp", "project": "example-gateway",
+                                        "version": "2.3.1", "contact": ["https://example.invalid/gw"]}
+    assert report["date"] == "2026-03-04T05:06:07Z"
+    assert report["harnessVersion"] == "0.1.0" and report["backend"] == "local"
+
+
+def test_all_passed_is_success() -> None:
+    core = profile(report_for([result("c-1", "passed"), result("c-2", "passed")]), "consumer")["core"]
+    assert core["result"] == "success"
+    assert core["statistics"] == {"passed": 2, "failed": 0, "skipped": 0}
+    assert core["failedTests"] == [] and core["skippedTests"] == [] and core["failures"] == []
+
+
+def test_skip_without_failure_is_partial() -> None:
+    core = profile(report_for([result("c-2", "skipped", message="needs netns"), result("c-1", "passed")]),
+                   "consumer")["core"]
+    assert core["result"] == "partial"
+    assert core["statistics"] == {"passed": 1, "failed": 0, "skipped": 1}
+    assert core["skippedTests"] == ["c-2"]
+
+
+def test_any_failure_is_failure_and_lists_ids_sorted() -> None:
+    results = [result("c-3", "failed", message="boom"), result("c-2", "skipped"), result("c-1", "failed"),
+               result("c-0", "passed")]
+    report = report_for(results)
+    core = profile(report, "consumer")["core"]
+    assert core["result"] == "failure"
+    assert core["statistics"] == {"passed": 1, "failed": 2, "skipped": 1}
+    assert core["failedTests"] == ["c-1", "c-3"]
+    assert core["failures"] == [{"id": "c-1", "message": ""}, {"id": "c-3", "message": "boom"}]
+    assert report["summary"] == {"passed": False}
+    assert not core_passed(report)
+
+
+def test_extended_failure_does_not_fail_the_summary() -> None:
+    results = [result("c-1", "passed"),
+               result("e-1", "failed", level="extended", feature="weightedRandom", message="share off")]
+    report = report_for(results, claimed=frozenset({"weightedRandom"}))
+    extended = profile(report, "consumer")["extended"]
+    assert extended["result"] == "failure" and extended["failedTests"] == ["e-1"]
+    assert report["summary"] == {"passed": True}
+    assert core_passed(report)
+
+
+def test_unsupported_features_are_reported_not_counted() -> None:
+    results = [
+        result("e-1", "passed", level="extended", feature="weightedRandom"),
+        result("e-2", "unsupported", level="extended", feature="cookieAffinity"),
+        result("e-3", "unsupported", level="extended", feature="cookieAffinity"),
+        result("e-4", "unsupported", level="extended", feature="mcpToolRouting"),
+    ]
+    claimed = frozenset({"weightedRandom", "skipPaths"})  # skipPaths has no test in this profile
+    extended = profile(report_for(results, claimed=claimed), "consumer")["extended"]
+    assert extended["result"] == "success"
+    assert extended["statistics"] == {"passed": 1, "failed": 0, "skipped": 0}
+    assert extended["skippedTests"] == []
+    assert extended["supportedFeatures"] == ["weightedRandom"]
+    assert extended["unsupportedFeatures"] == ["cookieAffinity", "mcpToolRouting"]
+
+
+def test_features_are_per_profile() -> None:
+    results = [result("p-e-1", "passed", profile="provider", level="extended", feature="prometheusMetrics"),
+               result("c-e-1", "skipped", level="extended", feature="weightedRandom")]
+    report = report_for(results, profiles=("consumer", "provider"),
+                        claimed=frozenset({"prometheusMetrics", "weightedRandom"}))
+    assert profile(report, "consumer")["extended"]["supportedFeatures"] == ["weightedRandom"]
+    assert profile(report, "consumer")["extended"]["result"] == "partial"
+    assert profile(report, "provider")["extended"]["supportedFeatures"] == ["prometheusMetrics"]
+
+
+def test_selected_profile_without_tests_still_appears() -> None:
+    report = report_for([result("c-1", "passed")], profiles=("consumer", "mesh"))
+    assert [p["name"] for p in report["profiles"]] == ["consumer", "mesh"]
+    mesh = profile(report, "mesh")
+    for level in ("core", "extended"):
+        assert mesh[level]["result"] == "success"
+        assert mesh[level]["statistics"] == {"passed": 0, "failed": 0, "skipped": 0}
+    assert mesh["extended"]["supportedFeatures"] == [] and mesh["extended"]["unsupportedFeatures"] == []
+
+
+def test_profile_seen_in_results_but_not_selected_is_reported() -> None:
+    report = report_for([result("m-1", "failed", profile="mesh")], profiles=("consumer",))
+    assert [p["name"] for p in report["profiles"]] == ["consumer", "mesh"]
+    assert report["summary"]["passed"] is False
+
+
+def test_failure_messages_are_truncated_keeping_both_ends() -> None:
+    message = "START " + "x" * 10_000 + " assert 3 == 4"
+    report = report_for([result("c-1", "failed", message=message)])
+    shown = profile(report, "consumer")["core"]["failures"][0]["message"]
+    assert len(shown) <= MESSAGE_LIMIT + 60
+    assert shown.startswith("START ") and shown.endswith("assert 3 == 4")
+    assert "characters omitted" in shown
+    assert truncate_message("short") == "short"
+
+
+def test_dates_are_utc() -> None:
+    plus_two = timezone(timedelta(hours=2))
+    aware = build_report([], IMPL, backend="kind", harness_version="x", profiles=(), features_claimed=(),
+                         date=datetime(2026, 1, 1, 1, 30, tzinfo=plus_two))
+    assert aware["date"] == "2025-12-31T23:30:00Z"
+    naive = build_report([], IMPL, backend="kind", harness_version="x", profiles=(), features_claimed=(),
+                         date=datetime(2026, 1, 1, 1, 30))
+    assert naive["date"] == "2026-01-01T01:30:00Z"
+    now = build_report([], IMPL, backend="kind", harness_version="x", profiles=(), features_claimed=())
+    parsed = datetime.strptime(now["date"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    assert abs(parsed - datetime.now(UTC)) < timedelta(minutes=5)
+
+
+def test_test_result_rejects_unknown_outcome_and_level() -> None:
+    with pytest.raises(ValueError, match="outcome"):
+        result("c-1", "flaky")
+    with pytest.raises(ValueError, match="level"):
+        result("c-1", "passed", level="optional")
+
+
+# ------------------------------------------------------------------------------------------------ YAML
+
+
+def test_yaml_round_trip(tmp_path: Path) -> None:
+    results = [result("c-1", "failed", message="line one\nline: two # not a comment"),
+               result("e-1", "unsupported", level="extended", feature="cookieAffinity")]
+    report = report_for(results, profiles=("consumer", "producer"))
+    path = write_yaml(report, tmp_path / "out" / "report.yaml")
+    assert load_report(path) == report
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith(f"apiVersion: {API_VERSION}\nkind: {KIND}\n")
+    assert not list(tmp_path.joinpath("out").glob("*.tmp"))
+    assert yaml.safe_load(text)["profiles"][0]["core"]["failures"][0]["message"].endswith("# not a comment")
+
+
+def test_load_report_rejects_missing_and_foreign_files(tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match="no conformance report"):
+        load_report(tmp_path / "missing.yaml")
+    foreign = tmp_path / "foreign.yaml"
+    foreign.write_text("kind: Deployment\napiVersion: apps/v1\n", encoding="utf-8")
+    with pytest.raises(ReportError, match="not a ConformanceReport"):
+        load_report(foreign)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kind: [", encoding="utf-8")
+    with pytest.raises(ReportError, match="cannot read"):
+        load_report(broken)
+
+
+def test_core_passed_does_not_trust_a_contradicting_summary() -> None:
+    report = report_for([result("c-1", "failed")])
+    report["summary"]["passed"] = True
+    assert not core_passed(report)
+    assert not core_passed({"summary": {"passed": "yes"}, "profiles": []})
+    assert core_passed(report_for([result("c-1", "passed")]))
+
+
+# ------------------------------------------------------------------------------------------------ HTML
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.hrefs: list[str] = []
+        self.pre: list[str] = []
+        self._in_pre = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.hrefs += [value or "" for name, value in attrs if name == "href"]
+        self._in_pre = tag == "pre"
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "pre":
+            self._in_pre = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_pre:
+            self.pre.append(data)
+
+
+def test_html_escapes_hostile_strings(tmp_path: Path) -> None:
+    hostile = '<script>alert("x")</script> & <img src=x onerror=alert(1)>'
+    impl = Implementation(f"Org {hostile}", "gw", "1", ("javascript:alert(1)", "https://example.invalid/a?b=1&c=2"))
+    results = [result(f"c-1{hostile}", "failed", message=f"expected 200\n{hostile}"),
+               result("c-2", "passed"),
+               result("e-1", "unsupported", level="extended", feature=f"feat{hostile}")]
+    report = build_report(results, impl, backend="local", harness_version="0.1.0", profiles=("consumer",),
+                          features_claimed=(), date=DATE)
+    page = write_html(report, results, tmp_path / "report.html").read_text(encoding="utf-8")
+    parser = _Tags()
+    parser.feed(page)
+    assert "script" not in parser.tags and "img" not in parser.tags
+    assert "<script>" not in page and "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
+    assert parser.hrefs == ["https://example.invalid/a?b=1&c=2"]  # javascript: is shown, not linked
+    assert any(f"expected 200\n{hostile}" in block for block in parser.pre)
+
+
+def test_html_shows_outcomes_and_full_messages() -> None:
+    long_message = "head " + "y" * 5000 + " tail"
+    results = [result("c-1", "failed", message=long_message), result("c-2", "passed"),
+               result("c-3", "skipped", message="needs root"),
+               result("e-1", "unsupported", level="extended", feature="cookieAffinity")]
+    report = report_for(results, profiles=("consumer", "mesh"))
+    page = render_html(report, results)
+    for outcome in ("failed", "passed", "skipped", "unsupported"):
+        assert f'<tr class="{outcome}">' in page
+    assert long_message in page  # the page is for reading: not cut at the YAML limit
+    assert "FAILED" in page and "No tests were run for this profile." in page
+    assert "Profile: mesh" in page and "cookieAffinity" in page
+    passing = report_for([result("c-1", "passed")])
+    assert "PASSED" in render_html(passing, [result("c-1", "passed")])
