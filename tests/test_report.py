@@ -263,3 +263,11 @@ def test_html_shows_outcomes_and_full_messages() -> None:
     assert "Profile: mesh" in page and "cookieAffinity" in page
     passing = report_for([result("c-1", "passed")])
     assert "PASSED" in render_html(passing, [result("c-1", "passed")])
+
+
+def test_write_html_is_also_reachable_from_the_writer(tmp_path: Path) -> None:
+    from harness.report import writer
+
+    results = [result("c-1", "passed")]
+    path = writer.write_html(report_for(results), results, tmp_path / "page.html")
+    assert path.read_text(encoding="utf-8") == render_html(report_for(results), results)

@@ -7,7 +7,6 @@ cluster without endpoints 503. Small bodies are relayed whole; large or unsized 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import aiohttp
@@ -107,7 +106,7 @@ class Forwarder:
                     body = await upstream.read()
                     return web.Response(status=upstream.status, reason=upstream.reason, body=body, headers=headers)
                 return await self._stream(request, upstream, headers, cluster.name)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("upstream timeout %s", kv(cluster=cluster.name, endpoint=base))
             return text_response(504, "upstream timed out\n")
         except (aiohttp.ClientError, OSError) as exc:
@@ -126,7 +125,7 @@ class Forwarder:
         try:
             async for chunk in upstream.content.iter_any():
                 await response.write(chunk)
-        except (asyncio.TimeoutError, aiohttp.ClientError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             # Headers are gone already: cut the client connection so the truncation is visible.
             log.warning("upstream error mid-stream %s", kv(cluster=cluster, error=type(exc).__name__))
             if request.transport is not None:

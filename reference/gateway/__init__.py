@@ -1,0 +1,1 @@
+"""Reference Praxis-compatible gateway: config, filters, snapshot routing, proxy and admin."""

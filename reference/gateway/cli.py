@@ -1,0 +1,72 @@
+"""agn-gateway: run the reference Praxis-compatible gateway.
+
+Exit status: 0 after a graceful shutdown (SIGTERM/SIGINT), 2 for a configuration error (one stderr line
+naming the offending key path), 1 for any other startup failure such as an address already in use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from prometheus_client import disable_created_metrics
+
+from reference.gateway.build import build
+from reference.gateway.config import load_config
+from reference.gateway.logfmt import LEVELS, configure, kv
+from reference.gateway.metrics import GatewayMetrics
+from reference.gateway.schema import ConfigError
+from reference.gateway.server import run
+
+EXIT_CONFIG = 2
+log = logging.getLogger("agn.gateway")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="agn-gateway",
+        description="Praxis-compatible AI gateway with intelligent_route overlay routing.",
+    )
+    parser.add_argument("-c", "--config", required=True, help="path to praxis.yaml")
+    parser.add_argument("--log-level", default="info", choices=LEVELS, help="log level (default: info)")
+    parser.add_argument(
+        "--check", action="store_true", help="validate the config and the cold-start overlays, then exit"
+    )
+    return parser.parse_args(argv)
+
+
+async def _serve(config_path: str) -> int:
+    config = load_config(config_path)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await run(config, stop)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    configure(args.log_level)
+    disable_created_metrics()
+    try:
+        if args.check:
+            build(load_config(args.config), GatewayMetrics())
+            print("config ok")
+            return 0
+        return asyncio.run(_serve(args.config))
+    except ConfigError as exc:
+        print(f"config error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_CONFIG
+    except OSError as exc:
+        log.error("startup failed %s", kv(error=str(exc)))
+        return 1
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
