@@ -20,7 +20,9 @@ MAX_SESSION_KEY_BYTES = 256
 class SessionTable:
     """Bindings for one filter instance; `clock` is injectable for tests."""
 
-    def __init__(self, ttl_secs: float, max_entries: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, ttl_secs: float, max_entries: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._ttl = float(ttl_secs)
         self._max = max_entries
         self._clock = clock

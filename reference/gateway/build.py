@@ -42,7 +42,9 @@ def initial_snapshot(config: IntelligentRouteConfig, path: str) -> Snapshot:
     try:
         return load_cold_start(config.overlay_file, config.expected_scope, config.clusters)
     except OSError as exc:
-        raise ConfigError(where, f"cannot read overlay {str(config.overlay_file)!r}: {exc.strerror or exc}") from None
+        raise ConfigError(
+            where, f"cannot read overlay {str(config.overlay_file)!r}: {exc.strerror or exc}"
+        ) from None
     except OverlayRejected as exc:
         raise ConfigError(where, f"overlay rejected ({exc.reason}): {exc.detail}") from None
 
@@ -56,7 +58,9 @@ def build_filter(spec: FilterSpec, metrics: GatewayMetrics, rng: random.Random) 
         return LoadBalancerFilter(spec.options)
     if spec.type == "intelligent_route":
         snapshot = initial_snapshot(spec.options, spec.path)
-        return IntelligentRouteFilter(spec.options, snapshot, metrics, rng=random.Random(rng.getrandbits(128)))
+        return IntelligentRouteFilter(
+            spec.options, snapshot, metrics, rng=random.Random(rng.getrandbits(128))
+        )
     raise ConfigError(key(spec.path, "filter"), f"unknown filter type {spec.type!r}")
 
 
@@ -78,7 +82,9 @@ def build(config: GatewayConfig, metrics: GatewayMetrics, rng: random.Random | N
     return built
 
 
-def _build_chain(chain: ChainConfig, metrics: GatewayMetrics, rng: random.Random, built: Built) -> list[Filter]:
+def _build_chain(
+    chain: ChainConfig, metrics: GatewayMetrics, rng: random.Random, built: Built
+) -> list[Filter]:
     out: list[Filter] = []
     for spec in chain.filters:
         instance = build_filter(spec, metrics, rng)

@@ -190,7 +190,9 @@ def _listeners(raw: Any, chains: dict[str, ChainConfig]) -> tuple[ListenerConfig
             raise ConfigError(key(path, "name"), f"duplicate listener {name!r}")
         names.add(name)
         host, port = address(entry["address"], key(path, "address"))
-        chain_names = string_list(entry.get("filter_chains", []), key(path, "filter_chains"), max_items=MAX_CHAINS)
+        chain_names = string_list(
+            entry.get("filter_chains", []), key(path, "filter_chains"), max_items=MAX_CHAINS
+        )
         for i, chain in enumerate(chain_names):
             if chain not in chains:
                 raise ConfigError(item(key(path, "filter_chains"), i), f"unknown filter chain {chain!r}")
@@ -200,7 +202,9 @@ def _listeners(raw: Any, chains: dict[str, ChainConfig]) -> tuple[ListenerConfig
 
 def _check_addresses(config: GatewayConfig) -> None:
     seen: dict[tuple[str, int], str] = {}
-    bound = [(item("listeners", i) + ".address", (lst.host, lst.port)) for i, lst in enumerate(config.listeners)]
+    bound = [
+        (item("listeners", i) + ".address", (lst.host, lst.port)) for i, lst in enumerate(config.listeners)
+    ]
     if config.admin is not None:
         bound.append(("admin.address", config.admin))
     for path, addr in bound:
@@ -217,7 +221,9 @@ def _check_clusters(config: GatewayConfig) -> None:
         (f"listener {lst.name!r}", config.pipeline(lst)) for lst in config.listeners
     ]
     used = {name for lst in config.listeners for name in lst.chains}
-    pipelines += [(f"filter chain {c.name!r}", list(c.filters)) for c in config.chains.values() if c.name not in used]
+    pipelines += [
+        (f"filter chain {c.name!r}", list(c.filters)) for c in config.chains.values() if c.name not in used
+    ]
     for label, specs in pipelines:
         for position, spec in enumerate(specs):
             if spec.type != intelligent_route_config.TYPE:
@@ -230,5 +236,6 @@ def _check_clusters(config: GatewayConfig) -> None:
             for path, cluster in route.reported:
                 if cluster not in declared:
                     raise ConfigError(
-                        path, f"cluster {cluster!r} is not declared by a load_balancer after this filter in {label}"
+                        path,
+                        f"cluster {cluster!r} is not declared by a later load_balancer in {label}",
                     )

@@ -104,13 +104,17 @@ class Forwarder:
                 length = upstream.content_length
                 if length is not None and length <= WHOLE_BODY_LIMIT:
                     body = await upstream.read()
-                    return web.Response(status=upstream.status, reason=upstream.reason, body=body, headers=headers)
+                    return web.Response(
+                        status=upstream.status, reason=upstream.reason, body=body, headers=headers
+                    )
                 return await self._stream(request, upstream, headers, cluster.name)
         except TimeoutError:
             log.warning("upstream timeout %s", kv(cluster=cluster.name, endpoint=base))
             return text_response(504, "upstream timed out\n")
         except (aiohttp.ClientError, OSError) as exc:
-            log.warning("upstream error %s", kv(cluster=cluster.name, endpoint=base, error=type(exc).__name__))
+            log.warning(
+                "upstream error %s", kv(cluster=cluster.name, endpoint=base, error=type(exc).__name__)
+            )
             return text_response(502, "upstream connection failed\n")
 
     async def _stream(

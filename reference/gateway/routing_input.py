@@ -34,7 +34,9 @@ def valid_name(value: str) -> str | None:
     return text
 
 
-def extract(metadata: Mapping[str, Any], headers: Mapping[str, str], model_header: str) -> tuple[str, str] | Invalid | None:
+def extract(
+    metadata: Mapping[str, Any], headers: Mapping[str, str], model_header: str
+) -> tuple[str, str] | Invalid | None:
     """(kind, name) to look up, Invalid for a 400, or None when the request carries no routing source."""
     method = metadata.get(METHOD_KEY)
     if method is not None:

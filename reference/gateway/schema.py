@@ -81,7 +81,9 @@ def sequence(value: Any, path: str, *, max_items: int, min_items: int = 0) -> li
     return value
 
 
-def string_list(value: Any, path: str, *, max_items: int, max_len: int = 256, unique: bool = True) -> list[str]:
+def string_list(
+    value: Any, path: str, *, max_items: int, max_len: int = 256, unique: bool = True
+) -> list[str]:
     out: list[str] = []
     for index, entry in enumerate(sequence(value, path, max_items=max_items)):
         text = string(entry, item(path, index), max_len=max_len)

@@ -67,12 +67,14 @@ def make_listener_handler(pipeline: Pipeline, forwarder: Forwarder) -> Handler:
         try:
             body = await read_body(request)
         except BodyTooLarge:
-            response = text_response(413, "request body too large\n")
-            response.force_close()
-            return response
+            too_large = text_response(413, "request body too large\n")
+            too_large.force_close()
+            return too_large
         except (aiohttp.ClientError, OSError, ValueError):
             return text_response(400, "malformed request body\n")
-        ctx = RequestContext(request.method, request.path, request.raw_path, CIMultiDict(request.headers), body)
+        ctx = RequestContext(
+            request.method, request.path, request.raw_path, CIMultiDict(request.headers), body
+        )
         try:
             rejection = run(ctx)
         except Exception:
@@ -90,8 +92,14 @@ def make_listener_handler(pipeline: Pipeline, forwarder: Forwarder) -> Handler:
         if access_log.isEnabledFor(logging.DEBUG):
             access_log.debug(
                 "decision %s",
-                kv(listener=pipeline.name, method=ctx.method, path=ctx.path, status=response.status,
-                   cluster=ctx.cluster, **{"metadata." + k: v for k, v in ctx.metadata.items()}),
+                kv(
+                    listener=pipeline.name,
+                    method=ctx.method,
+                    path=ctx.path,
+                    status=response.status,
+                    cluster=ctx.cluster,
+                    **{"metadata." + k: v for k, v in ctx.metadata.items()},
+                ),
             )
         return response
 
@@ -128,8 +136,11 @@ class Gateway:
                         if cluster.private_endpoints:
                             log.warning(
                                 "private upstream endpoint %s",
-                                kv(cluster=cluster.name, endpoint=cluster.private_endpoints[0],
-                                   hint="set insecure_options.allow_private_endpoints: true"),
+                                kv(
+                                    cluster=cluster.name,
+                                    endpoint=cluster.private_endpoints[0],
+                                    hint="set insecure_options.allow_private_endpoints: true",
+                                ),
                             )
 
     async def start(self) -> None:

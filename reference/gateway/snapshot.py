@@ -92,7 +92,8 @@ class Snapshot:
         self.local_site = overlay.local_site
         mode = overlay.effective_mode
         self.plans: dict[tuple[str, str], CapabilityPlan] = {
-            cap: CapabilityPlan(cap[0], cap[1], members, mode) for cap, members in overlay.by_capability.items()
+            cap: CapabilityPlan(cap[0], cap[1], members, mode)
+            for cap, members in overlay.by_capability.items()
         }
         self.candidate_count = len(overlay.candidates)
 

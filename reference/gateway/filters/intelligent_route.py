@@ -162,7 +162,12 @@ class IntelligentRouteFilter:
         md[NS + "session.failover"] = failover
 
     def _route(
-        self, ctx: RequestContext, snapshot: Snapshot, plan: CapabilityPlan, candidate: Candidate, outcome: str
+        self,
+        ctx: RequestContext,
+        snapshot: Snapshot,
+        plan: CapabilityPlan,
+        candidate: Candidate,
+        outcome: str,
     ) -> None:
         ctx.cluster = candidate.cluster
         md = ctx.metadata

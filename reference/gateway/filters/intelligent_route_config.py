@@ -82,7 +82,9 @@ class IntelligentRouteConfig:
 def _model_header(raw: Any, path: str) -> str:
     text = header_name(raw, path)
     if text.lower().startswith(RESERVED_HEADER_PREFIXES):
-        raise ConfigError(path, f"must not use a reserved internal header prefix ({', '.join(RESERVED_HEADER_PREFIXES)})")
+        raise ConfigError(
+            path, f"must not use a reserved internal header prefix ({', '.join(RESERVED_HEADER_PREFIXES)})"
+        )
     return text
 
 
@@ -104,7 +106,9 @@ def _skip_paths(raw: Any, path: str) -> tuple[str, ...]:
 def _reload(raw: Any, path: str) -> tuple[bool, int]:
     mapping(raw, path, optional=("enabled", "debounce_ms"))
     enabled = boolean(raw.get("enabled", True), key(path, "enabled"))
-    debounce = integer(raw.get("debounce_ms", DEFAULT_DEBOUNCE_MS), key(path, "debounce_ms"), 0, MAX_DEBOUNCE_MS)
+    debounce = integer(
+        raw.get("debounce_ms", DEFAULT_DEBOUNCE_MS), key(path, "debounce_ms"), 0, MAX_DEBOUNCE_MS
+    )
     return enabled, debounce
 
 
@@ -170,7 +174,9 @@ def parse(raw: dict[str, Any], path: str) -> IntelligentRouteConfig:
         reported += [(item(key(path, "clusters"), i), name) for i, name in enumerate(clusters)]
     hop: list[str] = []
     if "provider_hop_clusters" in raw:
-        hop = string_list(raw["provider_hop_clusters"], key(path, "provider_hop_clusters"), max_items=MAX_CLUSTERS)
+        hop = string_list(
+            raw["provider_hop_clusters"], key(path, "provider_hop_clusters"), max_items=MAX_CLUSTERS
+        )
 
     static = None
     overlay_file = None
@@ -186,7 +192,8 @@ def parse(raw: dict[str, Any], path: str) -> IntelligentRouteConfig:
         static = _static(raw["candidates"], key(path, "candidates"), local_site, clusters)
         if clusters is None:
             reported += [
-                (f"{key(path, 'candidates')}[{i}].cluster", c.cluster) for i, c in enumerate(static.candidates)
+                (f"{key(path, 'candidates')}[{i}].cluster", c.cluster)
+                for i, c in enumerate(static.candidates)
             ]
     else:
         overlay_file = Path(string(raw["overlay_file"], key(path, "overlay_file"), max_len=MAX_PATH_BYTES))
@@ -197,7 +204,9 @@ def parse(raw: dict[str, Any], path: str) -> IntelligentRouteConfig:
         reported.append((key(path, "management_cluster"), management))
     reported += [(item(key(path, "provider_hop_clusters"), i), name) for i, name in enumerate(hop)]
     affinity = (
-        _affinity(raw["session_affinity"], key(path, "session_affinity")) if "session_affinity" in raw else None
+        _affinity(raw["session_affinity"], key(path, "session_affinity"))
+        if "session_affinity" in raw
+        else None
     )
     return IntelligentRouteConfig(
         model_header=model_header,

@@ -86,7 +86,10 @@ def _parse_cluster(raw: Any, path: str) -> ClusterConfig:
         name=string(raw["name"], key(path, "name")),
         endpoints=tuple(endpoints),
         connection_timeout_ms=integer(
-            raw.get("connection_timeout_ms", DEFAULT_CONNECT_MS), key(path, "connection_timeout_ms"), 1, MAX_TIMEOUT_MS
+            raw.get("connection_timeout_ms", DEFAULT_CONNECT_MS),
+            key(path, "connection_timeout_ms"),
+            1,
+            MAX_TIMEOUT_MS,
         ),
         read_timeout_ms=integer(
             raw.get("read_timeout_ms", DEFAULT_READ_MS), key(path, "read_timeout_ms"), 1, MAX_TIMEOUT_MS
@@ -99,7 +102,9 @@ def parse(raw: dict[str, Any], path: str) -> LoadBalancerConfig:
     clusters_path = key(path, "clusters")
     clusters: list[ClusterConfig] = []
     seen: set[str] = set()
-    for index, entry in enumerate(sequence(raw["clusters"], clusters_path, max_items=MAX_CLUSTERS, min_items=1)):
+    for index, entry in enumerate(
+        sequence(raw["clusters"], clusters_path, max_items=MAX_CLUSTERS, min_items=1)
+    ):
         cluster = _parse_cluster(entry, item(clusters_path, index))
         if cluster.name in seen:
             raise ConfigError(key(item(clusters_path, index), "name"), f"duplicate cluster {cluster.name!r}")
