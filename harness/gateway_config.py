@@ -17,7 +17,7 @@ from harness.contract import ScopeSpec
 MODEL_HEADER = "X-Model"
 SESSION_HEADER = "x-session-id"
 SESSION_COOKIE = "agn-session"
-RELOAD_DEBOUNCE_MS = 200
+RELOAD_DEBOUNCE_MS = 100
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ def poll_until(
     what: str,
     timeout: float,
     interval: float = 0.02,
-    max_interval: float = 0.25,
+    max_interval: float = 0.05,
 ) -> T:
     """Call `probe` until `done(result)` or the deadline; back off gently between probes."""
     deadline = time.monotonic() + timeout
@@ -50,7 +50,7 @@ async def apoll_until(
     what: str,
     timeout: float,
     interval: float = 0.02,
-    max_interval: float = 0.25,
+    max_interval: float = 0.05,
 ) -> T:
     deadline = time.monotonic() + timeout
     last: Any = "<nothing observed>"

@@ -1,22 +1,28 @@
-"""HTTP/1.1 forwarding to the selected cluster over one pooled client session per process.
+"""HTTP/1.1 forwarding to the selected cluster over pooled keep-alive connections.
 
-Method, path and query, body and end-to-end headers go upstream; status, end-to-end headers and body
-come back. Upstream failures become short plain-text answers: refused/reset 502, timeout 504, a
-cluster without endpoints 503. Small bodies are relayed whole; large or unsized ones are streamed.
+Method, path and query, body and end-to-end headers go upstream (Host becomes the endpoint);
+status, end-to-end headers and body come back. Upstream failures become short plain-text answers:
+refused/reset 502, timeout 504, a cluster without endpoints 503. Small bodies are relayed whole;
+large, chunked or close-delimited ones are streamed.
 """
 
 from __future__ import annotations
 
 import logging
 
-import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
-from yarl import URL
 
 from reference.gateway.context import RequestContext
 from reference.gateway.filters.load_balancer import Cluster
 from reference.gateway.logfmt import kv
+from reference.gateway.upstream_client import (
+    EndpointPool,
+    ResponseHead,
+    UpstreamError,
+    UpstreamTimeout,
+    exchange,
+)
 
 log = logging.getLogger("agn.gateway.proxy")
 
@@ -36,45 +42,29 @@ HOP_BY_HOP = frozenset(
 )
 _DROP_REQUEST = HOP_BY_HOP | {"host", "content-length", "expect"}
 _DROP_RESPONSE = HOP_BY_HOP | {"content-length"}
-WHOLE_BODY_LIMIT = 1024 * 1024
-POOL_LIMIT = 1024
-POOL_LIMIT_PER_HOST = 512
-KEEPALIVE_SECS = 30.0
 
 
-def make_session() -> aiohttp.ClientSession:
-    """The process-wide upstream session: keep-alive pool, no cookie jar, bytes passed through as-is."""
-    connector = aiohttp.TCPConnector(
-        limit=POOL_LIMIT,
-        limit_per_host=POOL_LIMIT_PER_HOST,
-        keepalive_timeout=KEEPALIVE_SECS,
-        ttl_dns_cache=300,
-    )
-    return aiohttp.ClientSession(
-        connector=connector,
-        cookie_jar=aiohttp.DummyCookieJar(),
-        auto_decompress=False,
-        skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
-        timeout=aiohttp.ClientTimeout(total=None, connect=5, sock_read=300),
-    )
-
-
-def _connection_tokens(headers: CIMultiDict[str]) -> set[str]:
+def _connection_tokens(values: list[str]) -> set[str]:
     tokens: set[str] = set()
-    for value in headers.getall("Connection", ()):
+    for value in values:
         tokens.update(t.strip().lower() for t in value.split(",") if t.strip())
     return tokens
 
 
-def request_headers(headers: CIMultiDict[str]) -> CIMultiDict[str]:
-    """End-to-end request headers: hop-by-hop ones, Host and framing headers removed."""
-    drop = _DROP_REQUEST | _connection_tokens(headers) if "Connection" in headers else _DROP_REQUEST
-    return CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in drop)
+def request_headers(headers: CIMultiDict[str]) -> list[tuple[str, str]]:
+    """End-to-end request headers: hop-by-hop ones (incl. those Connection names), Host, framing."""
+    drop = _DROP_REQUEST
+    if "Connection" in headers:
+        drop = drop | _connection_tokens(headers.getall("Connection"))
+    return [(k, v) for k, v in headers.items() if k.lower() not in drop]
 
 
-def response_headers(headers: CIMultiDict[str]) -> CIMultiDict[str]:
-    drop = _DROP_RESPONSE | _connection_tokens(headers) if "Connection" in headers else _DROP_RESPONSE
-    return CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in drop)
+def response_headers(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    drop = _DROP_RESPONSE
+    connection = [v for k, v in headers if k.lower() == "connection"]
+    if connection:
+        drop = drop | _connection_tokens(connection)
+    return [(k, v) for k, v in headers if k.lower() not in drop]
 
 
 def text_response(status: int, body: str) -> web.Response:
@@ -82,58 +72,83 @@ def text_response(status: int, body: str) -> web.Response:
 
 
 class Forwarder:
-    def __init__(self, session: aiohttp.ClientSession) -> None:
-        self.session = session
+    """Owns one connection pool per upstream endpoint for the whole process."""
+
+    def __init__(self) -> None:
+        self._pools: dict[tuple[str, int], EndpointPool] = {}
+
+    def _pool(self, endpoint: tuple[str, int]) -> EndpointPool:
+        pool = self._pools.get(endpoint)
+        if pool is None:
+            pool = self._pools[endpoint] = EndpointPool(*endpoint)
+        return pool
+
+    def close(self) -> None:
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()
 
     async def forward(self, request: web.BaseRequest, ctx: RequestContext) -> web.StreamResponse:
         cluster: Cluster = ctx.upstream
-        base = cluster.next_base()
-        if base is None:
+        endpoint = cluster.next_endpoint()
+        if endpoint is None:
             return text_response(503, "no endpoints available for the selected cluster\n")
-        url = URL(base + ctx.raw_path, encoded=True)
         try:
-            async with self.session.request(
+            head = await exchange(
+                self._pool(endpoint),
                 ctx.method,
-                url,
-                headers=request_headers(ctx.headers),
-                data=ctx.body or None,
-                allow_redirects=False,
-                timeout=cluster.timeout,
-            ) as upstream:
-                headers = response_headers(upstream.headers)  # type: ignore[arg-type]
-                length = upstream.content_length
-                if length is not None and length <= WHOLE_BODY_LIMIT:
-                    body = await upstream.read()
-                    return web.Response(
-                        status=upstream.status, reason=upstream.reason, body=body, headers=headers
-                    )
-                return await self._stream(request, upstream, headers, cluster.name)
-        except TimeoutError:
-            log.warning("upstream timeout %s", kv(cluster=cluster.name, endpoint=base))
-            return text_response(504, "upstream timed out\n")
-        except (aiohttp.ClientError, OSError) as exc:
+                ctx.raw_path,
+                request_headers(ctx.headers),
+                ctx.body,
+                connect_timeout=cluster.connect_timeout,
+                read_timeout=cluster.read_timeout,
+            )
+        except UpstreamTimeout as exc:
             log.warning(
-                "upstream error %s", kv(cluster=cluster.name, endpoint=base, error=type(exc).__name__)
+                "upstream timeout %s", kv(cluster=cluster.name, endpoint=_fmt(endpoint), error=str(exc))
+            )
+            return text_response(504, "upstream timed out\n")
+        except UpstreamError as exc:
+            log.warning(
+                "upstream error %s", kv(cluster=cluster.name, endpoint=_fmt(endpoint), error=str(exc))
             )
             return text_response(502, "upstream connection failed\n")
+        headers = response_headers(head.headers)
+        if head.body is not None:
+            return web.Response(
+                status=head.status, reason=head.reason or None, body=head.body, headers=headers
+            )
+        return await self._stream(request, head, headers, cluster.name)
 
     async def _stream(
-        self,
-        request: web.BaseRequest,
-        upstream: aiohttp.ClientResponse,
-        headers: CIMultiDict[str],
-        cluster: str,
+        self, request: web.BaseRequest, head: ResponseHead, headers: list[tuple[str, str]], cluster: str
     ) -> web.StreamResponse:
-        response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
-        await response.prepare(request)
+        conn = head.stream
+        assert conn is not None
+        response = web.StreamResponse(status=head.status, reason=head.reason or None, headers=headers)
+        if head.length is not None:
+            response.content_length = head.length
         try:
-            async for chunk in upstream.content.iter_any():
+            await response.prepare(request)
+            while True:
+                chunk = await conn.read_chunk()
+                if not chunk:
+                    break
                 await response.write(chunk)
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            # Headers are gone already: cut the client connection so the truncation is visible.
-            log.warning("upstream error mid-stream %s", kv(cluster=cluster, error=type(exc).__name__))
+            await response.write_eof()
+        except UpstreamError as exc:
+            # The head went out already: cut the client connection so the truncation is visible.
+            log.warning("upstream error mid-stream %s", kv(cluster=cluster, error=str(exc)))
             if request.transport is not None:
                 request.transport.abort()
-            return response
-        await response.write_eof()
+        except (ConnectionError, OSError):
+            conn.abort()  # the client went away; the upstream exchange cannot be finished
+        except BaseException:
+            conn.abort()
+            raise
         return response
+
+
+def _fmt(endpoint: tuple[str, int]) -> str:
+    host, port = endpoint
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -13,7 +13,6 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
 
@@ -25,7 +24,7 @@ from reference.gateway.filters.load_balancer import LoadBalancerConfig
 from reference.gateway.logfmt import kv
 from reference.gateway.metrics import GatewayMetrics
 from reference.gateway.pipeline import Pipeline
-from reference.gateway.proxy import Forwarder, make_session, text_response
+from reference.gateway.proxy import Forwarder, text_response
 from reference.gateway.reload import OverlayReloader
 
 log = logging.getLogger("agn.gateway")
@@ -70,7 +69,7 @@ def make_listener_handler(pipeline: Pipeline, forwarder: Forwarder) -> Handler:
             too_large = text_response(413, "request body too large\n")
             too_large.force_close()
             return too_large
-        except (aiohttp.ClientError, OSError, ValueError):
+        except (web.HTTPException, ConnectionError, OSError, ValueError):
             return text_response(400, "malformed request body\n")
         ctx = RequestContext(
             request.method, request.path, request.raw_path, CIMultiDict(request.headers), body
@@ -117,7 +116,7 @@ class Gateway:
         self._runners: list[web.BaseRunner] = []
         self._admin_runner: web.BaseRunner | None = None
         self._reloaders: list[OverlayReloader] = []
-        self._session: aiohttp.ClientSession | None = None
+        self._forwarder: Forwarder | None = None
 
     def build(self) -> Built:
         """Construct filters and cold-start snapshots; raises ConfigError."""
@@ -145,8 +144,7 @@ class Gateway:
 
     async def start(self) -> None:
         built = self.build()
-        self._session = make_session()
-        forwarder = Forwarder(self._session)
+        forwarder = self._forwarder = Forwarder()
         try:
             if self.config.admin is not None:
                 self._admin_runner, self.admin_address = await self._serve(
@@ -225,9 +223,9 @@ class Gateway:
         if self._admin_runner is not None:
             await self._admin_runner.cleanup()
             self._admin_runner = None
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._forwarder is not None:
+            self._forwarder.close()
+            self._forwarder = None
         if self.built is not None:
             for route in self.built.routes:
                 route.close()

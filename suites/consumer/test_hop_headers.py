@@ -46,7 +46,8 @@ def test_hop_request_ids_are_fresh(gw: Gateway, site: Site, model: str) -> None:
 @pytest.mark.conformance(id="CONS-HOP-STRIPPED-NON-HOP", profile="consumer", level="core", feature="hopHeaders",
                          spec=SPEC + "; client-supplied routing context never survives")
 def test_non_hop_cluster_gets_no_routing_headers(gw: Gateway, site: Site, model: str) -> None:
-    gw.publish(site.envelope([site.candidate("mgmt", model)]), model)
+    probe = model + "-probe"
+    gw.publish(site.envelope([site.candidate("mgmt", model), site.candidate("provider-a", probe)]), probe)
     reply = gw.request(model, headers=SPOOFED)
     assert reply.status == 200 and reply.backend == "mgmt", reply.describe()
     leaked = {k: v for k, v in reply.forwarded_headers.items() if k.startswith("x-ai-routing-")}

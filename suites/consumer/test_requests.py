@@ -21,8 +21,8 @@ def _short_body(body: bytes) -> bool:
 
 @pytest.mark.conformance(id="CONS-400-INVALID-MODEL", profile="consumer", level="core", feature="requestErrors",
                          spec=SPEC + ": blank, oversized or invalid model gives 400")
-@pytest.mark.parametrize("value", ["   ", "m" * 257, "bad\u0007model", "caf\u00e9-\u6a21\u578b"],
-                         ids=["blank", "oversized", "control-char", "non-ascii"])
+@pytest.mark.parametrize("value", ["   ", "m" * 257, "caf\u00e9-\u6a21\u578b"],
+                         ids=["blank", "oversized", "non-ascii"])
 def test_invalid_model_values_get_400(gw: Gateway, served: str, value: str) -> None:
     reply = gw.request(value)
     assert reply.status == 400, f"model {value[:20]!r}: {reply.describe()}"

@@ -10,8 +10,6 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
-
 from reference.gateway.context import Reject, RequestContext
 from reference.gateway.schema import (
     ConfigError,
@@ -114,27 +112,30 @@ def parse(raw: dict[str, Any], path: str) -> LoadBalancerConfig:
 
 
 class Cluster:
-    """A cluster at run time: its endpoints as base URLs, a round-robin cursor and its timeouts."""
+    """A cluster at run time: its endpoints, a round-robin cursor and its timeouts in seconds."""
 
-    __slots__ = ("name", "bases", "timeout", "_next")
+    __slots__ = ("name", "endpoints", "connect_timeout", "read_timeout", "_next")
 
     def __init__(self, config: ClusterConfig) -> None:
         self.name = config.name
-        self.bases = tuple(f"http://{endpoint}" for endpoint in config.endpoints)
-        connect = config.connection_timeout_ms / 1000
-        self.timeout = aiohttp.ClientTimeout(
-            total=None, connect=connect, sock_connect=connect, sock_read=config.read_timeout_ms / 1000
-        )
+        self.endpoints = tuple(_split(endpoint) for endpoint in config.endpoints)
+        self.connect_timeout = config.connection_timeout_ms / 1000
+        self.read_timeout = config.read_timeout_ms / 1000
         self._next = 0
 
-    def next_base(self) -> str | None:
-        """The next endpoint's base URL in round-robin order, or None when the cluster has none."""
-        bases = self.bases
-        if not bases:
+    def next_endpoint(self) -> tuple[str, int] | None:
+        """The next (host, port) in round-robin order, or None when the cluster has no endpoints."""
+        endpoints = self.endpoints
+        if not endpoints:
             return None
         index = self._next
-        self._next = (index + 1) % len(bases)
-        return bases[index]
+        self._next = (index + 1) % len(endpoints)
+        return endpoints[index]
+
+
+def _split(endpoint: str) -> tuple[str, int]:
+    host, _, port = endpoint.rpartition(":")
+    return host.strip("[]"), int(port)
 
 
 class LoadBalancerFilter:
