@@ -1,10 +1,20 @@
-"""The admin endpoint: readiness, liveness and Prometheus metrics on their own address."""
+"""The admin endpoint: readiness, liveness and Prometheus metrics on their own address.
+
+Bodies follow Praxis: small JSON status documents, and Prometheus text on /metrics.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
 from reference.gateway.metrics import CONTENT_TYPE, GatewayMetrics
+
+_OK = b'{"status":"ok"}'
+_STARTING = b'{"status":"starting"}'
+_NOT_FOUND = b'{"error":"not found"}'
+_NOT_ALLOWED = b'{"error":"method not allowed"}'
 
 
 class AdminState:
@@ -14,19 +24,23 @@ class AdminState:
         self.ready = False
 
 
-def make_handler(state: AdminState, metrics: GatewayMetrics):  # type: ignore[no-untyped-def]
-    async def handle(request: web.BaseRequest) -> web.StreamResponse:
-        if request.method not in ("GET", "HEAD"):
-            return web.Response(status=405, text="method not allowed\n", headers={"Allow": "GET, HEAD"})
+def _json(status: int, body: bytes, **headers: str) -> web.Response:
+    return web.Response(status=status, body=body, content_type="application/json", headers=headers or None)
+
+
+def make_handler(
+    state: AdminState, metrics: GatewayMetrics
+) -> Callable[[web.BaseRequest], Awaitable[web.Response]]:
+    async def handle(request: web.BaseRequest) -> web.Response:
         path = request.path
-        if path == "/ready":
-            if state.ready:
-                return web.Response(text="ready\n")
-            return web.Response(status=503, text="not ready\n")
+        if path not in ("/ready", "/healthy", "/metrics"):
+            return _json(404, _NOT_FOUND)
+        if request.method not in ("GET", "HEAD"):
+            return _json(405, _NOT_ALLOWED, Allow="GET, HEAD")
         if path == "/healthy":
-            return web.Response(text="healthy\n")
-        if path == "/metrics":
-            return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE})
-        return web.Response(status=404, text="not found\n")
+            return _json(200, _OK)
+        if path == "/ready":
+            return _json(200, _OK) if state.ready else _json(503, _STARTING)
+        return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
     return handle

@@ -1,9 +1,9 @@
-"""Session affinity: a bounded, TTL-limited table of session -> candidate bindings.
+"""Session affinity: a bounded, TTL-limited table of session key -> bound candidate.
 
-A binding maps (session key, kind, name) to a candidate identity (kind, name, site, cluster). It
-expires ttl_secs after it was last bound or reused. Entries are kept in last-touched order, so the
-expired ones are always at the front and are evicted cheaply on every write; when the table is full
-the least recently touched entry makes room.
+A binding maps the client's session key to the stable_id of the candidate it was bound to. It expires
+ttl_secs after it was bound; reusing it does not extend it. Entries are kept in bind order, so the
+expired ones are always at the front. A full table first drops expired entries; if it is still full
+the request is routed without a new binding.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 
-Identity = tuple[str, str, str, str]
-BindingKey = tuple[str, str, str]
 MAX_SESSION_KEY_BYTES = 256
 
 
@@ -26,14 +24,14 @@ class SessionTable:
         self._ttl = float(ttl_secs)
         self._max = max_entries
         self._clock = clock
-        self._entries: OrderedDict[BindingKey, tuple[Identity, float]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[str, float]] = OrderedDict()
 
     def __len__(self) -> int:
         """Entries held, including expired ones not yet evicted."""
         return len(self._entries)
 
-    def lookup(self, key: BindingKey) -> Identity | None:
-        """The bound identity, or None when there is no live binding (an expired one is dropped)."""
+    def lookup(self, key: str) -> str | None:
+        """The bound stable_id, or None when there is no live binding (an expired one is dropped)."""
         entry = self._entries.get(key)
         if entry is None:
             return None
@@ -42,31 +40,30 @@ class SessionTable:
             return None
         return entry[0]
 
-    def bind(self, key: BindingKey, identity: Identity) -> None:
-        """Record or refresh a binding; its TTL restarts now."""
+    def bind(self, key: str, stable_id: str) -> bool:
+        """Record a binding that expires ttl_secs from now; False when the table is full."""
         now = self._clock()
         entries = self._entries
-        entries[key] = (identity, now + self._ttl)
+        if key not in entries and len(entries) >= self._max:
+            self._evict_expired(now)
+            if len(entries) >= self._max:
+                return False
+        entries[key] = (stable_id, now + self._ttl)
         entries.move_to_end(key)
-        self._evict(now)
-
-    def forget(self, key: BindingKey) -> None:
-        self._entries.pop(key, None)
+        return True
 
     def sweep(self) -> int:
         """Evict every expired entry now; returns how many were removed."""
         before = len(self._entries)
-        self._evict(self._clock())
+        self._evict_expired(self._clock())
         return before - len(self._entries)
 
-    def _evict(self, now: float) -> None:
+    def _evict_expired(self, now: float) -> None:
         entries = self._entries
         while entries:
             first = next(iter(entries.values()))
             if first[1] > now:
                 break
-            entries.popitem(last=False)
-        while len(entries) > self._max:
             entries.popitem(last=False)
 
 

@@ -35,7 +35,19 @@ MAX_LISTENERS = 64
 MAX_CHAINS = 256
 MAX_FILTERS = 64
 MAX_SHUTDOWN_SECS = 3600
-DEFAULT_SHUTDOWN_SECS = 5
+DEFAULT_SHUTDOWN_SECS = 30
+DEFAULT_MAX_REQUEST_BYTES = 8 * 1024 * 1024
+MAX_BODY_LIMIT = 1 << 40
+MAX_THREADS = 1024
+INSECURE_OPTIONS = (
+    "allow_private_endpoints",
+    "allow_root",
+    "allow_public_admin",
+    "allow_unbounded_body",
+    "skip_pipeline_validation",
+    "allow_tls_without_sni",
+    "allow_private_health_checks",
+)
 
 PARSERS: dict[str, Callable[[dict[str, Any], str], Any]] = {
     json_body_field.TYPE: json_body_field.parse,
@@ -74,6 +86,9 @@ class GatewayConfig:
     admin: tuple[str, int] | None
     shutdown_timeout_secs: int
     allow_private_endpoints: bool
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    max_response_bytes: int | None = None
+    insecure_options: frozenset[str] = frozenset()
 
     def pipeline(self, listener: ListenerConfig) -> list[FilterSpec]:
         """The filters a listener runs, in order: its chains concatenated."""
@@ -115,35 +130,71 @@ def parse_config(raw: Any) -> GatewayConfig:
         raw,
         "",
         required=("listeners",),
-        optional=("filter_chains", "admin", "shutdown_timeout_secs", "insecure_options"),
+        optional=(
+            "filter_chains",
+            "admin",
+            "shutdown_timeout_secs",
+            "insecure_options",
+            "runtime",
+            "body_limits",
+        ),
     )
     chains = _chains(raw.get("filter_chains", []))
     listeners = _listeners(raw["listeners"], chains)
     admin = None
     if raw.get("admin") is not None:
-        mapping(raw["admin"], "admin", optional=("address",))
+        mapping(raw["admin"], "admin", optional=("address", "verbose"))
         if "address" in raw["admin"]:
             admin = address(raw["admin"]["address"], "admin.address")
+        if "verbose" in raw["admin"]:
+            boolean(raw["admin"]["verbose"], "admin.verbose")
     shutdown = integer(
         raw.get("shutdown_timeout_secs", DEFAULT_SHUTDOWN_SECS), "shutdown_timeout_secs", 0, MAX_SHUTDOWN_SECS
     )
-    allow_private = False
-    if raw.get("insecure_options") is not None:
-        mapping(raw["insecure_options"], "insecure_options", optional=("allow_private_endpoints",))
-        allow_private = boolean(
-            raw["insecure_options"].get("allow_private_endpoints", False),
-            "insecure_options.allow_private_endpoints",
+    insecure = _insecure_options(raw.get("insecure_options"))
+    if raw.get("runtime") is not None:
+        mapping(raw["runtime"], "runtime", optional=("threads", "work_stealing"))
+        if "threads" in raw["runtime"]:
+            integer(raw["runtime"]["threads"], "runtime.threads", 0, MAX_THREADS)
+        if "work_stealing" in raw["runtime"]:
+            boolean(raw["runtime"]["work_stealing"], "runtime.work_stealing")
+    max_request, max_response = DEFAULT_MAX_REQUEST_BYTES, None
+    if raw.get("body_limits") is not None:
+        limits = mapping(
+            raw["body_limits"], "body_limits", optional=("max_request_bytes", "max_response_bytes")
         )
+        if limits.get("max_request_bytes") is not None:
+            max_request = integer(
+                limits["max_request_bytes"], "body_limits.max_request_bytes", 1, MAX_BODY_LIMIT
+            )
+        if limits.get("max_response_bytes") is not None:
+            max_response = integer(
+                limits["max_response_bytes"], "body_limits.max_response_bytes", 1, MAX_BODY_LIMIT
+            )
     config = GatewayConfig(
         listeners=listeners,
         chains=chains,
         admin=admin,
         shutdown_timeout_secs=shutdown,
-        allow_private_endpoints=allow_private,
+        allow_private_endpoints="allow_private_endpoints" in insecure,
+        max_request_bytes=max_request,
+        max_response_bytes=max_response,
+        insecure_options=insecure,
     )
     _check_addresses(config)
     _check_clusters(config)
     return config
+
+
+def _insecure_options(raw: Any) -> frozenset[str]:
+    """The insecure options switched on. They are accepted for compatibility; only
+    allow_private_endpoints changes anything here (it silences the private-endpoint warning)."""
+    if raw is None:
+        return frozenset()
+    mapping(raw, "insecure_options", optional=INSECURE_OPTIONS)
+    return frozenset(
+        name for name in INSECURE_OPTIONS if boolean(raw.get(name, False), key("insecure_options", name))
+    )
 
 
 def _chains(raw: Any) -> dict[str, ChainConfig]:

@@ -6,7 +6,8 @@ passes intelligent_route loses all of them; they are re-created only for provide
 
 from __future__ import annotations
 
-import uuid
+import os
+import time
 
 from multidict import CIMultiDict
 
@@ -24,9 +25,21 @@ def strip(headers: CIMultiDict[str]) -> None:
         headers.popall(name, None)
 
 
-def new_request_id() -> str:
-    """A provider-hop request ID: a random UUID4 as 32 lowercase hex characters."""
-    return uuid.uuid4().hex
+class RequestIdGenerator:
+    """Provider-hop request IDs: 32 lowercase hex characters, unique per process.
+
+    16 hex digits of microseconds since the epoch, 4 of a random per-generator seed and 12 of a
+    monotonically increasing counter (wrapping at 2**48), the layout Praxis core request IDs use.
+    """
+
+    def __init__(self, seed: int | None = None) -> None:
+        self._seed = (seed if seed is not None else int.from_bytes(os.urandom(2), "big")) & 0xFFFF
+        self._counter = 0
+
+    def __call__(self) -> str:
+        self._counter = (self._counter + 1) & 0xFFFF_FFFF_FFFF
+        micros = time.time_ns() // 1000
+        return f"{micros & 0xFFFF_FFFF_FFFF_FFFF:016x}{self._seed:04x}{self._counter:012x}"
 
 
 def set_hop(headers: CIMultiDict[str], candidate_id: str, request_id: str, revision: str | None) -> None:

@@ -1,7 +1,7 @@
 """The gateway's Prometheus series, in a registry of its own.
 
-Label values come only from closed vocabularies (outcome, kind, event, result, reason, selection
-mode) or from the snapshot contract (cluster, site); never from client input and never stable_id.
+Label values come only from closed vocabularies (outcome, kind, event, result, selection mode) or
+from the snapshot contract (cluster, site); never from client input and never stable_id.
 Counter children are cached so the request path does not rebuild label tuples.
 """
 
@@ -12,8 +12,6 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
-
-from reference.overlay import REASONS
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 OUTCOMES = ("routed", "reused", "no_candidate", "invalid", "skipped", "management", "preserved")
@@ -49,12 +47,6 @@ class GatewayMetrics:
             "praxis_ai_intelligent_route_snapshot_reloads",
             "Overlay reload attempts by result.",
             ("result",),
-            registry=self.registry,
-        )
-        self._rejections = Counter(
-            "praxis_ai_intelligent_route_overlay_rejections",
-            "Rejected overlay reloads by reason.",
-            ("reason",),
             registry=self.registry,
         )
         self._table_sources: dict[int, Callable[[], int]] = {}
@@ -94,10 +86,8 @@ class GatewayMetrics:
     def session_event(self, event: str) -> None:
         self._session.labels(event=event).inc()
 
-    def reload(self, result: str, reason: str | None = None) -> None:
+    def reload(self, result: str) -> None:
         self._reloads.labels(result=result).inc()
-        if reason is not None and reason in REASONS:
-            self._rejections.labels(reason=reason).inc()
 
     def track(self, owner: object, table_size: Callable[[], int], snapshot_size: Callable[[], int]) -> None:
         """Publish an instance's table and snapshot sizes until `untrack`."""

@@ -74,13 +74,15 @@ def text_response(status: int, body: str) -> web.Response:
 class Forwarder:
     """Owns one connection pool per upstream endpoint for the whole process."""
 
-    def __init__(self) -> None:
-        self._pools: dict[tuple[str, int], EndpointPool] = {}
+    def __init__(self, max_response_bytes: int | None = None) -> None:
+        self._pools: dict[tuple[str, int, float], EndpointPool] = {}
+        self._max_response = max_response_bytes
 
-    def _pool(self, endpoint: tuple[str, int]) -> EndpointPool:
-        pool = self._pools.get(endpoint)
+    def _pool(self, endpoint: tuple[str, int], idle_secs: float) -> EndpointPool:
+        pool_key = (endpoint[0], endpoint[1], idle_secs)
+        pool = self._pools.get(pool_key)
         if pool is None:
-            pool = self._pools[endpoint] = EndpointPool(*endpoint)
+            pool = self._pools[pool_key] = EndpointPool(endpoint[0], endpoint[1], idle_secs=idle_secs)
         return pool
 
     def close(self) -> None:
@@ -95,7 +97,7 @@ class Forwarder:
             return text_response(503, "no endpoints available for the selected cluster\n")
         try:
             head = await exchange(
-                self._pool(endpoint),
+                self._pool(endpoint, cluster.idle_timeout),
                 ctx.method,
                 ctx.raw_path,
                 request_headers(ctx.headers),
@@ -113,6 +115,12 @@ class Forwarder:
                 "upstream error %s", kv(cluster=cluster.name, endpoint=_fmt(endpoint), error=str(exc))
             )
             return text_response(502, "upstream connection failed\n")
+        limit = self._max_response
+        if limit is not None and head.length is not None and head.length > limit:
+            if head.stream is not None:
+                head.stream.abort()
+            log.warning("upstream response too large %s", kv(cluster=cluster.name, length=head.length))
+            return text_response(502, "upstream response too large\n")
         headers = response_headers(head.headers)
         if head.body is not None:
             return web.Response(
@@ -128,12 +136,18 @@ class Forwarder:
         response = web.StreamResponse(status=head.status, reason=head.reason or None, headers=headers)
         if head.length is not None:
             response.content_length = head.length
+        limit = self._max_response
+        sent = 0
         try:
             await response.prepare(request)
             while True:
                 chunk = await conn.read_chunk()
                 if not chunk:
                     break
+                sent += len(chunk)
+                if limit is not None and sent > limit:
+                    conn.abort()
+                    raise UpstreamError(f"response exceeds {limit} bytes")
                 await response.write(chunk)
             await response.write_eof()
         except UpstreamError as exc:

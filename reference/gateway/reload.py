@@ -54,7 +54,8 @@ class OverlayReloader:
     async def start(self) -> None:
         """Register the watch, then re-read once in case the file changed since the cold start."""
         self._tasks.append(asyncio.create_task(self._watch(), name=f"overlay-watch:{self.path}"))
-        await asyncio.sleep(0)  # lets the watcher register before the authoritative re-read
+        for _ in range(2):
+            await asyncio.sleep(0)  # lets the watcher register before the authoritative re-read
         self._tasks.append(asyncio.create_task(self._debounce_loop(), name=f"overlay-reload:{self.path}"))
         await self._catch_up()
 
@@ -114,7 +115,7 @@ class OverlayReloader:
             try:
                 data = await asyncio.to_thread(read_bounded, self.path)
             except OSError as exc:
-                self.metrics.reload("read_error", "read_error")
+                self.metrics.reload("read_error")
                 log.error(
                     "overlay reload read_error %s",
                     kv(path=str(self.path), error=exc.strerror or str(exc), retained_revision=retained),
@@ -123,7 +124,7 @@ class OverlayReloader:
             try:
                 snapshot = await asyncio.to_thread(build_snapshot, data, self._scope, self._clusters)
             except OverlayRejected as exc:
-                self.metrics.reload("rejected", exc.reason)
+                self.metrics.reload("rejected")
                 log.warning(
                     "overlay reload rejected %s",
                     kv(path=str(self.path), reason=exc.reason, detail=exc.detail, retained_revision=retained),

@@ -18,7 +18,7 @@ from multidict import CIMultiDict
 
 from reference.gateway.admin import AdminState, make_handler
 from reference.gateway.build import Built, build
-from reference.gateway.config import GatewayConfig, ListenerConfig
+from reference.gateway.config import GatewayConfig
 from reference.gateway.context import RequestContext
 from reference.gateway.filters.load_balancer import LoadBalancerConfig
 from reference.gateway.logfmt import kv
@@ -59,12 +59,14 @@ def _format_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def make_listener_handler(pipeline: Pipeline, forwarder: Forwarder) -> Handler:
+def make_listener_handler(
+    pipeline: Pipeline, forwarder: Forwarder, max_body: int = MAX_BODY_BYTES
+) -> Handler:
     run = pipeline.run
 
     async def handle(request: web.BaseRequest) -> web.StreamResponse:
         try:
-            body = await read_body(request)
+            body = await read_body(request, max_body)
         except BodyTooLarge:
             too_large = text_response(413, "request body too large\n")
             too_large.force_close()
@@ -87,7 +89,11 @@ def make_listener_handler(pipeline: Pipeline, forwarder: Forwarder) -> Handler:
             log.warning("cluster not configured %s", kv(listener=pipeline.name, cluster=ctx.cluster))
             response = text_response(503, "selected cluster is not configured\n")
         else:
-            response = await forwarder.forward(request, ctx)
+            try:
+                response = await forwarder.forward(request, ctx)
+            except Exception:
+                log.exception("proxy error %s", kv(listener=pipeline.name, cluster=ctx.cluster))
+                response = text_response(502, "upstream request failed\n")
         if access_log.isEnabledFor(logging.DEBUG):
             access_log.debug(
                 "decision %s",
@@ -144,7 +150,7 @@ class Gateway:
 
     async def start(self) -> None:
         built = self.build()
-        forwarder = self._forwarder = Forwarder()
+        forwarder = self._forwarder = Forwarder(self.config.max_response_bytes)
         try:
             if self.config.admin is not None:
                 self._admin_runner, self.admin_address = await self._serve(
@@ -152,7 +158,9 @@ class Gateway:
                 )
             for listener in self.config.listeners:
                 runner, bound = await self._serve(
-                    make_listener_handler(built.pipelines[listener.name], forwarder),
+                    make_listener_handler(
+                        built.pipelines[listener.name], forwarder, self.config.max_request_bytes
+                    ),
                     (listener.host, listener.port),
                     shutdown_timeout=self.config.shutdown_timeout_secs,
                 )
@@ -208,9 +216,6 @@ class Gateway:
                 or None,
             ),
         )
-
-    def listener(self, name: str) -> ListenerConfig:
-        return next(lst for lst in self.config.listeners if lst.name == name)
 
     async def stop(self) -> None:
         """Stop accepting, let in-flight requests finish within the shutdown timeout, release everything."""

@@ -1,7 +1,7 @@
 """An accepted overlay prepared for the request path.
 
 Everything a routing decision needs is computed once here, when a snapshot is built: per capability
-the first viable selection group, its eligible members, cumulative weights and the identity index
+the first viable selection group, its eligible members, cumulative weights and the stable_id index
 used by session affinity. A request then does one dict lookup and an O(1) (weighted: O(log n)) pick.
 Round-robin cursors live on the group objects, so a replacement snapshot starts with fresh cursors.
 """
@@ -23,8 +23,6 @@ MODE_LABELS = {
     "random": "random",
     "weightedRandom": "weighted_random",
 }
-
-Identity = tuple[str, str, str, str]
 
 
 class ActiveGroup:
@@ -49,8 +47,9 @@ class CapabilityPlan:
         self.kind = kind
         self.name = name
         self.candidates = candidates
-        self.reusable: dict[Identity, Candidate] = {
-            c.identity: c for c in candidates if c.admission_state in REUSABLE_STATES
+        # stable_id -> candidate, for session bindings; existing_only stays reusable, none does not
+        self.reusable: dict[str, Candidate] = {
+            c.hop_id: c for c in candidates if c.admission_state in REUSABLE_STATES
         }
         grouped = bool(candidates) and candidates[0].selection_group is not None
         # Without groups there is nothing for a policy to act on: first admitted in producer order.

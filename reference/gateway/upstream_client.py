@@ -23,6 +23,10 @@ DEFAULT_MAX_IDLE = 256
 DEFAULT_MAX_CONNECTIONS = 1024
 
 
+def _now() -> float:
+    return asyncio.get_running_loop().time()
+
+
 class UpstreamError(Exception):
     """The exchange failed before a complete response head arrived (or mid-body when streaming)."""
 
@@ -71,6 +75,7 @@ class _Connection(asyncio.Protocol):
         self._error: Exception | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._read_timeout = 0.0
+        self._deadline = 0.0
         self.counted = True  # holds one of the pool's connection slots
 
     # --- asyncio.Protocol -------------------------------------------------------------------
@@ -96,7 +101,7 @@ class _Connection(asyncio.Protocol):
             return
         self._buf += data
         if self._timer is not None:
-            self._arm_timer()
+            self._deadline = _now() + self._read_timeout
         try:
             self._parse()
         except UpstreamError as exc:
@@ -232,37 +237,38 @@ class _Connection(asyncio.Protocol):
                 return
 
     def _start_body(self, raw: bytes) -> bool:
-        lines = raw.split(b"\r\n")
-        parts = lines[0].split(b" ", 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        lines = raw.decode("utf-8", "surrogateescape").split("\r\n")
+        parts = lines[0].split(" ", 2)
+        code = parts[1] if len(parts) > 1 else ""
+        if not parts[0].startswith("HTTP/1.") or not (code.isascii() and code.isdigit()):
             raise UpstreamError("malformed status line")
         status = int(parts[1])
         if 100 <= status < 200 and status != 101:
             return False
-        reason = parts[2].decode("latin-1") if len(parts) > 2 else ""
+        reason = parts[2] if len(parts) > 2 else ""
         headers: list[tuple[str, str]] = []
         length: int | None = None
         chunked = False
-        keep_alive = parts[0] == b"HTTP/1.1"
+        keep_alive = parts[0] == "HTTP/1.1"
         for line in lines[1:]:
-            name, sep, value = line.partition(b":")
-            if not sep or not name or name[-1:] in (b" ", b"\t") or line[:1] in (b" ", b"\t"):
+            name, sep, value = line.partition(":")
+            if not sep or not name or name[-1] in " \t" or name[0] in " \t":
                 raise UpstreamError("malformed header line")
-            value = value.strip(b" \t")
+            value = value.strip(" \t")
             lowered = name.lower()
-            if lowered == b"content-length":
-                if not value.isdigit() or (length is not None and length != int(value)):
+            if lowered == "content-length":
+                if not (value.isascii() and value.isdigit()) or (length is not None and length != int(value)):
                     raise UpstreamError("invalid content-length")
                 length = int(value)
-            elif lowered == b"transfer-encoding":
-                chunked = value.lower().split(b",")[-1].strip() == b"chunked"
-            elif lowered == b"connection":
-                tokens = {t.strip() for t in value.lower().split(b",")}
-                if b"close" in tokens:
+            elif lowered == "transfer-encoding":
+                chunked = value.lower().split(",")[-1].strip() == "chunked"
+            elif lowered == "connection":
+                tokens = {t.strip() for t in value.lower().split(",")}
+                if "close" in tokens:
                     keep_alive = False
-                elif b"keep-alive" in tokens:
+                elif "keep-alive" in tokens:
                     keep_alive = True
-            headers.append((name.decode("latin-1"), value.decode("utf-8", "surrogateescape")))
+            headers.append((name, value))
         head = ResponseHead(status, reason, headers)
         self._head = head
         self._reusable = keep_alive
@@ -364,9 +370,12 @@ class _Connection(asyncio.Protocol):
         self._chunk_waiter = None
 
     def _arm_timer(self) -> None:
+        """Start the read-inactivity timer; data arrival only moves the deadline (no re-scheduling)."""
         if self._timer is not None:
             self._timer.cancel()
-        self._timer = asyncio.get_running_loop().call_later(self._read_timeout, self._on_timeout)
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.time() + self._read_timeout
+        self._timer = loop.call_at(self._deadline, self._on_timeout)
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
@@ -375,8 +384,13 @@ class _Connection(asyncio.Protocol):
 
     def _on_timeout(self) -> None:
         self._timer = None
-        if self._state != _DONE:
-            self._fail(UpstreamTimeout("upstream read timed out"))
+        if self._state == _DONE:
+            return
+        loop = asyncio.get_running_loop()
+        if self._deadline > loop.time():
+            self._timer = loop.call_at(self._deadline, self._on_timeout)  # data arrived meanwhile
+            return
+        self._fail(UpstreamTimeout("upstream read timed out"))
 
     def _close(self) -> None:
         if self.transport is not None and not self.closed:

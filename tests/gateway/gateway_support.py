@@ -29,7 +29,9 @@ OVERLAY_NAME = "routing-overlay.json"
 SCOPE = {"network": "net-1", "gateway": "gw-1", "namespace": "praxis-system", "local_site": "site-a"}
 
 
-def candidate(name: str, site: str, cluster: str, kind: str = "inference_model", **extra: Any) -> dict[str, Any]:
+def candidate(
+    name: str, site: str, cluster: str, kind: str = "inference_model", **extra: Any
+) -> dict[str, Any]:
     return {"kind": kind, "name": name, "site": site, "cluster": cluster, "fresh": True, **extra}
 
 
@@ -183,7 +185,9 @@ def config_text(filters: list[dict[str, Any]], **top: Any) -> str:
 class GatewayProcess:
     """`python -m reference.gateway.cli` as a child process; stop() always reaps it."""
 
-    def __init__(self, config_path: Path, *, env: Mapping[str, str] | None = None, log_level: str = "info") -> None:
+    def __init__(
+        self, config_path: Path, *, env: Mapping[str, str] | None = None, log_level: str = "info"
+    ) -> None:
         self.config_path = config_path
         self.stderr_path = config_path.with_suffix(".stderr")
         self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in stop()

@@ -9,14 +9,13 @@ from typing import Any
 
 import pytest
 import yaml
+from gateway_support import candidate, envelope
 
 from reference.gateway.build import build
 from reference.gateway.config import load_config, parse_config, parse_config_text
 from reference.gateway.filters.intelligent_route_config import DEFAULT_SKIP_PATHS, IntelligentRouteConfig
 from reference.gateway.metrics import GatewayMetrics
 from reference.gateway.schema import ConfigError
-
-from gateway_support import candidate, envelope
 
 PRAXIS_CONFIGS = Path("/work/shared/praxis-configs")
 
@@ -69,7 +68,12 @@ def test_valid_static_config_parses_with_defaults() -> None:
     assert config.admin == ("127.0.0.1", 9901)
     assert config.shutdown_timeout_secs == 5
     (listener,) = config.listeners
-    assert (listener.name, listener.host, listener.port, listener.chains) == ("proxy", "127.0.0.1", 8080, ("main",))
+    assert (listener.name, listener.host, listener.port, listener.chains) == (
+        "proxy",
+        "127.0.0.1",
+        8080,
+        ("main",),
+    )
     options = config.chains["main"].filters[1].options
     assert isinstance(options, IntelligentRouteConfig)
     assert options.skip_paths == DEFAULT_SKIP_PATHS
@@ -77,10 +81,36 @@ def test_valid_static_config_parses_with_defaults() -> None:
     assert options.affinity is None
 
 
-def test_shutdown_timeout_defaults_to_five_seconds() -> None:
+def test_shutdown_timeout_defaults_to_thirty_seconds() -> None:
     raw = base()
     del raw["shutdown_timeout_secs"]
-    assert parse_config(raw).shutdown_timeout_secs == 5
+    assert parse_config(raw).shutdown_timeout_secs == 30
+
+
+def test_praxis_compatibility_keys_are_accepted() -> None:
+    raw = base()
+    raw["runtime"] = {"threads": 2, "work_stealing": False}
+    raw["body_limits"] = {"max_request_bytes": 1024, "max_response_bytes": 4096}
+    raw["insecure_options"] = {
+        "allow_private_endpoints": True,
+        "allow_root": False,
+        "allow_public_admin": True,
+    }
+    raw["admin"]["verbose"] = True
+    cluster = raw["filter_chains"][0]["filters"][2]["clusters"][0]
+    cluster.update(
+        connection_timeout_ms=100,
+        read_timeout_ms=200,
+        write_timeout_ms=300,
+        idle_timeout_ms=400,
+        total_connection_timeout_ms=50,
+        load_balancer_strategy="round_robin",
+    )
+    config = parse_config(raw)
+    assert (config.max_request_bytes, config.max_response_bytes) == (1024, 4096)
+    assert config.insecure_options == frozenset({"allow_private_endpoints", "allow_public_admin"})
+    lb = config.chains["main"].filters[2].options
+    assert lb.clusters[0].total_connection_timeout_ms == 50 and lb.clusters[0].idle_timeout_ms == 400
 
 
 @pytest.mark.parametrize(
@@ -91,30 +121,93 @@ def test_shutdown_timeout_defaults_to_five_seconds() -> None:
         (lambda c: c["listeners"][0].pop("address"), "listeners[0].address", "is required"),
         (lambda c: c["listeners"][0].update(address="nohost"), "listeners[0].address", "host:port"),
         (lambda c: c["listeners"][0].update(address="127.0.0.1:70000"), "listeners[0].address", "port"),
-        (lambda c: c["listeners"][0].update(filter_chains=["nope"]), "listeners[0].filter_chains[0]", "unknown"),
-        (lambda c: c["listeners"][0].update(tls={"certificates": []}), "listeners[0].tls", "tls is not supported"),
+        (
+            lambda c: c["listeners"][0].update(filter_chains=["nope"]),
+            "listeners[0].filter_chains[0]",
+            "unknown",
+        ),
+        (
+            lambda c: c["listeners"][0].update(tls={"certificates": []}),
+            "listeners[0].tls",
+            "tls is not supported",
+        ),
         (lambda c: c.update(shutdown_timeout_secs="5"), "shutdown_timeout_secs", "integer"),
         (lambda c: c.update(admin={"address": "127.0.0.1:9901", "x": 1}), "admin.x", "unknown key"),
-        (lambda c: c.update(insecure_options={"allow_private_endpoints": "yes"}),
-         "insecure_options.allow_private_endpoints", "true or false"),
-        (lambda c: c.update(insecure_options={"allow_root": True}), "insecure_options.allow_root", "unknown key"),
-        (lambda c: c["filter_chains"][0]["filters"][0].update(header="bad header"),
-         "filter_chains[0].filters[0].header", "header name"),
-        (lambda c: c["filter_chains"][0]["filters"][0].pop("field"), "filter_chains[0].filters[0].field", "required"),
-        (lambda c: c["filter_chains"][0]["filters"].insert(0, {"filter": "router"}),
-         "filter_chains[0].filters[0].filter", "unknown filter type 'router'"),
-        (lambda c: c["filter_chains"][0]["filters"][2]["clusters"][0].update(weight=2),
-         "filter_chains[0].filters[2].clusters[0].weight", "unknown key"),
-        (lambda c: c["filter_chains"][0]["filters"][2]["clusters"][0].update(endpoints=["h:0"]),
-         "filter_chains[0].filters[2].clusters[0].endpoints[0]", "1..65535"),
-        (lambda c: c["filter_chains"][0]["filters"][2]["clusters"][1].update(name="a"),
-         "filter_chains[0].filters[2].clusters[1].name", "duplicate"),
-        (lambda c: c["filter_chains"][0]["filters"][2]["clusters"][0].update(tls={}),
-         "filter_chains[0].filters[2].clusters[0].tls", "tls is not supported"),
-        (lambda c: c["filter_chains"].append(copy.deepcopy(c["filter_chains"][0])), "filter_chains[1].name",
-         "duplicate"),
-        (lambda c: c["listeners"].append({"name": "two", "address": "127.0.0.1:8080"}), "listeners[1].address",
-         "already used"),
+        (
+            lambda c: c.update(insecure_options={"allow_private_endpoints": "yes"}),
+            "insecure_options.allow_private_endpoints",
+            "true or false",
+        ),
+        (
+            lambda c: c.update(insecure_options={"allow_everything": True}),
+            "insecure_options.allow_everything",
+            "unknown key",
+        ),
+        (lambda c: c.update(runtime={"threads": -1}), "runtime.threads", "integer"),
+        (
+            lambda c: c.update(body_limits={"max_request_bytes": 0}),
+            "body_limits.max_request_bytes",
+            "integer",
+        ),
+        (
+            lambda c: c["filter_chains"][0]["filters"][2]["clusters"][0].update(
+                load_balancer_strategy="least_connections"
+            ),
+            "filter_chains[0].filters[2].clusters[0].load_balancer_strategy",
+            "not supported",
+        ),
+        (
+            lambda c: c["filter_chains"][0]["filters"][2]["clusters"][0].update(
+                load_balancer_strategy={"consistent_hash": {"header": "x"}}
+            ),
+            "filter_chains[0].filters[2].clusters[0].load_balancer_strategy",
+            "'consistent_hash' is not supported",
+        ),
+        (
+            lambda c: c["filter_chains"][0]["filters"][0].update(header="bad header"),
+            "filter_chains[0].filters[0].header",
+            "header name",
+        ),
+        (
+            lambda c: c["filter_chains"][0]["filters"][0].pop("field"),
+            "filter_chains[0].filters[0].field",
+            "required",
+        ),
+        (
+            lambda c: c["filter_chains"][0]["filters"].insert(0, {"filter": "router"}),
+            "filter_chains[0].filters[0].filter",
+            "unknown filter type 'router'",
+        ),
+        (
+            lambda c: c["filter_chains"][0]["filters"][2]["clusters"][0].update(weight=2),
+            "filter_chains[0].filters[2].clusters[0].weight",
+            "unknown key",
+        ),
+        (
+            lambda c: c["filter_chains"][0]["filters"][2]["clusters"][0].update(endpoints=["h:0"]),
+            "filter_chains[0].filters[2].clusters[0].endpoints[0]",
+            "1..65535",
+        ),
+        (
+            lambda c: c["filter_chains"][0]["filters"][2]["clusters"][1].update(name="a"),
+            "filter_chains[0].filters[2].clusters[1].name",
+            "duplicate",
+        ),
+        (
+            lambda c: c["filter_chains"][0]["filters"][2]["clusters"][0].update(tls={}),
+            "filter_chains[0].filters[2].clusters[0].tls",
+            "tls is not supported",
+        ),
+        (
+            lambda c: c["filter_chains"].append(copy.deepcopy(c["filter_chains"][0])),
+            "filter_chains[1].name",
+            "duplicate",
+        ),
+        (
+            lambda c: c["listeners"].append({"name": "two", "address": "127.0.0.1:8080"}),
+            "listeners[1].address",
+            "already used",
+        ),
     ],
 )
 def test_errors_name_the_key_path(mutate: Any, path: str, fragment: str) -> None:
@@ -135,31 +228,63 @@ def test_errors_name_the_key_path(mutate: Any, path: str, fragment: str) -> None
         ({"local_site": "  "}, "filter_chains[0].filters[1].local_site", "non-empty"),
         ({"reload": {"enabled": True}}, "filter_chains[0].filters[1].reload", "not valid with static"),
         ({"overlay_file": "/x.json"}, "filter_chains[0].filters[1]", "cannot set both"),
-        ({"expected_overlay_scope": {"network": "n"}}, "filter_chains[0].filters[1].expected_overlay_scope",
-         "overlay_file"),
+        (
+            {"expected_overlay_scope": {"network": "n"}},
+            "filter_chains[0].filters[1].expected_overlay_scope",
+            "overlay_file",
+        ),
+        (
+            {"expected_overlay_scope": {}, "candidates": None, "local_site": None, "overlay_file": "/o.json"},
+            "filter_chains[0].filters[1].expected_overlay_scope",
+            "at least one of",
+        ),
         ({"skip_paths": ["v1/models"]}, "filter_chains[0].filters[1].skip_paths[0]", "start with '/'"),
         ({"skip_paths": ["/a b"]}, "filter_chains[0].filters[1].skip_paths[0]", "whitespace"),
         ({"skip_paths": ["/p"] * 65}, "filter_chains[0].filters[1].skip_paths", "at most 64"),
-        ({"skip_paths": [], "management_cluster": "a"}, "filter_chains[0].filters[1].management_cluster",
-         "skip_paths"),
+        (
+            {"skip_paths": [], "management_cluster": "a"},
+            "filter_chains[0].filters[1].management_cluster",
+            "skip_paths",
+        ),
         ({"management_cluster": "mgmt"}, "filter_chains[0].filters[1].management_cluster", "'mgmt'"),
-        ({"provider_hop_clusters": ["a", "a"]}, "filter_chains[0].filters[1].provider_hop_clusters[1]",
-         "duplicate"),
+        (
+            {"provider_hop_clusters": ["a", "a"]},
+            "filter_chains[0].filters[1].provider_hop_clusters[1]",
+            "duplicate",
+        ),
         ({"provider_hop_clusters": ["zz"]}, "filter_chains[0].filters[1].provider_hop_clusters[0]", "'zz'"),
         ({"clusters": ["a"]}, "filter_chains[0].filters[1].candidates", "unknown_cluster"),
         ({"clusters": ["a", "b", "c"]}, "filter_chains[0].filters[1].clusters[2]", "not declared"),
-        ({"session_affinity": {"enabled": True}}, "filter_chains[0].filters[1].session_affinity", "header or cookie"),
-        ({"session_affinity": {"enabled": True, "header": "x-s", "ttl_secs": 0}},
-         "filter_chains[0].filters[1].session_affinity.ttl_secs", "1..86400"),
-        ({"session_affinity": {"enabled": True, "header": "x-s", "ttl_secs": 86401}},
-         "filter_chains[0].filters[1].session_affinity.ttl_secs", "1..86400"),
-        ({"session_affinity": {"enabled": True, "header": "x-s", "max_entries": 0}},
-         "filter_chains[0].filters[1].session_affinity.max_entries", "integer"),
-        ({"session_affinity": {"enabled": True, "header": "x-s", "sticky": True}},
-         "filter_chains[0].filters[1].session_affinity.sticky", "unknown key"),
+        (
+            {"session_affinity": {"enabled": True}},
+            "filter_chains[0].filters[1].session_affinity",
+            "header or cookie",
+        ),
+        (
+            {"session_affinity": {"enabled": True, "header": "x-s", "ttl_secs": 0}},
+            "filter_chains[0].filters[1].session_affinity.ttl_secs",
+            "1..86400",
+        ),
+        (
+            {"session_affinity": {"enabled": True, "header": "x-s", "ttl_secs": 86401}},
+            "filter_chains[0].filters[1].session_affinity.ttl_secs",
+            "1..86400",
+        ),
+        (
+            {"session_affinity": {"enabled": True, "header": "x-s", "max_entries": 0}},
+            "filter_chains[0].filters[1].session_affinity.max_entries",
+            "integer",
+        ),
+        (
+            {"session_affinity": {"enabled": True, "header": "x-s", "sticky": True}},
+            "filter_chains[0].filters[1].session_affinity.sticky",
+            "unknown key",
+        ),
     ],
 )
-def test_intelligent_route_errors_name_the_key_path(changes: dict[str, Any], path: str, fragment: str) -> None:
+def test_intelligent_route_errors_name_the_key_path(
+    changes: dict[str, Any], path: str, fragment: str
+) -> None:
     raw = base()
     for name, value in changes.items():
         if value is None:
@@ -176,8 +301,18 @@ def test_intelligent_route_errors_name_the_key_path(changes: dict[str, Any], pat
     [
         (0, {"kind": "tool"}, "filter_chains[0].filters[1].candidates[0].kind", "must be one of"),
         (1, {"color": "red"}, "filter_chains[0].filters[1].candidates[1]", "unknown field 'color'"),
-        (1, {"traffic_weight": 5}, "filter_chains[0].filters[1].candidates[1]", "unknown field 'traffic_weight'"),
-        (1, {"site": "site-a", "cluster": "a"}, "filter_chains[0].filters[1].candidates[1]", "duplicate_candidate"),
+        (
+            1,
+            {"traffic_weight": 5},
+            "filter_chains[0].filters[1].candidates[1]",
+            "unknown field 'traffic_weight'",
+        ),
+        (
+            1,
+            {"site": "site-a", "cluster": "a"},
+            "filter_chains[0].filters[1].candidates[1]",
+            "duplicate_candidate",
+        ),
         (0, {"cluster": "nope"}, "filter_chains[0].filters[1].candidates[0].cluster", "not declared"),
     ],
 )
@@ -307,7 +442,9 @@ def test_cold_start_overlay_problems_fail_the_build(tmp_path: Path) -> None:
     config = parse_config(raw)
     with pytest.raises(ConfigError) as info:
         build(config, GatewayMetrics())
-    assert info.value.path == "filter_chains[0].filters[1].overlay_file" and "cannot read" in info.value.message
+    assert (
+        info.value.path == "filter_chains[0].filters[1].overlay_file" and "cannot read" in info.value.message
+    )
     overlay.write_text("{not json")
     with pytest.raises(ConfigError, match=r"overlay rejected \(invalid_json\)"):
         build(config, GatewayMetrics())
@@ -357,7 +494,9 @@ def test_public_examples_with_supported_filters_parse(name: str) -> None:
         ("provider-route.yaml", "filter_chains[0].filters[0].filter", "peer_identity_trust"),
     ],
 )
-def test_public_examples_with_unsupported_filters_name_the_filter(name: str, path: str, filter_type: str) -> None:
+def test_public_examples_with_unsupported_filters_name_the_filter(
+    name: str, path: str, filter_type: str
+) -> None:
     source = PRAXIS_CONFIGS / name
     if not source.exists():
         pytest.skip(f"{source} is not available")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-import uuid
+import re
 from typing import Any
 
 import pytest
+from gateway_support import candidate, envelope, metric_value, revision_of, route_filter, run_request
 
 from reference.gateway.context import RequestContext
 from reference.gateway.filters.json_body_field import JsonBodyFieldConfig, JsonBodyFieldFilter
@@ -14,8 +15,6 @@ from reference.gateway.filters.mcp import McpConfig, McpFilter
 from reference.gateway.metrics import GatewayMetrics
 from reference.gateway.snapshot_store import build_snapshot
 from reference.overlay import canonical_digest
-
-from gateway_support import candidate, envelope, metric_value, revision_of, route_filter, run_request
 
 MODEL = "granite"
 CREDENTIAL = {"strategy": "bearer_token", "secretRef": {"name": "tok", "namespace": "grid", "key": "token"}}
@@ -28,7 +27,11 @@ SPOOFED = {
 
 
 def overlay_route(cands: list[dict[str, Any]] | None = None, mode: str | None = None, **options: Any) -> Any:
-    cands = cands if cands is not None else [candidate(MODEL, "site-b", "hop"), candidate(MODEL, "site-a", "local")]
+    cands = (
+        cands
+        if cands is not None
+        else [candidate(MODEL, "site-b", "hop"), candidate(MODEL, "site-a", "local")]
+    )
     return route_filter({"overlay_file": "/x/routing-overlay.json", **options}, envelope(cands, mode=mode))
 
 
@@ -124,7 +127,9 @@ def test_a_cluster_chosen_earlier_is_preserved() -> None:
 
 
 def test_mcp_tool_metadata_wins_over_the_model_header() -> None:
-    route = overlay_route([candidate("search", "site-b", "tools", kind="mcp_tool"), candidate(MODEL, "site-a", "local")])
+    route = overlay_route(
+        [candidate("search", "site-b", "tools", kind="mcp_tool"), candidate(MODEL, "site-a", "local")]
+    )
     meta = {"mcp.method": "tools/call", "mcp.name": "search"}
     ctx, rejection = run_request(route, MODEL, metadata=meta)
     assert rejection is None and ctx.cluster == "tools"
@@ -159,7 +164,7 @@ def test_provider_hop_headers_come_from_the_serving_snapshot() -> None:
     seen = routing_headers(ctx)
     assert seen["x-ai-routing-candidate"] == "cand-b"
     assert seen["x-ai-routing-revision"] == revision_of(first)
-    assert uuid.UUID(seen["x-ai-routing-request-id"]).version == 4
+    assert re.fullmatch(r"[0-9a-f]{32}", seen["x-ai-routing-request-id"])
     assert set(seen) == {"x-ai-routing-candidate", "x-ai-routing-request-id", "x-ai-routing-revision"}
     second = envelope([candidate(MODEL, "site-b", "hop")], mode="deterministic")
     assert route.store.replace(build_snapshot(second, None, None)).result == "accepted"
@@ -184,6 +189,17 @@ def test_legacy_and_static_snapshots_send_no_revision() -> None:
     )
     ctx, _ = run_request(static, MODEL)
     assert set(routing_headers(ctx)) == {"x-ai-routing-candidate", "x-ai-routing-request-id"}
+
+
+def test_hop_request_ids_are_unique_and_time_ordered() -> None:
+    from reference.gateway.hop_headers import RequestIdGenerator
+
+    generate = RequestIdGenerator(seed=0xBEEF)
+    ids = [generate() for _ in range(1000)]
+    assert len(set(ids)) == 1000
+    assert all(re.fullmatch(r"[0-9a-f]{16}beef[0-9a-f]{12}", i) for i in ids)
+    assert [int(i[20:], 16) for i in ids[:3]] == [1, 2, 3]
+    assert ids == sorted(ids)
 
 
 def test_metrics_count_decisions_and_selections_with_closed_labels() -> None:
@@ -263,7 +279,12 @@ def test_json_body_field_promotes_and_replaces(body: bytes, expected: str | None
 @pytest.mark.parametrize(
     ("doc", "method", "name", "invalid"),
     [
-        ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search"}}, "tools/call", "search", 0),
+        (
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search"}},
+            "tools/call",
+            "search",
+            0,
+        ),
         ({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}, "initialize", None, 0),
         ({"jsonrpc": "2.0", "method": "notifications/initialized"}, "notifications/initialized", None, 0),
         ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": []}, None, None, 1),

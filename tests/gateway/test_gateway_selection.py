@@ -9,12 +9,11 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from gateway_support import candidate, envelope, route_filter, run_request
 
 from reference.gateway.selection import make_rng, pick
 from reference.gateway.snapshot import Snapshot
 from reference.gateway.snapshot_store import SnapshotStore, build_snapshot
-
-from gateway_support import candidate, envelope, route_filter, run_request
 
 MODEL = "m"
 
@@ -147,7 +146,14 @@ def test_random_is_uniform_over_the_group_and_never_leaves_it() -> None:
 def test_weighted_random_follows_weights_in_the_first_viable_group_only() -> None:
     snapshot = snap(
         [
-            candidate(MODEL, "s0", "blocked", selection_group=0, traffic_weight=1000, admission_state="existing_only"),
+            candidate(
+                MODEL,
+                "s0",
+                "blocked",
+                selection_group=0,
+                traffic_weight=1000,
+                admission_state="existing_only",
+            ),
             candidate(MODEL, "s1", "a", selection_group=1, traffic_weight=50),
             candidate(MODEL, "s2", "b", selection_group=1, traffic_weight=30),
             candidate(MODEL, "s3", "c", selection_group=1, traffic_weight=20),
@@ -203,7 +209,10 @@ def test_route_filter_reports_mode_and_group_metadata() -> None:
 
 
 def test_decision_cost_at_1024_candidates() -> None:
-    cands = [candidate(MODEL, f"s{i}", f"c{i}", selection_group=i // 256, traffic_weight=1 + i % 7) for i in range(1024)]
+    cands = [
+        candidate(MODEL, f"s{i}", f"c{i}", selection_group=i // 256, traffic_weight=1 + i % 7)
+        for i in range(1024)
+    ]
     route = route_filter({"overlay_file": "/x/routing-overlay.json"}, envelope(cands, mode="weightedRandom"))
     plan = route.store.current.plan("inference_model", MODEL)
     assert plan is not None and plan.group is not None and len(plan.group.members) == 256

@@ -8,6 +8,7 @@ revision sent on a provider hop and the metadata all come from the same immutabl
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -17,13 +18,17 @@ from reference.gateway import hop_headers, routing_input
 from reference.gateway.affinity import SessionTable, session_key
 from reference.gateway.context import Reject, RequestContext
 from reference.gateway.filters.intelligent_route_config import IntelligentRouteConfig
+from reference.gateway.logfmt import kv
 from reference.gateway.metrics import GatewayMetrics
 from reference.gateway.selection import make_rng, pick
 from reference.gateway.snapshot import CapabilityPlan, Snapshot
 from reference.gateway.snapshot_store import SnapshotStore
 from reference.overlay import Candidate
 
+log = logging.getLogger("agn.gateway.intelligent_route")
+
 NS = "intelligent_route."
+FULL_WARNING_INTERVAL_SECS = 10.0
 OUTCOME = NS + "outcome"
 NONE_KIND = "none"
 
@@ -48,13 +53,14 @@ class IntelligentRouteFilter:
         *,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
-        request_id: Callable[[], str] = hop_headers.new_request_id,
+        request_id: Callable[[], str] | None = None,
     ) -> None:
         self.config = config
         self.store = SnapshotStore(initial)
         self.metrics = metrics
         self._rng = rng or make_rng()
-        self._request_id = request_id
+        self._request_id = request_id or hop_headers.RequestIdGenerator()
+        self._full_warned_at = -FULL_WARNING_INTERVAL_SECS
         self._model_header = config.model_header
         self._skip = config.skip_paths
         self._management = config.management_cluster
@@ -122,17 +128,15 @@ class IntelligentRouteFilter:
         md = ctx.metadata
         kind = plan.kind
         table = self.table
-        binding_key = None
+        skey = None
         failover = False
         if table is not None:
             skey = session_key(ctx.headers, self._session_header, self._session_cookie)
             if skey is not None:
-                binding_key = (skey, kind, plan.name)
-                bound = table.lookup(binding_key)
+                bound = table.lookup(skey)
                 if bound is not None:
                     candidate = plan.reusable.get(bound)
                     if candidate is not None:
-                        table.bind(binding_key, bound)
                         self.metrics.session_event("reused")
                         self._session_md(md, bound=True, reused=True, failover=False)
                         self._route(ctx, snapshot, plan, candidate, "reused")
@@ -140,20 +144,30 @@ class IntelligentRouteFilter:
                     failover = True
         candidate = pick(plan, self._rng)
         if candidate is None:
-            if table is not None:
-                if binding_key is not None and failover:
-                    table.forget(binding_key)
+            if table is not None:  # a binding that could not be replaced stays for when its candidate returns
                 self._session_md(md, bound=False, reused=False, failover=failover)
             self._done(md, "no_candidate", kind)
             return Reject(404, _NO_CANDIDATE_BODY[kind])
         if table is not None:
-            if binding_key is not None:
-                table.bind(binding_key, candidate.identity)
-                self.metrics.session_event("failover" if failover else "bound")
-            self._session_md(md, bound=binding_key is not None, reused=False, failover=failover)
+            stored = False
+            if skey is not None:
+                stored = table.bind(skey, candidate.hop_id)
+                if stored:
+                    self.metrics.session_event("failover" if failover else "bound")
+                else:
+                    self._table_full()
+            self._session_md(md, bound=stored, reused=False, failover=failover)
         self.metrics.selected(candidate.cluster, candidate.site, plan.mode_label)
         self._route(ctx, snapshot, plan, candidate, "routed")
         return None
+
+    def _table_full(self) -> None:
+        now = time.monotonic()
+        if now - self._full_warned_at >= FULL_WARNING_INTERVAL_SECS:
+            self._full_warned_at = now
+            log.warning(
+                "session binding table full; routing without binding %s", kv(entries=self._table_size())
+            )
 
     @staticmethod
     def _session_md(md: dict[str, Any], *, bound: bool, reused: bool, failover: bool) -> None:

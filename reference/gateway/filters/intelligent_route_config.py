@@ -130,6 +130,8 @@ def _affinity(raw: Any, path: str) -> AffinityConfig | None:
 
 def _scope(raw: Any, path: str) -> dict[str, str]:
     mapping(raw, path, optional=SCOPE_KEYS)
+    if not raw:
+        raise ConfigError(path, f"must set at least one of {', '.join(SCOPE_KEYS)}")
     return {name: string(raw[name], key(path, name)) for name in SCOPE_KEYS if name in raw}
 
 

@@ -27,7 +27,17 @@ MAX_CLUSTERS = 1024
 MAX_ENDPOINTS = 256
 DEFAULT_CONNECT_MS = 5_000
 DEFAULT_READ_MS = 300_000
+DEFAULT_WRITE_MS = 300_000
+DEFAULT_IDLE_MS = 30_000
 MAX_TIMEOUT_MS = 3_600_000
+STRATEGIES = ("round_robin",)
+_TIMEOUT_KEYS = (
+    "connection_timeout_ms",
+    "read_timeout_ms",
+    "write_timeout_ms",
+    "idle_timeout_ms",
+    "total_connection_timeout_ms",
+)
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,9 @@ class ClusterConfig:
     endpoints: tuple[str, ...]
     connection_timeout_ms: int = DEFAULT_CONNECT_MS
     read_timeout_ms: int = DEFAULT_READ_MS
+    write_timeout_ms: int = DEFAULT_WRITE_MS
+    idle_timeout_ms: int = DEFAULT_IDLE_MS
+    total_connection_timeout_ms: int | None = None
 
     @property
     def private_endpoints(self) -> tuple[str, ...]:
@@ -63,15 +76,26 @@ class LoadBalancerConfig:
         return frozenset(c.name for c in self.clusters)
 
 
+def _strategy(raw: Any, path: str) -> str:
+    if raw in STRATEGIES:
+        return str(raw)
+    shown = raw if isinstance(raw, str) else next(iter(raw), raw) if isinstance(raw, dict) and raw else raw
+    raise ConfigError(
+        path, f"load_balancer_strategy {shown!r} is not supported by this gateway build (round_robin)"
+    )
+
+
 def _parse_cluster(raw: Any, path: str) -> ClusterConfig:
     mapping(
         raw,
         path,
         required=("name", "endpoints"),
-        optional=("connection_timeout_ms", "read_timeout_ms", "tls"),
+        optional=(*_TIMEOUT_KEYS, "load_balancer_strategy", "tls"),
     )
     if "tls" in raw:
         raise ConfigError(key(path, "tls"), "tls is not supported by this gateway build")
+    if "load_balancer_strategy" in raw:
+        _strategy(raw["load_balancer_strategy"], key(path, "load_balancer_strategy"))
     endpoints: list[str] = []
     endpoints_path = key(path, "endpoints")
     for index, entry in enumerate(sequence(raw["endpoints"], endpoints_path, max_items=MAX_ENDPOINTS)):
@@ -80,19 +104,10 @@ def _parse_cluster(raw: Any, path: str) -> ClusterConfig:
         if port == 0:
             raise ConfigError(where, "endpoint port must be 1..65535")
         endpoints.append(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
-    return ClusterConfig(
-        name=string(raw["name"], key(path, "name")),
-        endpoints=tuple(endpoints),
-        connection_timeout_ms=integer(
-            raw.get("connection_timeout_ms", DEFAULT_CONNECT_MS),
-            key(path, "connection_timeout_ms"),
-            1,
-            MAX_TIMEOUT_MS,
-        ),
-        read_timeout_ms=integer(
-            raw.get("read_timeout_ms", DEFAULT_READ_MS), key(path, "read_timeout_ms"), 1, MAX_TIMEOUT_MS
-        ),
-    )
+    timeouts = {
+        name: integer(raw[name], key(path, name), 1, MAX_TIMEOUT_MS) for name in _TIMEOUT_KEYS if name in raw
+    }
+    return ClusterConfig(name=string(raw["name"], key(path, "name")), endpoints=tuple(endpoints), **timeouts)
 
 
 def parse(raw: dict[str, Any], path: str) -> LoadBalancerConfig:
@@ -114,13 +129,17 @@ def parse(raw: dict[str, Any], path: str) -> LoadBalancerConfig:
 class Cluster:
     """A cluster at run time: its endpoints, a round-robin cursor and its timeouts in seconds."""
 
-    __slots__ = ("name", "endpoints", "connect_timeout", "read_timeout", "_next")
+    __slots__ = ("name", "endpoints", "connect_timeout", "read_timeout", "idle_timeout", "_next")
 
     def __init__(self, config: ClusterConfig) -> None:
         self.name = config.name
         self.endpoints = tuple(_split(endpoint) for endpoint in config.endpoints)
-        self.connect_timeout = config.connection_timeout_ms / 1000
+        connect_ms = config.connection_timeout_ms
+        if config.total_connection_timeout_ms is not None:
+            connect_ms = min(connect_ms, config.total_connection_timeout_ms)
+        self.connect_timeout = connect_ms / 1000
         self.read_timeout = config.read_timeout_ms / 1000
+        self.idle_timeout = config.idle_timeout_ms / 1000
         self._next = 0
 
     def next_endpoint(self) -> tuple[str, int] | None:
