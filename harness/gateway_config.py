@@ -49,7 +49,7 @@ VARIANTS: dict[str, Variant] = {
         Variant("management", feature="managementCluster", skip_paths=("/v1/models", "/internal"),
                 management=True, affinity=None),
         Variant("allowlist", feature="clustersAllowlist", allowlist=True),
-        Variant("mcp", feature="mcpToolRouting", affinity=None),
+        Variant("mcp", feature="mcpToolRouting", affinity=None, mcp=True),
         Variant("static", expected_scope=False, static=True, affinity=None),
     )
 }

@@ -2,27 +2,22 @@
 
 Method, path and query, body and end-to-end headers go upstream (Host becomes the endpoint);
 status, end-to-end headers and body come back. Upstream failures become short plain-text answers:
-refused/reset 502, timeout 504, a cluster without endpoints 503. Small bodies are relayed whole;
-large, chunked or close-delimited ones are streamed.
+refused/reset 502, timeout 504, a cluster without endpoints 503. Bodies up to 1 MiB with a known
+length are relayed whole; larger, chunked or close-delimited ones are streamed.
 """
 
 from __future__ import annotations
 
 import logging
 
+import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict
+from yarl import URL
 
 from reference.gateway.context import RequestContext
 from reference.gateway.filters.load_balancer import Cluster
 from reference.gateway.logfmt import kv
-from reference.gateway.upstream_client import (
-    EndpointPool,
-    ResponseHead,
-    UpstreamError,
-    UpstreamTimeout,
-    exchange,
-)
 
 log = logging.getLogger("agn.gateway.proxy")
 
@@ -42,6 +37,7 @@ HOP_BY_HOP = frozenset(
 )
 _DROP_REQUEST = HOP_BY_HOP | {"host", "content-length", "expect"}
 _DROP_RESPONSE = HOP_BY_HOP | {"content-length"}
+_WHOLE_BODY = 1024 * 1024  # bodies up to this size are relayed whole; larger ones stream
 
 
 def _connection_tokens(values: list[str]) -> set[str]:
@@ -72,94 +68,90 @@ def text_response(status: int, body: str) -> web.Response:
 
 
 class Forwarder:
-    """Owns one connection pool per upstream endpoint for the whole process."""
+    """Forwards through one shared aiohttp client session: pooled keep-alive connections per endpoint."""
 
-    def __init__(self, max_response_bytes: int | None = None) -> None:
-        self._pools: dict[tuple[str, int, float], EndpointPool] = {}
+    def __init__(self, max_response_bytes: int | None = None, max_connections: int = 512) -> None:
         self._max_response = max_response_bytes
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
 
-    def _pool(self, endpoint: tuple[str, int], idle_secs: float) -> EndpointPool:
-        pool_key = (endpoint[0], endpoint[1], idle_secs)
-        pool = self._pools.get(pool_key)
-        if pool is None:
-            pool = self._pools[pool_key] = EndpointPool(endpoint[0], endpoint[1], idle_secs=idle_secs)
-        return pool
+    def _client(self, idle_secs: float) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections, limit_per_host=0, keepalive_timeout=idle_secs, ttl_dns_cache=300
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector, auto_decompress=False, skip_auto_headers=("User-Agent", "Accept-Encoding")
+            )
+        return self._session
 
-    def close(self) -> None:
-        for pool in self._pools.values():
-            pool.close()
-        self._pools.clear()
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
     async def forward(self, request: web.BaseRequest, ctx: RequestContext) -> web.StreamResponse:
         cluster: Cluster = ctx.upstream
         endpoint = cluster.next_endpoint()
         if endpoint is None:
             return text_response(503, "no endpoints available for the selected cluster\n")
+        url = URL.build(scheme="http", host=endpoint[0], port=endpoint[1], encoded=True).join(
+            URL(ctx.raw_path, encoded=True)
+        )
+        timeout = aiohttp.ClientTimeout(sock_connect=cluster.connect_timeout, sock_read=cluster.read_timeout)
         try:
-            head = await exchange(
-                self._pool(endpoint, cluster.idle_timeout),
-                ctx.method,
-                ctx.raw_path,
-                request_headers(ctx.headers),
-                ctx.body,
-                connect_timeout=cluster.connect_timeout,
-                read_timeout=cluster.read_timeout,
+            upstream = await self._client(cluster.idle_timeout).request(
+                ctx.method, url, headers=request_headers(ctx.headers), data=ctx.body or None,
+                timeout=timeout, allow_redirects=False,
             )
-        except UpstreamTimeout as exc:
-            log.warning(
-                "upstream timeout %s", kv(cluster=cluster.name, endpoint=_fmt(endpoint), error=str(exc))
-            )
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            log.warning("upstream timeout %s", kv(cluster=cluster.name, endpoint=_fmt(endpoint), error=str(exc)))
             return text_response(504, "upstream timed out\n")
-        except UpstreamError as exc:
-            log.warning(
-                "upstream error %s", kv(cluster=cluster.name, endpoint=_fmt(endpoint), error=str(exc))
-            )
+        except (aiohttp.ClientError, OSError) as exc:
+            log.warning("upstream error %s", kv(cluster=cluster.name, endpoint=_fmt(endpoint), error=str(exc)))
             return text_response(502, "upstream connection failed\n")
-        limit = self._max_response
-        if limit is not None and head.length is not None and head.length > limit:
-            if head.stream is not None:
-                head.stream.abort()
-            log.warning("upstream response too large %s", kv(cluster=cluster.name, length=head.length))
-            return text_response(502, "upstream response too large\n")
-        headers = response_headers(head.headers)
-        if head.body is not None:
-            return web.Response(
-                status=head.status, reason=head.reason or None, body=head.body, headers=headers
-            )
-        return await self._stream(request, head, headers, cluster.name)
+        async with upstream:
+            limit = self._max_response
+            length = upstream.content_length
+            if limit is not None and length is not None and length > limit:
+                log.warning("upstream response too large %s", kv(cluster=cluster.name, length=length))
+                return text_response(502, "upstream response too large\n")
+            headers = response_headers([(k.decode("latin-1"), v.decode("latin-1")) for k, v in upstream.raw_headers])
+            if length is not None and length <= _WHOLE_BODY:
+                try:
+                    body = await upstream.read()
+                except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                    log.warning("upstream error reading body %s", kv(cluster=cluster.name, error=str(exc)))
+                    return text_response(504 if isinstance(exc, TimeoutError) else 502, "upstream body failed\n")
+                return web.Response(status=upstream.status, reason=upstream.reason or None, body=body,
+                                    headers=headers)
+            return await self._stream(request, upstream, headers, cluster.name)
 
     async def _stream(
-        self, request: web.BaseRequest, head: ResponseHead, headers: list[tuple[str, str]], cluster: str
+        self, request: web.BaseRequest, upstream: aiohttp.ClientResponse, headers: list[tuple[str, str]],
+        cluster: str,
     ) -> web.StreamResponse:
-        conn = head.stream
-        assert conn is not None
-        response = web.StreamResponse(status=head.status, reason=head.reason or None, headers=headers)
-        if head.length is not None:
-            response.content_length = head.length
+        response = web.StreamResponse(status=upstream.status, reason=upstream.reason or None, headers=headers)
+        if upstream.content_length is not None:
+            response.content_length = upstream.content_length
         limit = self._max_response
         sent = 0
         try:
             await response.prepare(request)
-            while True:
-                chunk = await conn.read_chunk()
-                if not chunk:
-                    break
+            async for chunk in upstream.content.iter_any():
                 sent += len(chunk)
                 if limit is not None and sent > limit:
-                    conn.abort()
-                    raise UpstreamError(f"response exceeds {limit} bytes")
+                    raise aiohttp.ClientPayloadError(f"response exceeds {limit} bytes")
                 await response.write(chunk)
             await response.write_eof()
-        except UpstreamError as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             # The head went out already: cut the client connection so the truncation is visible.
             log.warning("upstream error mid-stream %s", kv(cluster=cluster, error=str(exc)))
+            upstream.close()
             if request.transport is not None:
                 request.transport.abort()
         except (ConnectionError, OSError):
-            conn.abort()  # the client went away; the upstream exchange cannot be finished
-        except BaseException:
-            conn.abort()
-            raise
+            upstream.close()  # the client went away; the upstream exchange cannot be finished
         return response
 
 

@@ -229,7 +229,7 @@ class Gateway:
             await self._admin_runner.cleanup()
             self._admin_runner = None
         if self._forwarder is not None:
-            self._forwarder.close()
+            await self._forwarder.aclose()
             self._forwarder = None
         if self.built is not None:
             for route in self.built.routes:
