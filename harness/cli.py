@@ -166,7 +166,8 @@ def build_pytest_args(
     ``suite_profiles`` are the profiles whose suite packages exist and are run; ``profiles`` are all the
     selected ones, which the report lists even when they have no tests.
     """
-    args = ["-p", "no:cacheprovider", "--pyargs"]
+    # the CLI imports harness and suites before pytest starts; their assertion rewriting is not needed
+    args = ["-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning", "--pyargs"]
     args += [f"{package}.{name}" for name in suite_profiles]
     args += ["--grid-backend", backend, "--impl", impl, "--conformance-report", report,
              "--conformance-profiles", ",".join(profiles)]

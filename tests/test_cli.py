@@ -22,6 +22,8 @@ from harness.report import TestResult, build_report, load_report, write_yaml
 
 ALL = ["consumer", "producer", "provider", "mesh"]
 
+PREAMBLE = ["-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
+
 
 # ------------------------------------------------------------------------------------------- parsing
 
@@ -70,7 +72,7 @@ def test_build_pytest_args_full() -> None:
     args = cli.build_pytest_args(
         suite_profiles=["consumer", "mesh"], profiles=["consumer", "producer", "mesh"], backend="kind",
         impl="/x/impl.yaml", report="/x/r.yaml", html="/x/r.html", keep=True, seed=42, extra=["-k", "ttl"])
-    assert args == ["-p", "no:cacheprovider", "--pyargs", "suites.consumer", "suites.mesh",
+    assert args == PREAMBLE + ["--pyargs", "suites.consumer", "suites.mesh",
                     "--grid-backend", "kind", "--impl", "/x/impl.yaml", "--conformance-report", "/x/r.yaml",
                     "--conformance-profiles", "consumer,producer,mesh", "--conformance-html", "/x/r.html",
                     "--grid-keep", "--grid-seed", "42", "-k", "ttl"]
@@ -79,7 +81,7 @@ def test_build_pytest_args_full() -> None:
 def test_build_pytest_args_minimal() -> None:
     args = cli.build_pytest_args(suite_profiles=["consumer"], profiles=["consumer"], backend="local",
                                  impl="reference", report="r.yaml", seed=0)
-    assert args == ["-p", "no:cacheprovider", "--pyargs", "suites.consumer", "--grid-backend", "local",
+    assert args == PREAMBLE + ["--pyargs", "suites.consumer", "--grid-backend", "local",
                     "--impl", "reference", "--conformance-report", "r.yaml", "--conformance-profiles",
                     "consumer", "--grid-seed", "0"]
 
@@ -194,7 +196,7 @@ def test_run_end_to_end_with_stand_in_pytest(tmp_path: Path, monkeypatch: pytest
 
     assert code == expected
     [args] = fake.calls
-    assert args[:4] == ["-p", "no:cacheprovider", "--pyargs", "suites.consumer"]
+    assert args[:6] == [*PREAMBLE, "--pyargs", "suites.consumer"]
     assert "suites.mesh" not in args and args[-1] == "-x"
     assert args[args.index("--conformance-profiles") + 1] == "consumer,mesh"
     assert args[args.index("--impl") + 1] == str(impl.absolute())
