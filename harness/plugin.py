@@ -103,7 +103,8 @@ def grid(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPa
     supervisor = Supervisor(workdir / "logs")
     plan = AddressPlan(seed=pytestconfig.getoption("--grid-seed"))
     topology = load_topology(pytestconfig.getoption("--grid-topology"))
-    the_grid = Grid(topology, LocalBackend(workdir, supervisor, plan, impl), impl.features)
+    seed = pytestconfig.getoption("--grid-seed")
+    the_grid = Grid(topology, LocalBackend(workdir, supervisor, plan, impl, seed), impl.features)
     try:
         the_grid.start()
         yield the_grid

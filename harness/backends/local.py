@@ -58,8 +58,10 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, workdir: Path, supervisor: Supervisor, plan: AddressPlan, impl: Any) -> None:
+    def __init__(self, workdir: Path, supervisor: Supervisor, plan: AddressPlan, impl: Any,
+                 seed: int | None = None) -> None:
         self.workdir = workdir
+        self.seed = seed
         self.supervisor = supervisor
         self.plan = plan
         self.impl = impl
@@ -90,6 +92,9 @@ class LocalBackend:
         config_path = workdir / "praxis.yaml"
         config_path.write_text(config_text)
         argv, env = self.impl.gateway.render(config_path, workdir)
+        if self.seed is not None:
+            # --grid-seed also fixes the reference gateway's random choices (other gateways ignore it)
+            env = {"AGN_GATEWAY_SEED": f"{self.seed}-{self._gateway_count}", **env}
         proc = self.supervisor.start(name, argv, env=env, cwd=workdir)
         gateway = GatewayProcess(name, listen, admin, config_path, overlay_dir, proc)
         try:
