@@ -39,6 +39,7 @@ pre { margin: 0; white-space: pre-wrap; word-break: break-word; font-size: 0.85e
 .passed, .success { background: #e3f6e6; }
 .failed, .failure { background: #fde4e4; }
 .skipped, .partial { background: #fff4d6; }
+.notRun { background: #eeeeee; }
 .unsupported { background: #eeeeee; color: #666666; }
 tr.detail td { background: #ffffff; }
 .muted { color: #667085; }

@@ -139,8 +139,10 @@ def _level_section(results: Iterable[TestResult]) -> dict[str, Any]:
         result = "failure"
     elif skipped:
         result = "partial"
-    else:
+    elif passed:
         result = "success"
+    else:
+        result = "notRun"  # no test of this level exists (or ran): nothing was judged
     return {
         "result": result,
         "statistics": {"passed": len(passed), "failed": len(failed), "skipped": len(skipped)},
