@@ -11,6 +11,8 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Coroutine
+from typing import Any
 
 from prometheus_client import disable_created_metrics
 
@@ -48,6 +50,15 @@ async def _serve(config_path: str) -> int:
     return 0
 
 
+def _run_loop(coro: Coroutine[Any, Any, int]) -> int:
+    """Run on uvloop when it is installed (it roughly halves per-request loop overhead), else asyncio."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     configure(args.log_level)
@@ -57,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             build(load_config(args.config), GatewayMetrics())
             print("config ok")
             return 0
-        return asyncio.run(_serve(args.config))
+        return _run_loop(_serve(args.config))
     except ConfigError as exc:
         print(f"config error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_CONFIG

@@ -1,0 +1,661 @@
+"""Named breakages of the reference gateway, each a monkeypatch of one behaviour the suites judge.
+
+A breakage is applied in the gateway process before the gateway starts (see ``tests.broken.launch``). Each
+one reproduces a mistake a real gateway could make (a skipped check, an off-by-one policy, a leaked
+header) while the gateway still starts and serves valid input, so a conformance test that fails against it
+fails because of the broken behaviour and not because the gateway is down.
+
+Patches replace module or class attributes that the gateway looks up at call time; they never edit files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import time
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from multidict import CIMultiDict
+
+from reference.gateway import build, hop_headers, reload, routing_input, snapshot, snapshot_store
+from reference.gateway.affinity import SessionTable
+from reference.gateway.context import Reject, RequestContext
+from reference.gateway.filters import intelligent_route
+from reference.gateway.filters.intelligent_route import IntelligentRouteFilter
+from reference.gateway.filters.mcp import METHOD_KEY, McpFilter
+from reference.gateway.metrics import GatewayMetrics
+from reference.gateway.reload import OverlayReloader
+from reference.gateway.snapshot import ActiveGroup, CapabilityPlan, Snapshot
+from reference.gateway.snapshot_store import ReplaceResult, SnapshotStore
+from reference.overlay import CANDIDATE_KINDS, Candidate, Overlay, OverlayRejected, canonical_digest
+from reference.overlay.validate import default_stable_id
+
+__all__ = ["BREAKAGES", "Breakage", "apply"]
+
+NEW = "new_and_existing"
+EXISTING_ONLY = "existing_only"
+NONE = "none"
+
+
+@dataclass(frozen=True)
+class Breakage:
+    name: str
+    summary: str
+    apply: Callable[[], None]
+
+
+BREAKAGES: dict[str, Breakage] = {}
+
+
+def breakage(name: str, summary: str) -> Callable[[Callable[[], None]], Callable[[], None]]:
+    """Register the decorated function as the breakage `name`."""
+
+    def register(func: Callable[[], None]) -> Callable[[], None]:
+        if name in BREAKAGES:
+            raise ValueError(f"breakage {name!r} is registered twice")
+        BREAKAGES[name] = Breakage(name, summary, func)
+        return func
+
+    return register
+
+
+def apply(name: str) -> None:
+    """Apply the named breakage to the imported gateway modules; KeyError for an unknown name."""
+    BREAKAGES[name].apply()
+
+
+def _patch(owner: Any, attribute: str, value: Any) -> None:
+    if not hasattr(owner, attribute):
+        raise AttributeError(f"{owner!r} has no attribute {attribute!r} to patch")
+    setattr(owner, attribute, value)
+
+
+def _empty_snapshot(local_site: str, key: str) -> Snapshot:
+    return Snapshot(Overlay(format="envelope", local_site=local_site, candidates=()), key)
+
+
+# --------------------------------------------------------------------------------- overlay validation
+
+
+@breakage("accept-any-cold-start", "a cold-start overlay that fails validation serves an empty snapshot")
+def _accept_any_cold_start() -> None:
+    original = build.load_cold_start
+
+    def load(path: Any, expected_scope: Mapping[str, str] | None, allowed_clusters: Iterable[str] | None) -> Snapshot:
+        try:
+            return original(path, expected_scope, allowed_clusters)
+        except OverlayRejected:
+            return _empty_snapshot((expected_scope or {}).get("local_site", "unknown"), "rejected-at-cold-start")
+
+    _patch(build, "load_cold_start", load)
+
+
+def _wrap_parse(check: Callable[[Overlay], None] | None = None,
+                retry: Callable[[bytes, OverlayRejected], bytes | None] | None = None) -> None:
+    """Wrap the parser the gateway's snapshot builder uses (cold start and reload alike)."""
+    original = snapshot_store.parse_overlay
+
+    def parse(data: bytes, expected_scope: Mapping[str, str] | None = None,
+              allowed_clusters: Iterable[str] | None = None) -> Overlay:
+        try:
+            overlay = original(data, expected_scope, allowed_clusters)
+        except OverlayRejected as exc:
+            fixed = retry(data, exc) if retry is not None else None
+            if fixed is None:
+                raise
+            overlay = original(fixed, expected_scope, allowed_clusters)
+        if check is not None:
+            check(overlay)
+        return overlay
+
+    _patch(snapshot_store, "parse_overlay", parse)
+
+
+@breakage("accept-wrong-digest", "the content digest is re-derived from the payload instead of compared")
+def _accept_wrong_digest() -> None:
+    def re_derive(data: bytes, exc: OverlayRejected) -> bytes | None:
+        if exc.reason != "digest_mismatch":
+            return None
+        doc = json.loads(data)
+        computed = canonical_digest(doc["overlay"])
+        declared = doc["content_digest"]["value"]
+        doc["content_digest"]["value"] = computed
+        if doc["revision"].get("value") == declared:
+            doc["revision"]["value"] = computed
+        return json.dumps(doc).encode()
+
+    _wrap_parse(retry=re_derive)
+
+
+@breakage("refuse-legacy", "legacy flat payloads are refused even when no scope is expected")
+def _refuse_legacy() -> None:
+    def check(overlay: Overlay) -> None:
+        if overlay.format == "legacy":
+            raise OverlayRejected("legacy_not_allowed", "legacy payloads are not supported")
+
+    _wrap_parse(check=check)
+
+
+@breakage("empty-is-invalid", "an envelope without candidates is rejected instead of served as no-route")
+def _empty_is_invalid() -> None:
+    def check(overlay: Overlay) -> None:
+        if overlay.format == "envelope" and not overlay.candidates:
+            raise OverlayRejected("empty_candidates", "envelope has no candidates")
+
+    _wrap_parse(check=check)
+
+
+@breakage("wrong-revision-header", "the hop revision is the SHA-256 of the file bytes, not the semantic revision")
+def _wrong_revision_header() -> None:
+    original = reload.build_snapshot
+
+    def build_snapshot(data: bytes, expected_scope: Mapping[str, str] | None,
+                       allowed_clusters: Iterable[str] | None) -> Snapshot:
+        built = original(data, expected_scope, allowed_clusters)
+        if built.revision is not None:
+            built.revision = hashlib.sha256(data).hexdigest()
+        return built
+
+    _patch(reload, "build_snapshot", build_snapshot)
+
+
+# ------------------------------------------------------------------------------------------ hot reload
+
+
+def _wrap_reload(make: Callable[[Callable[[OverlayReloader], Any]], Callable[[OverlayReloader], Any]]) -> None:
+    _patch(OverlayReloader, "reload", make(OverlayReloader.reload))
+
+
+@breakage("drop-lkg-on-reject", "a rejected or unreadable reload swaps in an empty snapshot")
+def _drop_lkg_on_reject() -> None:
+    def make(original: Callable[[OverlayReloader], Any]) -> Callable[[OverlayReloader], Any]:
+        async def reload_(self: OverlayReloader) -> str:
+            result: str = await original(self)
+            if result in ("rejected", "read_error"):
+                store = self.route.store
+                store.current = _empty_snapshot(store.current.local_site, "dropped")
+            return result
+
+        return reload_
+
+    _wrap_reload(make)
+
+
+@breakage("slow-reload", "every reload is applied six seconds after the change")
+def _slow_reload() -> None:
+    def make(original: Callable[[OverlayReloader], Any]) -> Callable[[OverlayReloader], Any]:
+        async def reload_(self: OverlayReloader) -> str:
+            await asyncio.sleep(6.0)
+            result: str = await original(self)
+            return result
+
+        return reload_
+
+    _wrap_reload(make)
+
+
+@breakage("reload-once", "only the first reload after startup is applied; later changes are ignored")
+def _reload_once() -> None:
+    done: weakref.WeakSet[OverlayReloader] = weakref.WeakSet()
+
+    def make(original: Callable[[OverlayReloader], Any]) -> Callable[[OverlayReloader], Any]:
+        async def reload_(self: OverlayReloader) -> str:
+            if self in done:
+                return "ignored"
+            done.add(self)
+            result: str = await original(self)
+            return result
+
+        return reload_
+
+    _wrap_reload(make)
+
+
+@breakage("stuck-after-reject", "after a rejected reload, later changes are ignored")
+def _stuck_after_reject() -> None:
+    stuck: weakref.WeakSet[OverlayReloader] = weakref.WeakSet()
+
+    def make(original: Callable[[OverlayReloader], Any]) -> Callable[[OverlayReloader], Any]:
+        async def reload_(self: OverlayReloader) -> str:
+            if self in stuck:
+                return "ignored"
+            result: str = await original(self)
+            if result in ("rejected", "read_error"):
+                stuck.add(self)
+            return result
+
+        return reload_
+
+    _wrap_reload(make)
+
+
+@breakage("ignore-allowlist", "the clusters allowlist is not applied on reload")
+def _ignore_allowlist() -> None:
+    original = OverlayReloader.__init__
+
+    def init(self: OverlayReloader, route: IntelligentRouteFilter, metrics: GatewayMetrics) -> None:
+        original(self, route, metrics)
+        self._clusters = None
+
+    _patch(OverlayReloader, "__init__", init)
+
+
+@breakage("unchanged-swaps", "a reload with an unchanged revision still replaces the snapshot")
+def _unchanged_swaps() -> None:
+    original = SnapshotStore.replace
+
+    def replace(self: SnapshotStore, candidate: Snapshot) -> ReplaceResult:
+        result = original(self, candidate)
+        if result.result == "unchanged":
+            self.current = candidate
+        return result
+
+    _patch(SnapshotStore, "replace", replace)
+
+
+@breakage("stale-revision", "for one second after a swap the hop revision names the previous snapshot")
+def _stale_revision() -> None:
+    stale: weakref.WeakKeyDictionary[SnapshotStore, tuple[float, str | None]] = weakref.WeakKeyDictionary()
+    original_replace = SnapshotStore.replace
+    original_route = IntelligentRouteFilter._route
+
+    def replace(self: SnapshotStore, candidate: Snapshot) -> ReplaceResult:
+        previous = self.current
+        result = original_replace(self, candidate)
+        if self.current is not previous:
+            stale[self] = (time.monotonic() + 1.0, previous.revision)
+        return result
+
+    def route(self: IntelligentRouteFilter, ctx: RequestContext, snap: Snapshot, plan: CapabilityPlan,
+              candidate: Candidate, outcome: str) -> None:
+        original_route(self, ctx, snap, plan, candidate, outcome)
+        until, previous = stale.get(self.store, (0.0, None))
+        if previous is not None and time.monotonic() < until and hop_headers.REVISION in ctx.headers:
+            ctx.headers[hop_headers.REVISION] = previous
+
+    _patch(SnapshotStore, "replace", replace)
+    _patch(IntelligentRouteFilter, "_route", route)
+
+
+# ------------------------------------------------------------------------------- groups and selection
+
+
+def _first_viable_group(eligible: frozenset[str], one_group: bool) -> None:
+    """Replace the snapshot's choice of the group fresh picks come from."""
+
+    def first_viable(candidates: tuple[Candidate, ...], grouped: bool, mode: str) -> ActiveGroup | None:
+        pool = [c for c in candidates if c.admission_state in eligible]
+        if not grouped:
+            return ActiveGroup(None, tuple(pool[:1])) if pool else None
+        if mode == "weightedRandom":
+            pool = [c for c in pool if (c.traffic_weight or 0) > 0]
+        if one_group:
+            return ActiveGroup(0, tuple(pool)) if pool else None
+        for number in sorted({c.selection_group for c in pool if c.selection_group is not None}):
+            return ActiveGroup(number, tuple(c for c in pool if c.selection_group == number))
+        return None
+
+    _patch(snapshot, "_first_viable_group", first_viable)
+
+
+@breakage("ignore-groups", "selection treats all candidates of a capability as one group")
+def _ignore_groups() -> None:
+    _first_viable_group(frozenset({NEW}), one_group=True)
+
+
+@breakage("existing-only-eligible", "existing_only candidates take new requests")
+def _existing_only_eligible() -> None:
+    _first_viable_group(frozenset({NEW, EXISTING_ONLY}), one_group=False)
+
+
+@breakage("none-eligible", "admission_state none candidates take new requests")
+def _none_eligible() -> None:
+    _first_viable_group(frozenset({NEW, EXISTING_ONLY, NONE}), one_group=False)
+
+
+Pick = Callable[[CapabilityPlan, Any], Candidate | None]
+
+
+def _wrap_pick(mode: str, replacement: Callable[[CapabilityPlan, ActiveGroup, Any], Candidate]) -> None:
+    """Replace fresh selection for one mode; other modes keep the gateway's own pick."""
+    original: Pick = intelligent_route.pick
+
+    def pick(plan: CapabilityPlan, rng: Any) -> Candidate | None:
+        if plan.mode != mode or plan.group is None:
+            return original(plan, rng)
+        return replacement(plan, plan.group, rng)
+
+    _patch(intelligent_route, "pick", pick)
+
+
+@breakage("rr-all-groups", "round robin rotates over every new_and_existing candidate of every group")
+def _rr_all_groups() -> None:
+    def rotate(plan: CapabilityPlan, group: ActiveGroup, rng: Any) -> Candidate:
+        pool = [c for c in plan.candidates if c.admission_state == NEW]
+        index = group.cursor % len(pool)
+        group.cursor = index + 1
+        return pool[index]
+
+    _wrap_pick("roundRobin", rotate)
+
+
+@breakage("weights-off", "weightedRandom gives the first member ten points more than its share")
+def _weights_off() -> None:
+    def weighted(plan: CapabilityPlan, group: ActiveGroup, rng: Any) -> Candidate:
+        members = group.members
+        if len(members) == 1:
+            return members[0]
+        first_share = (members[0].traffic_weight or 0) / group.total
+        if rng.random() < first_share + 0.10:
+            return members[0]
+        rest = members[1:]
+        chosen: Candidate = rng.choices(rest, weights=[c.traffic_weight or 0 for c in rest])[0]
+        return chosen
+
+    _wrap_pick("weightedRandom", weighted)
+
+
+@breakage("random-biased", "random picks the first member of the group half of the time")
+def _random_biased() -> None:
+    def biased(plan: CapabilityPlan, group: ActiveGroup, rng: Any) -> Candidate:
+        members = group.members
+        if len(members) == 1 or rng.random() < 0.5:
+            return members[0]
+        return members[1 + rng.randrange(len(members) - 1)]
+
+    _wrap_pick("random", biased)
+
+
+@breakage("deterministic-picks-last", "deterministic mode picks the last member of the group")
+def _deterministic_picks_last() -> None:
+    _wrap_pick("deterministic", lambda plan, group, rng: group.members[-1])
+
+
+def _wrap_plan_init(after: Callable[[CapabilityPlan, tuple[Candidate, ...], str], None]) -> None:
+    original = CapabilityPlan.__init__
+
+    def init(self: CapabilityPlan, kind: str, name: str, candidates: tuple[Candidate, ...], overlay_mode: str) -> None:
+        original(self, kind, name, candidates, overlay_mode)
+        after(self, candidates, overlay_mode)
+
+    _patch(CapabilityPlan, "__init__", init)
+
+
+@breakage("policy-without-groups-applies", "a selection policy applies even when candidates carry no groups")
+def _policy_without_groups_applies() -> None:
+    def after(plan: CapabilityPlan, candidates: tuple[Candidate, ...], overlay_mode: str) -> None:
+        if not candidates or candidates[0].selection_group is not None or overlay_mode == "deterministic":
+            return
+        plan.mode = overlay_mode
+        plan.mode_label = snapshot.MODE_LABELS[overlay_mode]
+        eligible = tuple(c for c in candidates if c.admission_state == NEW)
+        plan.group = ActiveGroup(None, eligible) if eligible else None
+
+    _wrap_plan_init(after)
+
+
+@breakage("affinity-overrides-admission", "a session binding is reused even when its candidate is admission none")
+def _affinity_overrides_admission() -> None:
+    def after(plan: CapabilityPlan, candidates: tuple[Candidate, ...], overlay_mode: str) -> None:
+        plan.reusable = {c.hop_id: c for c in candidates}
+
+    _wrap_plan_init(after)
+
+
+@breakage("static-reversed", "static candidates are served from the last one")
+def _static_reversed() -> None:
+    original = build.initial_snapshot
+
+    def initial(config: Any, path: str) -> Snapshot:
+        built = original(config, path)
+        if config.static is None:
+            return built
+        overlay = built.overlay
+        reversed_overlay = dataclasses.replace(
+            overlay,
+            candidates=tuple(reversed(overlay.candidates)),
+            by_capability={cap: tuple(reversed(members)) for cap, members in overlay.by_capability.items()},
+        )
+        return Snapshot(reversed_overlay, built.semantic_key)
+
+    _patch(build, "initial_snapshot", initial)
+
+
+# ------------------------------------------------------------------------------------ session affinity
+
+SessionKey = Callable[[Mapping[str, str], str | None, str | None], str | None]
+
+
+def _wrap_session_key(make: Callable[[SessionKey], SessionKey]) -> None:
+    _patch(intelligent_route, "session_key", make(intelligent_route.session_key))
+
+
+@breakage("no-affinity", "session keys are ignored")
+def _no_affinity() -> None:
+    _wrap_session_key(lambda original: lambda headers, header, cookie: None)
+
+
+@breakage("no-cookie", "cookie session keys are ignored")
+def _no_cookie() -> None:
+    _wrap_session_key(lambda original: lambda headers, header, cookie: original(headers, header, None))
+
+
+@breakage("bind-unkeyed", "requests without a session key all share one binding")
+def _bind_unkeyed() -> None:
+    _wrap_session_key(lambda original: lambda headers, header, cookie: original(headers, header, cookie) or "h:-")
+
+
+@breakage("no-ttl", "session bindings never expire")
+def _no_ttl() -> None:
+    def lookup(self: SessionTable, key: str) -> str | None:
+        entry: tuple[str, float] | None = self._entries.get(key)
+        return entry[0] if entry is not None else None
+
+    _patch(SessionTable, "lookup", lookup)
+
+
+@breakage("failover-no-rebind", "after a failover the session keeps its old binding")
+def _failover_no_rebind() -> None:
+    original = SessionTable.bind
+
+    def bind(self: SessionTable, key: str, stable_id: str) -> bool:
+        if key in self._entries:  # a live binding whose candidate could not be reused
+            return True
+        return original(self, key, stable_id)
+
+    _patch(SessionTable, "bind", bind)
+
+
+# --------------------------------------------------------------------------------------- hop headers
+
+
+@breakage("no-strip-hop", "client x-ai-routing-* headers survive and hop headers are only set when absent")
+def _no_strip_hop() -> None:
+    def strip(headers: CIMultiDict[str]) -> None:
+        return None
+
+    def set_hop(headers: CIMultiDict[str], candidate_id: str, request_id: str, revision: str | None) -> None:
+        headers.setdefault(hop_headers.CANDIDATE, candidate_id)
+        headers.setdefault(hop_headers.REQUEST_ID, request_id)
+        if revision is not None:
+            headers.setdefault(hop_headers.REVISION, revision)
+
+    _patch(hop_headers, "strip", strip)
+    _patch(hop_headers, "set_hop", set_hop)
+
+
+@breakage("fixed-request-id", "the provider-hop request id is a constant")
+def _fixed_request_id() -> None:
+    _patch(hop_headers.RequestIdGenerator, "__call__", lambda self: "0" * 32)
+
+
+Route = Callable[[IntelligentRouteFilter, RequestContext, Snapshot, CapabilityPlan, Candidate, str], None]
+
+
+def _wrap_route(make: Callable[[Route], Route]) -> None:
+    _patch(IntelligentRouteFilter, "_route", make(IntelligentRouteFilter._route))
+
+
+@breakage("wrong-default-stable-id", "a candidate without stable_id is named by its model name on the hop")
+def _wrong_default_stable_id() -> None:
+    def make(original: Route) -> Route:
+        def route(self: IntelligentRouteFilter, ctx: RequestContext, snap: Snapshot, plan: CapabilityPlan,
+                  candidate: Candidate, outcome: str) -> None:
+            if candidate.stable_id == default_stable_id(*candidate.identity):
+                candidate = dataclasses.replace(candidate, stable_id=candidate.name)
+            original(self, ctx, snap, plan, candidate, outcome)
+
+        return route
+
+    _wrap_route(make)
+
+
+@breakage("forward-credential", "the credential reference is sent upstream in a header")
+def _forward_credential() -> None:
+    def make(original: Route) -> Route:
+        def route(self: IntelligentRouteFilter, ctx: RequestContext, snap: Snapshot, plan: CapabilityPlan,
+                  candidate: Candidate, outcome: str) -> None:
+            original(self, ctx, snap, plan, candidate, outcome)
+            credential = candidate.credential
+            if credential is not None:
+                ctx.headers["x-upstream-credential-ref"] = (
+                    f"{credential.namespace}/{credential.name}#{credential.key}"
+                )
+
+        return route
+
+    _wrap_route(make)
+
+
+# ------------------------------------------------------------------------------------ request handling
+
+
+@breakage("no-model-validation", "blank, oversized and non-ASCII model values are looked up as names")
+def _no_model_validation() -> None:
+    _patch(routing_input, "valid_name", lambda value: value)
+
+
+@breakage("short-model-limit", "model values longer than 200 bytes are rejected")
+def _short_model_limit() -> None:
+    _patch(routing_input, "MAX_NAME_BYTES", 200)
+
+
+PlanLookup = Callable[[Snapshot, str, str], CapabilityPlan | None]
+
+
+def _wrap_lookup(fallback: Callable[[Snapshot, str, str, PlanLookup], CapabilityPlan | None]) -> None:
+    original: PlanLookup = Snapshot.plan
+
+    def plan(self: Snapshot, kind: str, name: str) -> CapabilityPlan | None:
+        return original(self, kind, name) or fallback(self, kind, name, original)
+
+    _patch(Snapshot, "plan", plan)
+
+
+@breakage("unknown-model-fallback", "an unknown model routes to the snapshot's first candidate")
+def _unknown_model_fallback() -> None:
+    def fallback(snap: Snapshot, kind: str, name: str, original: PlanLookup) -> CapabilityPlan | None:
+        if kind != routing_input.INFERENCE_MODEL or not snap.overlay.candidates:
+            return None
+        first = snap.overlay.candidates[0]
+        return original(snap, first.kind, first.name)
+
+    _wrap_lookup(fallback)
+
+
+@breakage("kind-agnostic", "capability lookup ignores the candidate kind")
+def _kind_agnostic() -> None:
+    def fallback(snap: Snapshot, kind: str, name: str, original: PlanLookup) -> CapabilityPlan | None:
+        for other in sorted(CANDIDATE_KINDS - {kind}):
+            found = original(snap, other, name)
+            if found is not None:
+                return found
+        return None
+
+    _wrap_lookup(fallback)
+
+
+OnRequest = Callable[[IntelligentRouteFilter, RequestContext], Reject | None]
+
+
+@breakage("missing-model-default", "a request without a model routes to the snapshot's first candidate")
+def _missing_model_default() -> None:
+    original: OnRequest = IntelligentRouteFilter.on_request
+
+    def on_request(self: IntelligentRouteFilter, ctx: RequestContext) -> Reject | None:
+        header = self.config.model_header
+        candidates = self.store.current.overlay.candidates
+        if header not in ctx.headers and METHOD_KEY not in ctx.metadata and candidates:
+            ctx.headers[header] = candidates[0].name
+        return original(self, ctx)
+
+    _patch(IntelligentRouteFilter, "on_request", on_request)
+
+
+@breakage("ignore-skip-paths", "skip_paths are ignored: every path is routed by model")
+def _ignore_skip_paths() -> None:
+    _patch(IntelligentRouteFilter, "_skipped", lambda self, path: False)
+
+
+@breakage("boundary-less-skip", "skip_paths match as raw prefixes, without the path segment boundary")
+def _boundary_less_skip() -> None:
+    def skipped(self: IntelligentRouteFilter, path: str) -> bool:
+        return any(path.startswith(prefix) for prefix in self.config.skip_paths)
+
+    _patch(IntelligentRouteFilter, "_skipped", skipped)
+
+
+@breakage("no-management-cluster", "management_cluster is ignored: skipped paths are not routed")
+def _no_management_cluster() -> None:
+    original = IntelligentRouteFilter.__init__
+
+    def init(self: IntelligentRouteFilter, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self._management = None
+
+    _patch(IntelligentRouteFilter, "__init__", init)
+
+
+@breakage("ignore-mcp", "MCP tools/call metadata is ignored")
+def _ignore_mcp() -> None:
+    _patch(McpFilter, "on_request", lambda self, ctx: None)
+
+
+# -------------------------------------------------------------------------------------------- metrics
+
+
+@breakage("metrics-miscount", "session reuses are counted as routed decisions")
+def _metrics_miscount() -> None:
+    original = GatewayMetrics.decision
+
+    def decision(self: GatewayMetrics, outcome: str, kind: str) -> None:
+        original(self, "routed" if outcome == "reused" else outcome, kind)
+
+    _patch(GatewayMetrics, "decision", decision)
+
+
+@breakage("metrics-no-reload-count", "reload results are not counted")
+def _metrics_no_reload_count() -> None:
+    _patch(GatewayMetrics, "reload", lambda self, result: None)
+
+
+@breakage("metrics-label-leak", "selected_total is labelled with the candidate's stable_id")
+def _metrics_label_leak() -> None:
+    original_selected = GatewayMetrics.selected
+    _patch(GatewayMetrics, "selected", lambda self, cluster, site, mode: None)
+
+    def make(original: Route) -> Route:
+        def route(self: IntelligentRouteFilter, ctx: RequestContext, snap: Snapshot, plan: CapabilityPlan,
+                  candidate: Candidate, outcome: str) -> None:
+            original(self, ctx, snap, plan, candidate, outcome)
+            if outcome == "routed":
+                original_selected(self.metrics, candidate.hop_id, candidate.site, plan.mode_label)
+
+        return route
+
+    _wrap_route(make)

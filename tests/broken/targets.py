@@ -1,0 +1,201 @@
+"""Which consumer conformance tests each breakage must make fail.
+
+Targets are conformance ids as the report names them: ``ID`` for a plain test, ``ID[param]`` for one
+parametrized case and ``ID[*]`` for every case of a parametrized test. Together the breakages must cover
+every conformance test of the consumer suite.
+
+Run as ``python -m tests.broken.targets`` (from the repository root) to print, as JSON, every consumer
+conformance id with the module and the pytest item name that run it; the judge uses them to select exactly
+the target tests of a breakage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["SUITE", "TARGETS", "SuiteTest", "Targets", "collect_ids", "expand", "keyword_expression", "load_ids",
+           "modules"]
+
+SUITE = "suites.consumer"
+DID_NOT_RAISE = "DID NOT RAISE"
+
+
+@dataclass(frozen=True)
+class Targets:
+    """The tests a breakage must fail, and how a failure for the right reason reads.
+
+    `expect`: text every failure report must contain. `startup_failure`: the broken behaviour is a
+    refusal to start, so a failed gateway start is the expected symptom rather than a wrong reason.
+    """
+
+    ids: tuple[str, ...]
+    expect: str | None = None
+    startup_failure: bool = False
+
+
+def _t(*ids: str, expect: str | None = None, startup_failure: bool = False) -> Targets:
+    return Targets(ids, expect, startup_failure)
+
+
+TARGETS: dict[str, Targets] = {
+    "accept-any-cold-start": _t("CONS-COLD-REJECT[*]", "CONS-COLD-EXPECTED-SCOPE[*]", "CONS-COLD-LEGACY-SCOPED",
+                                "CONS-COLD-LEGACY-EMPTY", expect=DID_NOT_RAISE),
+    "accept-wrong-digest": _t("CONS-RELOAD-REJECT[wrong-content-digest]", "CONS-RELOAD-REJECT[stale-digest-after-edit]",
+                              "CONS-COLD-REJECT[wrong-content-digest]"),
+    "refuse-legacy": _t("CONS-COLD-LEGACY-ACCEPT", expect="legacy_not_allowed", startup_failure=True),
+    "empty-is-invalid": _t("CONS-404-EMPTY-AUTHORITATIVE"),
+    "wrong-revision-header": _t("CONS-COLD-ACCEPT", "CONS-RELOAD-ACCEPT[*]"),
+    "drop-lkg-on-reject": _t("CONS-RELOAD-REJECT[*]", "CONS-RELOAD-SCOPE[*]", "CONS-RELOAD-LEGACY-SCOPED",
+                             "CONS-CLUSTERS-ALLOWLIST"),
+    "slow-reload": _t("CONS-RELOAD-DEADLINE"),
+    "reload-once": _t("CONS-RELOAD-SEQUENCE", "CONS-RELOAD-AFTER-REJECT"),
+    "stuck-after-reject": _t("CONS-RELOAD-AFTER-REJECT"),
+    "ignore-allowlist": _t("CONS-CLUSTERS-ALLOWLIST"),
+    "unchanged-swaps": _t("CONS-REV-UNCHANGED-NO-SWAP"),
+    "stale-revision": _t("CONS-HOP-CONSISTENT-SNAPSHOT"),
+    "ignore-groups": _t("CONS-SEL-ROUND-ROBIN", "CONS-SEL-ROUND-ROBIN-FALLBACK", "CONS-SEL-RANDOM",
+                        "CONS-SEL-WEIGHTED[*]"),
+    "existing-only-eligible": _t("CONS-SEL-DETERMINISTIC-DEFAULT", "CONS-GROUP-FALLBACK-EXISTING-ONLY",
+                                 "CONS-ADMISSION-EXISTING-ONLY-NEW", "CONS-AFFINITY-EXISTING-ONLY",
+                                 "CONS-SEL-ROUND-ROBIN-FALLBACK"),
+    "none-eligible": _t("CONS-GROUP-FALLBACK-NONE", "CONS-ADMISSION-NONE-NEVER", "CONS-AFFINITY-FAILOVER-EXCLUDED"),
+    "rr-all-groups": _t("CONS-SEL-ROUND-ROBIN", "CONS-SEL-ROUND-ROBIN-FALLBACK"),
+    "weights-off": _t("CONS-SEL-WEIGHTED[*]"),
+    "random-biased": _t("CONS-SEL-RANDOM"),
+    "deterministic-picks-last": _t("CONS-SEL-DETERMINISTIC"),
+    "policy-without-groups-applies": _t("CONS-SEL-POLICY-WITHOUT-GROUPS"),
+    "affinity-overrides-admission": _t("CONS-AFFINITY-FAILOVER-EXCLUDED"),
+    "static-reversed": _t("CONS-STATIC-DETERMINISTIC"),
+    "no-affinity": _t("CONS-AFFINITY-HEADER-REUSE", "CONS-AFFINITY-EXISTING-ONLY", "CONS-AFFINITY-FAILOVER-GONE",
+                      "CONS-AFFINITY-COOKIE", "CONS-METRICS-SERIES"),
+    "no-cookie": _t("CONS-AFFINITY-COOKIE"),
+    "bind-unkeyed": _t("CONS-AFFINITY-NO-KEY"),
+    "no-ttl": _t("CONS-AFFINITY-TTL"),
+    "failover-no-rebind": _t("CONS-AFFINITY-FAILOVER-GONE"),
+    "no-strip-hop": _t("CONS-HOP-SET-FROM-SNAPSHOT", "CONS-HOP-STRIPPED-NON-HOP", "CONS-HOP-REQUEST-ID-FRESH"),
+    "fixed-request-id": _t("CONS-HOP-REQUEST-ID-FRESH"),
+    "wrong-default-stable-id": _t("CONS-HOP-DEFAULT-STABLE-ID"),
+    "forward-credential": _t("CONS-HOP-NO-CREDENTIAL"),
+    "no-model-validation": _t("CONS-400-INVALID-MODEL[*]"),
+    "short-model-limit": _t("CONS-400-LIMIT-ACCEPTED"),
+    "unknown-model-fallback": _t("CONS-404-UNKNOWN-MODEL"),
+    "kind-agnostic": _t("CONS-404-OTHER-KIND"),
+    "missing-model-default": _t("CONS-MISSING-MODEL-NOT-ROUTED"),
+    "ignore-skip-paths": _t("CONS-SKIP-PATHS"),
+    "boundary-less-skip": _t("CONS-SKIP-PATHS"),
+    "no-management-cluster": _t("CONS-MANAGEMENT-CLUSTER"),
+    "ignore-mcp": _t("CONS-MCP-TOOL-ROUTING"),
+    "metrics-miscount": _t("CONS-METRICS-SERIES"),
+    "metrics-no-reload-count": _t("CONS-METRICS-RELOADS"),
+    "metrics-label-leak": _t("CONS-METRICS-CLOSED-LABELS"),
+}
+
+
+def expand(patterns: Iterable[str], known: Iterable[str]) -> list[str]:
+    """The conformance ids `patterns` name among `known`; ValueError for a pattern that names none."""
+    known_ids = list(known)
+    out: list[str] = []
+    for pattern in patterns:
+        if pattern.endswith("[*]"):
+            prefix = pattern[:-2]
+            matched = [test_id for test_id in known_ids if test_id.startswith(prefix)]
+        else:
+            matched = [pattern] if pattern in known_ids else []
+        if not matched:
+            raise ValueError(f"target {pattern!r} names no conformance test of {SUITE}")
+        out.extend(test_id for test_id in matched if test_id not in out)
+    return out
+
+
+@dataclass(frozen=True)
+class SuiteTest:
+    """Where a conformance test lives: its module (importable name) and its pytest item name."""
+
+    module: str
+    name: str
+
+
+def keyword_expression(ids: Iterable[str], tests: Mapping[str, SuiteTest]) -> str:
+    """A pytest ``-k`` expression selecting exactly the items that run `ids`.
+
+    A test function whose cases are all selected is named once without its parameters.
+    """
+    wanted = set(ids)
+    by_function: dict[str, list[str]] = {}
+    for test_id, test in tests.items():
+        by_function.setdefault(test.name.partition("[")[0], []).append(test_id)
+    terms: list[str] = []
+    for function, cases in sorted(by_function.items()):
+        chosen = [case for case in cases if case in wanted]
+        if not chosen:
+            continue
+        if len(chosen) == len(cases):
+            terms.append(function)
+        else:
+            terms.extend(tests[case].name for case in sorted(chosen))
+    return " or ".join(terms)
+
+
+def modules(ids: Iterable[str], tests: Mapping[str, SuiteTest]) -> list[str]:
+    """The suite modules that hold `ids`, so a run imports only what it runs."""
+    return sorted({tests[test_id].module for test_id in ids})
+
+
+class _Collector:
+    """pytest plugin object: the conformance id of every collected item, with its module and name."""
+
+    def __init__(self) -> None:
+        self.tests: dict[str, SuiteTest] = {}
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        for item in session.items:
+            marker = item.get_closest_marker("conformance")
+            if marker is None:
+                continue
+            test_id = str(marker.kwargs["id"])
+            callspec = getattr(item, "callspec", None)
+            if callspec is not None:
+                test_id = f"{test_id}[{callspec.id}]"
+            self.tests[test_id] = SuiteTest(item.module.__name__, item.name)
+
+
+def collect_ids(package: str = SUITE) -> dict[str, SuiteTest]:
+    """Collect `package` with pytest in this process: conformance id -> where the test lives."""
+    import pytest
+
+    collector = _Collector()
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "--pyargs", package],
+                           plugins=[collector])
+    if code != 0:
+        raise RuntimeError(f"collecting {package} failed (pytest exit code {code}):\n{captured.getvalue()}")
+    return collector.tests
+
+
+def load_ids(text: str) -> dict[str, SuiteTest]:
+    """Read what ``main`` prints back into SuiteTest values."""
+    return {test_id: SuiteTest(**fields) for test_id, fields in json.loads(text).items()}
+
+
+def main() -> int:
+    try:
+        tests = collect_ids()
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    json.dump({test_id: dataclasses.asdict(test) for test_id, test in tests.items()}, sys.stdout, indent=1,
+              sort_keys=True)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
