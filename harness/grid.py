@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -254,14 +255,12 @@ class Grid:
         self.backend.supervisor.stop_all()
 
 
-__all__ = ["Gateway", "GatewayStartFailed", "Grid", "MODEL_HEADER", "Reply", "Site"]
-
-
 def unique_model(request_name: str, suffix: str = "") -> str:
     """A model name unique to a test, so overlays and session bindings never leak between tests."""
-    import hashlib
-
     tag = hashlib.sha256(request_name.encode()).hexdigest()[:10]
     return f"m-{tag}{('-' + suffix) if suffix else ''}"
 
 
+
+
+__all__ = ["Gateway", "GatewayStartFailed", "Grid", "MODEL_HEADER", "Reply", "Site", "unique_model"]

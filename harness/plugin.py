@@ -15,6 +15,9 @@ from harness.process import Supervisor
 PROFILES = ("consumer", "producer", "provider", "mesh")
 LEVELS = ("core", "extended")
 _RESULTS_KEY = pytest.StashKey[dict[str, Any]]()
+_ID_KEY = pytest.StashKey[str]()
+_IMPL_KEY = pytest.StashKey[Any]()
+_GRID_KEY = pytest.StashKey[Any]()  # the running grid, for diagnostics on failure
 _UNSUPPORTED = "unsupported feature"
 
 
@@ -67,24 +70,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.stash[_ID_KEY] = test_id
 
 
-_ID_KEY = pytest.StashKey[str]()
+def _load_impl(config: pytest.Config) -> Any:
+    """The implementation descriptor named by --impl, read once per session."""
+    if _IMPL_KEY not in config.stash:
+        from harness.impl import load_impl
+
+        config.stash[_IMPL_KEY] = load_impl(config.getoption("--impl"))
+    return config.stash[_IMPL_KEY]
 
 
 @pytest.fixture(scope="session")
 def impl(pytestconfig: pytest.Config) -> Any:
-    from harness.impl import load_impl
-
-    return load_impl(pytestconfig.getoption("--impl"))
+    return _load_impl(pytestconfig)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     meta = conformance_meta(item)
     if meta is None or meta["level"] != "extended":
         return
-    from harness.impl import load_impl
-
-    features = load_impl(item.config.getoption("--impl")).features
-    if meta["feature"] not in features:
+    if meta["feature"] not in _load_impl(item.config).features:
         pytest.skip(f"{_UNSUPPORTED}: {meta['feature']} is not claimed by the implementation")
 
 
@@ -105,10 +109,12 @@ def grid(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPa
     topology = load_topology(pytestconfig.getoption("--grid-topology"))
     seed = pytestconfig.getoption("--grid-seed")
     the_grid = Grid(topology, LocalBackend(workdir, supervisor, plan, impl, seed), impl.features)
+    pytestconfig.stash[_GRID_KEY] = the_grid
     try:
         the_grid.start()
         yield the_grid
     finally:
+        del pytestconfig.stash[_GRID_KEY]
         the_grid.close()
         if keep:
             print(f"\nagn-conformance: grid work directory kept at {workdir}")
@@ -121,7 +127,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if meta is None:
         return report
     if report.failed:
-        grid = _active_grid(item)
+        grid = item.config.stash.get(_GRID_KEY, None)
         if grid is not None:
             report.sections.append(("agn-conformance diagnostics", grid.diagnostics()))
     results = item.config.stash[_RESULTS_KEY]
@@ -138,21 +144,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-def _active_grid(item: pytest.Item) -> Any:
-    funcargs = getattr(item, "funcargs", {})
-    for value in funcargs.values():
-        if hasattr(value, "diagnostics"):
-            return value
-        site = getattr(value, "site", None)
-        grid = getattr(site, "grid", None)
-        if grid is not None and hasattr(grid, "diagnostics"):
-            return grid
-        grid = getattr(value, "grid", None)
-        if grid is not None and hasattr(grid, "diagnostics"):
-            return grid
-    return None
-
-
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     path = config.getoption("--conformance-report")
@@ -160,7 +151,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not path and not html_path:
         return
     from harness import __version__
-    from harness.impl import load_impl
     from harness.report.model import TestResult
     from harness.report.writer import build_report, write_html, write_yaml
 
@@ -172,7 +162,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     ]
     profiles_opt = config.getoption("--conformance-profiles")
     profiles = profiles_opt.split(",") if profiles_opt else sorted({r.profile for r in results})
-    descriptor = load_impl(config.getoption("--impl"))
+    descriptor = _load_impl(config)
     report = build_report(results, descriptor.implementation, backend=config.getoption("--grid-backend"),
                           harness_version=__version__, profiles=profiles,
                           features_claimed=descriptor.features)
@@ -180,7 +170,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         write_yaml(report, Path(path))
     if html_path:
         write_html(report, results, Path(html_path))
-
 
 
 __all__ = ["conformance_meta", "PROFILES"]

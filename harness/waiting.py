@@ -6,9 +6,8 @@ A wait names what it waits for and, on timeout, reports the last thing it saw, s
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -40,30 +39,6 @@ def poll_until(
         if time.monotonic() >= deadline:
             raise WaitTimeout(f"waited {timeout:.1f}s for {what}; last seen: {_short(last)}")
         time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
-        interval = min(interval * 1.5, max_interval)
-
-
-async def apoll_until(
-    probe: Callable[[], Awaitable[T]],
-    done: Callable[[T], bool],
-    *,
-    what: str,
-    timeout: float,
-    interval: float = 0.02,
-    max_interval: float = 0.05,
-) -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = "<nothing observed>"
-    while True:
-        try:
-            last = await probe()
-            if done(last):
-                return last
-        except Exception as exc:
-            last = f"{type(exc).__name__}: {exc}"
-        if time.monotonic() >= deadline:
-            raise WaitTimeout(f"waited {timeout:.1f}s for {what}; last seen: {_short(last)}")
-        await asyncio.sleep(min(interval, max(0.0, deadline - time.monotonic())))
         interval = min(interval * 1.5, max_interval)
 
 

@@ -123,7 +123,3 @@ class LocalBackend:
             raise GatewayStartFailed(f"{what}: process exited with {proc.returncode}", proc.returncode,
                                      proc.log_tail())
 
-
-def wait_exit(proc: ManagedProcess, timeout: float) -> int | None:
-    """Wait for a process that is expected to refuse to start; None if it is still running."""
-    return proc.wait(timeout)
