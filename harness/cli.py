@@ -197,9 +197,19 @@ def run_exit_code(pytest_rc: int, report: Mapping[str, Any] | None) -> int:
     """
     if int(pytest_rc) in _UNJUDGED_PYTEST_CODES or int(pytest_rc) not in _JUDGED_PYTEST_CODES:
         return EXIT_UNJUDGED
-    if report is None:
-        return EXIT_UNJUDGED
+    if report is None or _tests_judged(report) == 0:
+        return EXIT_UNJUDGED  # a run that judged nothing must never read as a pass
     return EXIT_PASSED if core_passed(report) else EXIT_CORE_FAILED
+
+
+def _tests_judged(report: Mapping[str, Any]) -> int:
+    total = 0
+    for profile in report.get("profiles") or []:
+        for level in ("core", "extended"):
+            stats = (profile.get(level) or {}).get("statistics") or {}
+            total += sum(int(stats.get(key, 0)) for key in ("passed", "failed", "skipped"))
+            total += len((profile.get(level) or {}).get("unsupportedFeatures") or [])
+    return total
 
 
 def summary_lines(report: Mapping[str, Any], report_path: str, html_path: str | None = None) -> list[str]:

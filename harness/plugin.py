@@ -40,6 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "conformance(id, profile, level, feature, spec): a conformance test with a stable id"
     )
     config.stash[_RESULTS_KEY] = {}
+    config.pluginmanager.register(_Recorder(config), "agn-conformance-recorder")
 
 
 def conformance_meta(item: pytest.Item) -> dict[str, str] | None:
@@ -120,8 +121,12 @@ def grid(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPa
             print(f"\nagn-conformance: grid work directory kept at {workdir}")
 
 
+_PROPERTY = "agn-conformance"
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Tag each phase report with the test's conformance metadata (it travels to an xdist controller)."""
     report = yield
     meta = conformance_meta(item)
     if meta is None:
@@ -130,9 +135,29 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         grid = item.config.stash.get(_GRID_KEY, None)
         if grid is not None:
             report.sections.append(("agn-conformance diagnostics", grid.diagnostics()))
-    results = item.config.stash[_RESULTS_KEY]
-    test_id = item.stash.get(_ID_KEY, meta["id"])
-    entry = results.setdefault(test_id, {"meta": meta, "outcome": "passed", "duration": 0.0, "message": ""})
+    report.user_properties.append((_PROPERTY, {**meta, "id": item.stash.get(_ID_KEY, meta["id"])}))
+    return report
+
+
+class _Recorder:
+    """Folds phase reports into one result per conformance id.
+
+    `pytest_runtest_logreport` runs where the report is written: in the only process, or in the xdist
+    controller, which receives every worker's reports with their user properties.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        meta: Any = next((value for name, value in report.user_properties if name == _PROPERTY), None)
+        if meta is not None:
+            _record(self.config, dict(meta), report)
+
+
+def _record(config: pytest.Config, meta: dict[str, str], report: pytest.TestReport) -> None:
+    results = config.stash[_RESULTS_KEY]
+    entry = results.setdefault(meta["id"], {"meta": meta, "outcome": "passed", "duration": 0.0, "message": ""})
     entry["duration"] += report.duration
     if report.failed:
         entry["outcome"] = "failed"
@@ -141,11 +166,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         entry["outcome"] = "unsupported" if _UNSUPPORTED in reason else "skipped"
         entry["message"] = reason
-    return report
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker: the controller has every result and writes the report
     path = config.getoption("--conformance-report")
     html_path = config.getoption("--conformance-html")
     if not path and not html_path:

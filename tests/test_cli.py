@@ -107,7 +107,8 @@ def _report(*outcomes: tuple[str, str]) -> dict[str, Any]:
     (1, [("core", "passed"), ("extended", "failed")], 0),   # extended failures do not fail conformance
     (1, [("core", "failed")], 1),
     (0, [("core", "failed")], 1),                           # the report decides, not pytest's code
-    (5, [], 0),                                             # nothing collected: judged by the report
+    (5, [], 2),                                             # nothing ran: never a pass
+    (0, [], 2),                                             # no result recorded (e.g. lost workers)
     (2, [("core", "passed")], 2),                           # interrupted
     (3, [("core", "passed")], 2),                           # internal error
     (4, [("core", "passed")], 2),                           # usage error

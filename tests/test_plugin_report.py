@@ -1,0 +1,65 @@
+"""The plugin records one result per conformance id, alone and under pytest-xdist."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.report.writer import load_report
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SUITE = '''
+import pytest
+
+def _mark(test_id, level="core", feature="f"):
+    return pytest.mark.conformance(id=test_id, profile="consumer", level=level, feature=feature, spec="s")
+
+@_mark("T-PASS")
+def test_pass():
+    assert True
+
+@_mark("T-FAIL")
+def test_fail():
+    assert 1 == 2
+
+@_mark("T-PARAM")
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_param(n):
+    assert n != 3
+
+@_mark("T-EXT", level="extended", feature="mcpToolRouting")
+def test_extended_claimed():
+    assert True
+
+@_mark("T-SKIP")
+def test_skip():
+    pytest.skip("needs network namespaces")
+
+def test_unmarked():
+    assert True
+'''
+
+
+@pytest.mark.parametrize("workers", [None, "2"], ids=["serial", "xdist"])
+def test_report_counts_every_conformance_result(tmp_path: Path, workers: str | None) -> None:
+    (tmp_path / "test_tiny_suite.py").write_text(SUITE)
+    (tmp_path / "conftest.py").write_text((ROOT / "conftest.py").read_text())
+    report = tmp_path / "report.yaml"
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path),
+            "--conformance-report", str(report), "--conformance-profiles", "consumer"]
+    if workers:
+        args += ["-n", workers]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    consumer = load_report(report)["profiles"][0]
+    assert consumer["core"]["statistics"] == {"passed": 3, "failed": 2, "skipped": 1}
+    assert sorted(consumer["core"]["failedTests"]) == ["T-FAIL", "T-PARAM[3]"]
+    assert consumer["core"]["skippedTests"] == ["T-SKIP"]
+    assert consumer["extended"]["statistics"]["passed"] == 1
+    assert load_report(report)["summary"]["passed"] is False
