@@ -17,7 +17,7 @@ from reference.gateway.filters.intelligent_route_config import DEFAULT_SKIP_PATH
 from reference.gateway.metrics import GatewayMetrics
 from reference.gateway.schema import ConfigError
 
-PRAXIS_CONFIGS = Path("/work/shared/praxis-configs")
+PRAXIS_CONFIGS = Path(__file__).resolve().parents[3] / "shared" / "praxis-configs"
 
 
 def base() -> dict[str, Any]:
