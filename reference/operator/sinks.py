@@ -1,0 +1,198 @@
+"""The `dir` sink: rendered ConfigMaps and GridNetwork status written to a directory.
+
+For each gateway it writes `<configmap>.configmap.yaml` (the object a cluster would store) and
+`<configmap>/`, the same data laid out the way kubelet projects a ConfigMap volume (timestamped data
+directory, `..data` symlink swapped atomically, one symlink per key), so a gateway or overlay-sync can
+watch it exactly as in a cluster. Unchanged revisions are not rewritten. `<network>.status.yaml` carries
+the per-gateway overlay status; a failed render or write keeps the last distributed revision and says why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reference.operator.core.configmap import configmap_name, needs_write
+from reference.operator.core.model import GridNetworkSpec
+from reference.operator.core.render import Rendered
+
+DATA_LINK = "..data"
+STATUS_SUFFIX = ".status.yaml"
+CONFIGMAP_SUFFIX = ".configmap.yaml"
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def project(directory: Path, data: Mapping[str, str]) -> None:
+    """Write `data` as kubelet does: new `..<stamp>` dir, `..data` symlink swapped, per-key symlinks."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(dir=directory, prefix="..data_"))
+    for key, value in data.items():
+        (fresh / key).write_text(value, encoding="utf-8")
+    data_link = directory / DATA_LINK
+    old = os.readlink(data_link) if data_link.is_symlink() else None
+    tmp_link = directory / "..data_tmp"
+    with contextlib.suppress(FileNotFoundError):
+        tmp_link.unlink()
+    tmp_link.symlink_to(fresh.name)
+    os.replace(tmp_link, data_link)
+    for key in data:
+        link = directory / key
+        if not link.is_symlink():
+            with contextlib.suppress(FileNotFoundError):
+                link.unlink()
+            link.symlink_to(f"{DATA_LINK}/{key}")
+    if old and old != fresh.name:
+        shutil.rmtree(directory / old, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class GatewayStatus:
+    """One `status.overlayStatus[]` entry."""
+
+    entry: dict[str, Any]
+
+    @property
+    def distributed(self) -> str | None:
+        value = self.entry.get("distributedRevision")
+        return value if isinstance(value, str) else None
+
+
+class DirSink:
+    """Writes overlays and status under `out`; every method is safe to repeat."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = Path(out)
+        self.out.mkdir(parents=True, exist_ok=True)
+
+    def configmap_path(self, name: str) -> Path:
+        return self.out / f"{name}{CONFIGMAP_SUFFIX}"
+
+    def status_path(self, network: str) -> Path:
+        return self.out / f"{network}{STATUS_SUFFIX}"
+
+    def read_configmap(self, name: str) -> dict[str, Any] | None:
+        try:
+            doc = yaml.safe_load(self.configmap_path(name).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def read_status(self, network: str) -> dict[str, Any]:
+        try:
+            doc = yaml.safe_load(self.status_path(network).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            return {}
+        return doc if isinstance(doc, dict) else {}
+
+    def write_configmap(self, rendered: Rendered) -> bool:
+        """Write the object and its projected form when the revision changed; True when written."""
+        configmap = rendered.configmap
+        name = configmap["metadata"]["name"]
+        projected = self.out / name
+        if not needs_write(self.read_configmap(name), configmap) and (projected / DATA_LINK).exists():
+            return False
+        project(projected, configmap["data"])
+        _atomic_write(self.configmap_path(name), yaml.safe_dump(configmap, sort_keys=True))
+        return True
+
+    def previous_entries(self, network: str) -> dict[tuple[Any, Any], dict[str, Any]]:
+        status = self.read_status(network).get("status") or {}
+        entries = status.get("overlayStatus") or []
+        return {(e.get("gatewayName"), e.get("gatewayNamespace")): e for e in entries if isinstance(e, dict)}
+
+    def publish(
+        self,
+        networks: Iterable[GridNetworkSpec],
+        rendered: Iterable[Rendered],
+        wall: datetime,
+        render_error: str | None = None,
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Write every rendered overlay and each network's status; returns the status entries written."""
+        by_gateway = {(r.network, r.gateway, r.namespace): r for r in rendered}
+        written: dict[str, list[dict[str, Any]]] = {}
+        for network in networks:
+            previous = self.previous_entries(network.name)
+            entries = []
+            for ref in network.gateway_refs:
+                before = previous.get((ref.name, ref.namespace), {})
+                result = by_gateway.get((network.name, ref.name, ref.namespace))
+                entries.append(self._gateway(network.name, ref.name, ref.namespace, result, before, render_error, wall))
+            written[network.name] = entries
+            doc = {
+                "apiVersion": "grid.praxis.fast/v1alpha1",
+                "kind": "GridNetwork",
+                "metadata": {"name": network.name},
+                "status": {"observedGeneration": network.generation, "overlayStatus": entries},
+            }
+            _atomic_write(self.status_path(network.name), yaml.safe_dump(doc, sort_keys=True))
+        return written
+
+    def _gateway(
+        self,
+        network: str,
+        gateway: str,
+        namespace: str,
+        result: Rendered | None,
+        before: Mapping[str, Any],
+        render_error: str | None,
+        wall: datetime,
+    ) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "gatewayName": gateway,
+            "gatewayNamespace": namespace,
+            "configMapName": configmap_name(network, gateway),
+        }
+        for key in (
+            "renderedRevision",
+            "distributedRevision",
+            "contentDigest",
+            "schemaVersion",
+            "renderedAt",
+            "candidateCount",
+        ):
+            if key in before:
+                entry[key] = before[key]
+        if result is None:
+            reason = render_error or "no overlay was rendered for this gateway"
+            entry.update(phase="Error", reason="RenderFailed", message=reason)
+            return entry
+        envelope = result.envelope
+        entry.update(
+            renderedRevision=result.revision,
+            contentDigest=envelope["content_digest"]["value"],
+            schemaVersion=str(envelope["schema_version"]),
+            renderedAt=envelope["provenance"]["rendered_at"],
+            candidateCount=result.candidate_count,
+        )
+        try:
+            changed = self.write_configmap(result)
+        except OSError as exc:
+            entry.update(phase="Error", reason="WriteFailed", message=f"writing the overlay failed: {exc}")
+            return entry
+        entry.update(
+            distributedRevision=result.revision,
+            phase="Distributed",
+            reason="Distributed",
+            message="overlay distributed" if changed else "overlay unchanged",
+        )
+        return entry
