@@ -1,21 +1,17 @@
-"""One-line `key=value` log records, quoted only when needed, so each sync attempt is one greppable line."""
+"""One-line `key=value` log records, so each sync attempt is one greppable line."""
 
 from __future__ import annotations
 
 import logging
 import sys
 
+from reference.gateway.logfmt import kv as gateway_kv
+
 
 def kv(message: str, **fields: object) -> str:
-    parts = [message]
-    for key, value in fields.items():
-        if value is None:
-            continue
-        text = str(value)
-        if not text or any(ch in text for ch in ' "=\n\t'):
-            text = '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-        parts.append(f"{key}={text}")
-    return " ".join(parts)
+    """`message key=value ...`, quoting values the same way the gateway's log lines do."""
+    rest = gateway_kv(**fields)
+    return f"{message} {rest}" if rest else message
 
 
 def configure(level: str = "info") -> None:
