@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import selectors
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from reference.operator.core import FixedClock, MetricSample, Resources, render
 from reference.operator.core.admission import AdmissionMemory
 
 NETWORK = "net-1"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def network(**spec: Any) -> dict[str, Any]:
@@ -70,3 +78,35 @@ def render_one(
 
 def rows(envelope: dict[str, Any], *fields: str) -> list[tuple[Any, ...]]:
     return [tuple(c.get(f) for f in fields) for c in envelope["overlay"]["candidates"]]
+
+
+@contextlib.contextmanager
+def fake_backend(name: str = "p1") -> Iterator[str]:
+    """The fake EPP backend as a child process; yields its base URL and always stops it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.fakes.cli", "--name", name, "--site", "site-a", "--listen", "127.0.0.1:0"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        selector = selectors.DefaultSelector()
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + 20
+        line = ""
+        while time.monotonic() < deadline and not line:
+            if selector.select(timeout=deadline - time.monotonic()):
+                line = proc.stdout.readline()
+                if not line:
+                    break
+        assert line.startswith("LISTENING "), f"fake backend did not start; saw {line!r}"
+        yield "http://" + line.split()[1]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

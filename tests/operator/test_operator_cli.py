@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-import selectors
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import yaml
+from operator_support import fake_backend
 
 from reference.operator.cli import main
 
@@ -89,32 +89,6 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
     code = main(argv)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
-
-
-@contextlib.contextmanager
-def fake_backend(name: str) -> Iterator[str]:
-    """The fake EPP backend as a child process; yields its base URL and always stops it."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.fakes.cli", "--name", name, "--site", "site-a", "--listen", "127.0.0.1:0"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        selector = selectors.DefaultSelector()
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        line = proc.stdout.readline() if selector.select(timeout=DEADLINE) else ""
-        assert line.startswith("LISTENING "), f"fake backend did not start; saw {line!r}"
-        yield "http://" + line.split()[1]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def set_queue(base: str, pool: str, value: float) -> None:

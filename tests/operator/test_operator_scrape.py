@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import selectors
 import socket
 import ssl
-import subprocess
-import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +16,7 @@ import httpx
 import pytest
 import trustme
 from aiohttp import web
+from operator_support import fake_backend
 
 from reference.operator.core import FixedClock
 from reference.operator.scrape import ScrapeError, Scraper, ScrapeTarget, extract, parse_duration, targets_from_objects
@@ -28,38 +26,6 @@ EXAMPLE = REPO / "manifests" / "examples" / "valid" / "inferenceprovider-queue-a
 QUEUE = "inference_pool_average_queue_size"
 KV = "inference_pool_average_kv_cache_utilization"
 NAMES = {"queueDepth": QUEUE, "kvCacheUtilization": KV, "healthy": "inference_pool_ready_pods"}
-
-
-@contextlib.contextmanager
-def fake_backend(name: str = "p1") -> Iterator[str]:
-    """The fake EPP backend as a child process; yields its base URL and always stops it."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.fakes.cli", "--name", name, "--site", "site-a", "--listen", "127.0.0.1:0"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        selector = selectors.DefaultSelector()
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        deadline = time.monotonic() + 20
-        line = ""
-        while time.monotonic() < deadline and not line:
-            if selector.select(timeout=deadline - time.monotonic()):
-                line = proc.stdout.readline()
-                if not line:
-                    break
-        assert line.startswith("LISTENING "), f"fake backend did not start; saw {line!r}"
-        yield "http://" + line.split()[1]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def set_metrics(base: str, metrics: list[dict[str, Any]]) -> None:
