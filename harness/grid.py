@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,8 +15,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness import contract, traffic
 from harness.backends.local import GatewayProcess, GatewayStartFailed, LocalBackend, ProviderProcess
+from harness.control import ControlPlane
 from harness.gateway_config import MODEL_HEADER, VARIANTS, render_gateway_config
 from harness.projection import project
+from harness.resources import SIGNAL_METRICS
 from harness.topology import SiteSpec, Topology
 from harness.waiting import poll_until
 
@@ -141,6 +145,8 @@ class Site:
     spec: SiteSpec
     providers: dict[str, ProviderProcess] = field(default_factory=dict)
     _gateways: dict[str, Gateway] = field(default_factory=dict)
+    _control: ControlPlane | None = None
+    _tls_metrics: ProviderProcess | None = None
 
     @property
     def scope(self) -> contract.ScopeSpec:
@@ -175,18 +181,24 @@ class Site:
         return self._gateways[variant]
 
     def start_gateway(self, variant: str, overlay: bytes | None,
-                      static_candidates: Sequence[Mapping[str, Any]] = ()) -> Gateway:
-        """Start a new gateway; raises GatewayStartFailed when it exits or never becomes ready."""
+                      static_candidates: Sequence[Mapping[str, Any]] = (), *, overlay_dir: Path | None = None,
+                      scope: contract.ScopeSpec | None = None) -> Gateway:
+        """Start a new gateway; raises GatewayStartFailed when it exits or never becomes ready.
+
+        `overlay_dir` points the gateway at a directory something else delivers into (overlay-sync);
+        `scope` overrides the site's own expected scope (an operator-rendered network).
+        """
         backend = self.grid.backend
         listen, admin, workdir = backend.allocate_gateway(self.index)
-        overlay_dir = workdir / "overlay"
-        if overlay is not None:
-            project(overlay_dir, {OVERLAY_FILE: overlay})
-        else:
-            overlay_dir.mkdir(parents=True, exist_ok=True)
+        if overlay_dir is None:
+            overlay_dir = workdir / "overlay"
+            if overlay is not None:
+                project(overlay_dir, {OVERLAY_FILE: overlay})
+            else:
+                overlay_dir.mkdir(parents=True, exist_ok=True)
         config = render_gateway_config(
             VARIANTS[variant], listen=listen, admin=admin, overlay_file=str(overlay_dir / OVERLAY_FILE),
-            scope=self.scope,
+            scope=scope or self.scope,
             clusters={name: p.address for name, p in self.providers.items()},
             hop_clusters=self.model_clusters, management_cluster=self.management_cluster,
             allowlist=self.model_clusters, static_candidates=static_candidates,
@@ -197,6 +209,60 @@ class Site:
         gateway.last_overlay = overlay
         self.grid.track(gateway)
         return gateway
+
+    # ------------------------------------------------------------------------------ control plane
+
+    def control_plane(self) -> ControlPlane:
+        """This site's operator under test, started on first use (the producer profile)."""
+        if self._control is None:
+            process, manifests, out = self.grid.backend.start_operator(self.index, f"operator-{self.spec.name}")
+            self._control = ControlPlane(self, process, manifests, out)
+        return self._control
+
+    def tls_metrics(self) -> ProviderProcess:
+        """A fake backend serving its EPP metrics over HTTPS, signed by the run's CA."""
+        if self._tls_metrics is None:
+            self._tls_metrics = self.grid.backend.start_tls_metrics(self.index, self.spec)
+        return self._tls_metrics
+
+    def backend(self, name: str) -> ProviderProcess:
+        """A fake backend of this site by name (the topology's providers or the TLS metrics one)."""
+        if self._tls_metrics is not None and name == self._tls_metrics.spec.name:
+            return self._tls_metrics
+        return self.providers[name]
+
+    def _admin(self, backend: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        provider = self.backend(backend)
+        verify: Any = True
+        if provider.scheme == "https":
+            verify = ssl.create_default_context(cafile=str(self.grid.backend.pki.ca_path))
+        url = f"{provider.url}/admin/config"
+        resp = httpx.post(url, json=body, timeout=5.0, verify=verify) if body is not None else httpx.get(
+            url, timeout=5.0, verify=verify)
+        if resp.status_code != 200:
+            raise AssertionError(f"{backend} /admin/config answered {resp.status_code}: {resp.text[:200]}")
+        result: dict[str, Any] = resp.json()
+        return result
+
+    def set_pool_metrics(self, backend: str, pool: str, **signals: float | str | None) -> None:
+        """Set the EPP series of one pool on a fake backend; other pools keep theirs.
+
+        `signals` are queueDepth, kvCacheUtilization and healthy (ready pods): a number, "NaN", "+Inf"
+        or "-Inf"; None removes the series so the signal is missing.
+        """
+        unknown = set(signals) - set(SIGNAL_METRICS)
+        if unknown:
+            raise KeyError(f"unknown signals {sorted(unknown)} (known: {sorted(SIGNAL_METRICS)})")
+        current = self._admin(backend)["metrics"]
+        names = {SIGNAL_METRICS[signal]: value for signal, value in signals.items()}
+        kept = [m for m in current if not (m["labels"].get("name") == pool and m["name"] in names)]
+        added = [{"name": metric, "labels": {"name": pool}, "value": value}
+                 for metric, value in names.items() if value is not None]
+        self._admin(backend, {"metrics": kept + added})
+
+    def set_metrics_failure(self, backend: str, status: int | None) -> None:
+        """Make a fake backend's /metrics answer `status` (None restores it)."""
+        self._admin(backend, {"metrics_error_status": status})
 
     def stop_gateway(self, gateway: Gateway) -> int | None:
         gateway.close()
@@ -240,8 +306,8 @@ class Grid:
             self._live.remove(gateway)
 
     def diagnostics(self) -> str:
-        """What was serving and what the gateways logged: attached to failing tests."""
-        parts = []
+        """What was serving and what the gateways and operators logged: attached to failing tests."""
+        parts = [site._control.diagnostics() for site in self.sites.values() if site._control is not None]
         for gateway in self._live:
             overlay = (gateway.last_overlay or b"")[:4000].decode(errors="replace")
             parts.append(f"=== gateway {gateway.proc.name} ({gateway.url})\n--- last overlay written ---\n"

@@ -26,6 +26,7 @@ __all__ = [
     "PLACEHOLDERS",
     "REFERENCE",
     "GatewayCommand",
+    "OperatorCommand",
     "ImplDescriptor",
     "ImplError",
     "Implementation",
@@ -44,16 +45,25 @@ EXTENDED_FEATURES: frozenset[str] = frozenset({
     "clustersAllowlist",
     "prometheusMetrics",
     "mcpToolRouting",
+    # producer profile (an operator)
+    "stabilizedAdmission",
+    "kvCachePressure",
+    "tlsMetrics",
+    "toolCandidates",
 })
 
-#: Placeholders allowed in command and environment templates.
+#: Placeholders allowed in gateway command and environment templates.
 PLACEHOLDERS: frozenset[str] = frozenset({"python", "config", "workdir"})
+#: Placeholders allowed in operator templates: the resource directory it watches, the directory it writes
+#: ConfigMaps and status into, and the PEM CA bundle that signs TLS metrics endpoints.
+OPERATOR_PLACEHOLDERS: frozenset[str] = frozenset({"python", "manifests", "out", "workdir", "metrics_ca"})
 
 DEFAULT_STARTUP_TIMEOUT_S = 20.0
 
-_TOP_KEYS = {"implementation": True, "gateway": True, "features": False}
+_TOP_KEYS = {"implementation": True, "gateway": True, "operator": False, "features": False}
 _IMPLEMENTATION_KEYS = {"organization": True, "project": True, "version": True, "contact": True}
 _GATEWAY_KEYS = {"command": True, "env": False, "startup_timeout_s": False}
+_OPERATOR_KEYS = {"command": True, "env": False}
 
 
 class ImplError(ValueError):
@@ -96,13 +106,37 @@ class GatewayCommand:
 
 
 @dataclass(frozen=True)
+class OperatorCommand:
+    """How to start the operator under test on the local backend (the producer profile).
+
+    The operator reads grid resources as YAML files from ``{manifests}`` and writes, for every gateway
+    reference, ``<configmap-name>.configmap.yaml`` (the ConfigMap object) into ``{out}``, plus
+    ``<network>.status.yaml`` (the GridNetwork with its status), rewritten on every reconcile.
+    """
+
+    argv_template: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def render(self, manifests: Path, out: Path, workdir: Path, metrics_ca: Path) -> tuple[list[str], dict[str, str]]:
+        values = {"python": sys.executable, "manifests": str(manifests), "out": str(out),
+                  "workdir": str(workdir), "metrics_ca": str(metrics_ca)}
+        argv = [template.format_map(values) for template in self.argv_template]
+        env = {name: template.format_map(values) for name, template in self.env.items()}
+        return argv, env
+
+
+@dataclass(frozen=True)
 class ImplDescriptor:
-    """A loaded descriptor; ``source`` is ``reference`` or the path it was read from."""
+    """A loaded descriptor; ``source`` is ``reference`` or the path it was read from.
+
+    ``operator`` is None for a gateway-only implementation: the producer profile is then unsupported.
+    """
 
     implementation: Implementation
     gateway: GatewayCommand
     features: frozenset[str]
     source: str
+    operator: OperatorCommand | None = None
 
 
 # ------------------------------------------------------------------------------------------- loading
@@ -128,8 +162,10 @@ def parse_impl(data: Any, *, source: str = "<memory>") -> ImplDescriptor:
     top = _mapping(data, "", _TOP_KEYS, what="the descriptor")
     implementation = _parse_implementation(top["implementation"])
     gateway = _parse_gateway(top["gateway"])
+    operator = _parse_operator(top["operator"]) if top.get("operator") is not None else None
     features = _parse_features(top.get("features", []))
-    return ImplDescriptor(implementation=implementation, gateway=gateway, features=features, source=source)
+    return ImplDescriptor(implementation=implementation, gateway=gateway, features=features, source=source,
+                          operator=operator)
 
 
 def _parse_yaml(text: str, source: str) -> Any:
@@ -153,39 +189,55 @@ def _parse_implementation(data: Any) -> Implementation:
     return Implementation(contact=contacts, **texts)
 
 
-def _parse_gateway(data: Any) -> GatewayCommand:
-    block = _mapping(data, "gateway", _GATEWAY_KEYS)
+def _parse_command(block: Mapping[str, Any], section: str, allowed: frozenset[str],
+                   required: Mapping[str, str]) -> tuple[tuple[str, ...], MappingProxyType[str, str]]:
+    """The argv template and environment of one component; ``required`` maps placeholder -> meaning."""
     command = block["command"]
     if not isinstance(command, list) or not command:
-        raise ImplError("gateway.command", f"must be a non-empty list of strings, got {_kind(command)}")
+        raise ImplError(f"{section}.command", f"must be a non-empty list of strings, got {_kind(command)}")
     argv: list[str] = []
     used: set[str] = set()
     for i, item in enumerate(command):
-        key = f"gateway.command[{i}]"
+        key = f"{section}.command[{i}]"
         argv.append(_string(item, key))
-        used |= _placeholders(item, key)
-    if "config" not in used:
-        raise ImplError("gateway.command", "must contain {config} (the path of the rendered Praxis config)")
+        used |= _placeholders(item, key, allowed)
+    for name, meaning in required.items():
+        if name not in used:
+            raise ImplError(f"{section}.command", f"must contain {{{name}}} ({meaning})")
 
     env_data = block.get("env", {})
     if env_data is None:
         env_data = {}
     if not isinstance(env_data, dict):
-        raise ImplError("gateway.env",
+        raise ImplError(f"{section}.env",
                         f"must be a mapping of variable names to strings, got {_kind(env_data)}")
     env: dict[str, str] = {}
     for name, value in env_data.items():
         if not isinstance(name, str) or not name or "=" in name:
-            raise ImplError(f"gateway.env.{name}", "variable names must be non-empty strings without '='")
-        key = f"gateway.env.{name}"
+            raise ImplError(f"{section}.env.{name}", "variable names must be non-empty strings without '='")
+        key = f"{section}.env.{name}"
         env[name] = _string(value, key, allow_empty=True)
-        _placeholders(value, key)
+        _placeholders(value, key, allowed)
+    return tuple(argv), MappingProxyType(env)
 
+
+def _parse_gateway(data: Any) -> GatewayCommand:
+    block = _mapping(data, "gateway", _GATEWAY_KEYS)
+    argv, env = _parse_command(block, "gateway", PLACEHOLDERS,
+                               {"config": "the path of the rendered Praxis config"})
     timeout = block.get("startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
         raise ImplError("gateway.startup_timeout_s", f"must be a positive number of seconds, got {timeout!r}")
-    return GatewayCommand(argv_template=tuple(argv), env=MappingProxyType(env),
-                          startup_timeout_s=float(timeout))
+    return GatewayCommand(argv_template=argv, env=env, startup_timeout_s=float(timeout))
+
+
+def _parse_operator(data: Any) -> OperatorCommand:
+    block = _mapping(data, "operator", _OPERATOR_KEYS)
+    argv, env = _parse_command(block, "operator", OPERATOR_PLACEHOLDERS, {
+        "manifests": "the directory of grid resources the operator watches",
+        "out": "the directory the operator writes ConfigMaps and status into",
+    })
+    return OperatorCommand(argv_template=argv, env=env)
 
 
 def _parse_features(data: Any) -> frozenset[str]:
@@ -234,7 +286,7 @@ def _string(value: Any, key: str, *, allow_empty: bool = False) -> str:
     return value
 
 
-def _placeholders(template: str, key: str) -> set[str]:
+def _placeholders(template: str, key: str, allowed_names: frozenset[str] = PLACEHOLDERS) -> set[str]:
     """Return the placeholder names in ``template``; reject unknown or formatted ones."""
     names: set[str] = set()
     try:
@@ -242,11 +294,11 @@ def _placeholders(template: str, key: str) -> set[str]:
     except ValueError as exc:
         problem = f"malformed template {template!r}: {exc} (write literal braces as {{{{ and }}}})"
         raise ImplError(key, problem) from exc
-    allowed = ", ".join("{" + name + "}" for name in sorted(PLACEHOLDERS))
+    allowed = ", ".join("{" + name + "}" for name in sorted(allowed_names))
     for _literal, name, spec, conversion in parts:
         if name is None:
             continue
-        if name not in PLACEHOLDERS or spec or conversion:
+        if name not in allowed_names or spec or conversion:
             shown = "{" + name + ("!" + conversion if conversion else "") + (":" + spec if spec else "") + "}"
             raise ImplError(key, f"unknown placeholder {shown} (allowed: {allowed})")
         names.add(name)

@@ -25,8 +25,14 @@ def poll_until(
     timeout: float,
     interval: float = 0.02,
     max_interval: float = 0.05,
+    describe: Callable[[Any], str] | None = None,
+    fatal: tuple[type[BaseException], ...] = (),
 ) -> T:
-    """Call `probe` until `done(result)` or the deadline; back off gently between probes."""
+    """Call `probe` until `done(result)` or the deadline; back off gently between probes.
+
+    `describe` renders the last observation for the timeout message; exceptions listed in `fatal`
+    (such as the component under test having exited) end the wait at once instead of being observed.
+    """
     deadline = time.monotonic() + timeout
     last: Any = "<nothing observed>"
     while True:
@@ -34,10 +40,13 @@ def poll_until(
             last = probe()
             if done(last):
                 return last
+        except fatal:
+            raise
         except Exception as exc:  # a probe failing is an observation, not a crash
             last = f"{type(exc).__name__}: {exc}"
         if time.monotonic() >= deadline:
-            raise WaitTimeout(f"waited {timeout:.1f}s for {what}; last seen: {_short(last)}")
+            seen = describe(last) if describe is not None and not isinstance(last, str) else last
+            raise WaitTimeout(f"waited {timeout:.1f}s for {what}; last seen: {_short(seen, 1500)}")
         time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
         interval = min(interval * 1.5, max_interval)
 

@@ -11,6 +11,7 @@ import os
 import selectors
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+import trustme
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.fakes import FakeBackend, RunningServer, RuntimeConfig, default_metrics, running
@@ -538,3 +540,273 @@ def test_non_finite_values_never_reach_metrics() -> None:
 
     run(scenario, backend)
 
+
+
+# ------------------------------------------------------------------------------- non-finite samples
+
+
+def _strict_json(text: str) -> Any:
+    """Parse JSON refusing the NaN/Infinity extensions Python's json module would otherwise accept."""
+
+    def refuse(token: str) -> Any:
+        raise AssertionError(f"bare {token} in JSON: {text}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_non_finite_metric_values_exposed_and_round_trip() -> None:
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        metrics = [
+            {"name": "epp_queue", "labels": {"pool": "a"}, "value": "NaN"},
+            {"name": "epp_queue", "labels": {"pool": "b"}, "value": "+Inf"},
+            {"name": "epp_kv", "labels": {}, "value": "-Inf"},
+            {"name": "epp_ready", "labels": {}, "value": 2.5},
+        ]
+        posted = await client.post("/admin/config", json={"metrics": metrics})
+        assert posted.status_code == 200, posted.text
+        assert _strict_json(posted.text)["metrics"] == metrics
+        response = await client.get("/metrics")
+        assert response.status_code == 200
+        lines = response.text.splitlines()
+        assert 'epp_queue{pool="a"} NaN' in lines, response.text
+        assert 'epp_queue{pool="b"} +Inf' in lines, response.text
+        assert "epp_kv -Inf" in lines, response.text
+        found = samples(response.text)
+        assert math.isnan(found[("epp_queue", (("pool", "a"),))])
+        assert found[("epp_queue", (("pool", "b"),))] == math.inf
+        assert found[("epp_kv", ())] == -math.inf
+        assert found[("epp_ready", ())] == 2.5
+        fetched = await client.get("/admin/config")
+        config = _strict_json(fetched.text)
+        assert config["metrics"] == metrics
+        again = await client.post("/admin/config", json=config)  # what GET returns is accepted back as is
+        assert again.status_code == 200, again.text
+        assert _strict_json(again.text) == config
+        assert (await client.get("/metrics")).text == response.text
+
+    run(scenario)
+
+
+BAD_SAMPLE_VALUES = ["nan", "Inf", "inf", "+inf", "Infinity", "-NaN", " NaN", "NaN ", "", "1.5", None, [1]]
+
+
+@pytest.mark.parametrize("value", BAD_SAMPLE_VALUES, ids=[repr(v) for v in BAD_SAMPLE_VALUES])
+def test_bad_sample_value_strings_are_rejected(value: Any) -> None:
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        before = (await client.get("/admin/config")).json()
+        update = {"metrics": [{"name": "ok", "value": "NaN"}, {"name": "q", "value": value}]}
+        response = await client.post("/admin/config", json=update)
+        assert response.status_code == 400, response.text
+        assert_identity(response)
+        assert response.headers["content-type"].startswith("text/plain")
+        expected = 'metrics[1].value: expected a number or one of "NaN", "+Inf", "-Inf"'
+        assert expected in response.text and len(response.text) < 300, response.text
+        assert (await client.get("/admin/config")).json() == before
+
+    run(scenario)
+
+
+# ------------------------------------------------------------------------------- metrics failure injection
+
+
+def test_metrics_error_status_fails_metrics_only() -> None:
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        assert (await client.get("/admin/config")).json()["metrics_error_status"] is None
+        changed = await client.post("/admin/config", json={"metrics_error_status": 503})
+        assert changed.status_code == 200, changed.text
+        assert changed.json()["metrics_error_status"] == 503
+        assert changed.json()["error_status"] is None
+        for method in ("GET", "HEAD"):
+            failed = await client.request(method, "/metrics")
+            assert failed.status_code == 503, (method, failed.text)
+            assert_identity(failed)
+            assert failed.headers["content-type"].startswith("text/plain")
+        failed = await client.get("/metrics")
+        assert "503" in failed.text and len(failed.content) < 200, failed.text
+        assert "agn_fake_requests" not in failed.text
+        chat = await client.post("/v1/chat/completions", json={"model": "m"})
+        assert chat.status_code == 200, chat.text
+        assert (await client.get("/v1/models")).status_code == 200
+        both = await client.post("/admin/config", json={"error_status": 429, "metrics_error_status": 500})
+        assert both.status_code == 200, both.text
+        assert (await client.post("/v1/completions")).status_code == 429
+        assert (await client.get("/metrics")).status_code == 500
+        restored = await client.post("/admin/config", json={"metrics_error_status": None, "error_status": None})
+        assert restored.status_code == 200
+        assert restored.json()["metrics_error_status"] is None
+        response = await client.get("/metrics")
+        assert response.status_code == 200, response.text
+        assert samples(response.text)[("agn_fake_requests_total", ())] == 2
+
+    run(scenario)
+
+
+def test_metrics_latency_delays_metrics() -> None:
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        changed = await client.post("/admin/config", json={"metrics_latency_ms": 300})
+        assert changed.status_code == 200, changed.text
+        assert changed.json()["metrics_latency_ms"] == 300
+        assert changed.json()["latency_ms"] == 0
+        started = time.monotonic()
+        response = await client.get("/metrics")
+        elapsed = time.monotonic() - started
+        assert response.status_code == 200
+        assert ("agn_fake_requests_total", ()) in samples(response.text)
+        assert elapsed >= 0.3, f"/metrics answered after {elapsed:.3f}s with metrics_latency_ms=300"
+        await client.post("/admin/config", json={"metrics_error_status": 502})
+        started = time.monotonic()
+        failed = await client.get("/metrics")
+        elapsed = time.monotonic() - started
+        assert failed.status_code == 502
+        assert elapsed >= 0.3, f"failing /metrics answered after {elapsed:.3f}s with metrics_latency_ms=300"
+        with pytest.raises(httpx.TimeoutException):
+            await client.get("/metrics", timeout=0.05)  # a scraper with a short timeout gives up
+        reset = await client.post("/admin/config", json={"metrics_latency_ms": 0, "metrics_error_status": None})
+        assert reset.status_code == 200
+        assert (await client.get("/metrics")).status_code == 200
+
+    run(scenario)
+
+
+BAD_METRICS_INJECTION: list[tuple[str, Any, str]] = [
+    ("metrics status 200", {"metrics_error_status": 200}, "metrics_error_status"),
+    ("metrics status 600", {"metrics_error_status": 600}, "metrics_error_status"),
+    ("metrics status float", {"metrics_error_status": 503.0}, "metrics_error_status"),
+    ("metrics status string", {"metrics_error_status": "503"}, "metrics_error_status"),
+    ("metrics status bool", {"metrics_error_status": True}, "metrics_error_status"),
+    ("metrics latency negative", {"metrics_latency_ms": -1}, "metrics_latency_ms"),
+    ("metrics latency huge", {"metrics_latency_ms": 600_001}, "metrics_latency_ms"),
+    ("metrics latency string", {"metrics_latency_ms": "5"}, "metrics_latency_ms"),
+    ("metrics latency null", {"metrics_latency_ms": None}, "metrics_latency_ms"),
+    ("metrics latency nan", '{"metrics_latency_ms": NaN}', "metrics_latency_ms: expected a finite number"),
+    ("metrics latency inf string", {"metrics_latency_ms": "+Inf"}, "metrics_latency_ms"),
+    ("valid then invalid", {"metrics_latency_ms": 5, "metrics_error_status": 99}, "metrics_error_status"),
+]
+
+
+@pytest.mark.parametrize(("body", "named"), [(b, n) for _, b, n in BAD_METRICS_INJECTION],
+                         ids=[label for label, _, _ in BAD_METRICS_INJECTION])
+def test_bad_metrics_injection_config_is_rejected(body: Any, named: str) -> None:
+    test_bad_admin_config_is_rejected_and_changes_nothing(body, named)
+
+
+# ------------------------------------------------------------------------------------------------- TLS
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path) -> tuple[trustme.CA, Path, Path]:
+    """A throwaway CA and a 127.0.0.1 server certificate chain and key written as PEM files."""
+    ca = trustme.CA()
+    issued = ca.issue_cert("127.0.0.1")
+    cert, key = tmp_path / "server.crt", tmp_path / "server.key"
+    cert.write_bytes(b"".join(pem.bytes() for pem in issued.cert_chain_pems))
+    issued.private_key_pem.write_to_path(str(key))
+    return ca, cert, key
+
+
+def _trusting(ca: trustme.CA) -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    return context
+
+
+def test_start_server_with_ssl_context_serves_https(tls_files: tuple[trustme.CA, Path, Path]) -> None:
+    ca, cert, key = tls_files
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(cert, key)
+
+    async def body() -> None:
+        async with running(FakeBackend("east-1", "east"), "127.0.0.1", 0, ssl_context=server_context) as server:
+            assert server.base_url == f"https://127.0.0.1:{server.port}"
+            async with httpx.AsyncClient(base_url=server.base_url, verify=_trusting(ca), timeout=10.0) as client:
+                chat = await client.post("/v1/chat/completions", json={"model": "m"})
+                assert chat.status_code == 200
+                assert_identity(chat)
+                assert chat.json()["agn"]["request"]["path"] == "/v1/chat/completions"
+                assert samples((await client.get("/metrics")).text)[("agn_fake_requests_total", ())] == 1
+
+    asyncio.run(body())
+
+
+def test_cli_process_serves_https_only(tls_files: tuple[trustme.CA, Path, Path]) -> None:
+    ca, cert, key = tls_files
+    args = ["--name", "x", "--site", "s", "--listen", "127.0.0.1:0", "--tls-cert", str(cert), "--tls-key", str(key)]
+    with _child(args) as process:
+        line = _read_line(process, time.monotonic() + STARTUP_DEADLINE)
+        assert line.startswith("LISTENING 127.0.0.1:"), line
+        address = line.split(" ", 1)[1]
+        host, port = address.rsplit(":", 1)
+        with httpx.Client(base_url=f"https://{address}", verify=_trusting(ca), timeout=10.0) as client:
+            response = client.get("/metrics")
+            assert response.status_code == 200
+            assert_identity(response, "x", "s")
+            assert ("inference_pool_ready_pods", (("name", "x"),)) in samples(response.text)
+        with httpx.Client(timeout=10.0) as plain, pytest.raises(httpx.TransportError):
+            plain.get(f"http://{address}/metrics")
+        with (httpx.Client(verify=ssl.create_default_context(), timeout=10.0) as untrusting,
+              pytest.raises(httpx.ConnectError)):
+            untrusting.get(f"https://{address}/metrics")  # the certificate really comes from the test CA
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+    assert _port_is_free(host, int(port)), f"port {port} still bound after the backend exited"
+
+
+@pytest.mark.parametrize(("given", "missing"), [("--tls-cert", "--tls-key"), ("--tls-key", "--tls-cert")])
+def test_cli_tls_needs_both_files(tls_files: tuple[trustme.CA, Path, Path], capsys: pytest.CaptureFixture[str],
+                                  given: str, missing: str) -> None:
+    _, cert, key = tls_files
+    path = cert if given == "--tls-cert" else key
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main(["--name", "a", "--site", "s", "--listen", "127.0.0.1:0", given, str(path)])
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert missing in captured.err, captured.err
+    assert "LISTENING" not in captured.out
+
+
+BAD_TLS: list[tuple[str, str]] = [
+    ("missing cert", "--tls-cert"),
+    ("missing key", "--tls-key"),
+    ("garbage cert", "--tls-cert"),
+    ("key as cert", "--tls-cert"),
+    ("cert as key", "--tls-key"),
+    ("mismatched key", "cannot load certificate chain and key"),
+]
+
+
+@pytest.mark.parametrize(("case", "named"), BAD_TLS, ids=[case for case, _ in BAD_TLS])
+def test_cli_unloadable_tls_files_exit_2(tls_files: tuple[trustme.CA, Path, Path], tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str], case: str, named: str) -> None:
+    ca, cert, key = tls_files
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    other_key = tmp_path / "other.key"
+    ca.issue_cert("127.0.0.1").private_key_pem.write_to_path(str(other_key))
+    files = {
+        "missing cert": (tmp_path / "absent.crt", key),
+        "missing key": (cert, tmp_path / "absent.key"),
+        "garbage cert": (garbage, key),
+        "key as cert": (key, key),
+        "cert as key": (cert, cert),
+        "mismatched key": (cert, other_key),
+    }[case]
+    args = ["--name", "a", "--site", "s", "--listen", "127.0.0.1:0",
+            "--tls-cert", str(files[0]), "--tls-key", str(files[1])]
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main(args)
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert named in captured.err, captured.err
+    assert "LISTENING" not in captured.out
+
+
+def test_cli_process_unreadable_cert_exits_2(tls_files: tuple[trustme.CA, Path, Path], tmp_path: Path) -> None:
+    _, _, key = tls_files
+    absent = tmp_path / "no-such.crt"
+    args = ["--name", "x", "--site", "s", "--listen", "127.0.0.1:0", "--tls-cert", str(absent), "--tls-key", str(key)]
+    with _child(args) as process:
+        assert process.wait(timeout=STARTUP_DEADLINE) == 2
+        assert process.stdout is not None and process.stderr is not None
+        assert process.stdout.read() == b""
+        stderr = process.stderr.read().decode()
+    assert "--tls-cert" in stderr and str(absent) in stderr, stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,9 +11,19 @@ from typing import Any
 import httpx
 
 from harness.addresses import ADMIN_PORT, BACKEND_PORT, GATEWAY_PORT, AddressPlan
+from harness.contract import ScopeSpec
+from harness.control import OverlaySyncProcess
+from harness.pki import GridPKI
 from harness.process import ManagedProcess, Supervisor
 from harness.topology import ProviderSpec, SiteSpec
 from harness.waiting import WaitTimeout, poll_until
+
+#: Port of a site's TLS metrics endpoint (a fake backend serving HTTPS), next to the plain backends.
+TLS_METRICS_PORT = BACKEND_PORT + 50
+
+
+class OperatorUnsupported(RuntimeError):
+    """The implementation descriptor names no operator, so the producer profile cannot run."""
 
 
 class GatewayStartFailed(RuntimeError):
@@ -29,10 +40,11 @@ class ProviderProcess:
     spec: ProviderSpec
     address: str  # host:port
     process: ManagedProcess
+    scheme: str = "http"
 
     @property
     def url(self) -> str:
-        return f"http://{self.address}"
+        return f"{self.scheme}://{self.address}"
 
 
 @dataclass
@@ -66,6 +78,15 @@ class LocalBackend:
         self.plan = plan
         self.impl = impl
         self._gateway_count = 0
+        self._sync_count = 0
+        self._pki: GridPKI | None = None
+
+    @property
+    def pki(self) -> GridPKI:
+        """The run's certificate authority, made on first use."""
+        if self._pki is None:
+            self._pki = GridPKI(self.workdir / "pki")
+        return self._pki
 
     def start_providers(self, site_index: int, site: SiteSpec) -> dict[str, ProviderProcess]:
         started: dict[str, ProviderProcess] = {}
@@ -78,6 +99,60 @@ class LocalBackend:
         for provider in started.values():
             self._wait_ready(provider.process, f"{provider.url}/admin/stats", f"fake backend {provider.spec.name}", 20)
         return started
+
+    def start_tls_metrics(self, site_index: int, site: SiteSpec) -> ProviderProcess:
+        """A fake backend serving HTTPS with a certificate from the run's CA, for TLS metrics scrapes."""
+        host, port = self.plan.allocate(site_index, TLS_METRICS_PORT)
+        files = self.pki.server(f"metrics-{site.name}", host)
+        spec = ProviderSpec(name=f"tls-metrics-{site.name}", site=site.name, role="metrics")
+        argv = [sys.executable, "-m", "harness.fakes.cli", "--name", spec.name, "--site", site.name,
+                "--listen", f"{host}:{port}", "--tls-cert", str(files.cert), "--tls-key", str(files.key)]
+        proc = self.supervisor.start(spec.name, argv)
+        provider = ProviderProcess(spec, f"{host}:{port}", proc, scheme="https")
+        self._wait_ready(proc, f"{provider.url}/admin/stats", f"TLS metrics backend {spec.name}", 20,
+                         verify=ssl.create_default_context(cafile=str(self.pki.ca_path)))
+        return provider
+
+    def start_operator(self, site_index: int, name: str) -> tuple[ManagedProcess, Path, Path]:
+        """Start the operator under test on fresh resource and output directories."""
+        operator = getattr(self.impl, "operator", None)
+        if operator is None:
+            raise OperatorUnsupported("the implementation descriptor has no operator section")
+        workdir = self.workdir / f"operator-{site_index}"
+        manifests, out = workdir / "manifests", workdir / "out"
+        manifests.mkdir(parents=True, exist_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
+        argv, env = operator.render(manifests, out, workdir, self.pki.ca_path)
+        return self.supervisor.start(name, argv, env=env, cwd=workdir), manifests, out
+
+    def start_overlay_sync(self, site_index: int, configmap_file: Path, scope: ScopeSpec) -> OverlaySyncProcess:
+        """The reference overlay-sync on one ConfigMap file, delivering into a fresh overlay directory."""
+        self._sync_count += 1
+        workdir = self.workdir / f"overlay-sync-{self._sync_count}"
+        target = workdir / "overlay"
+        target.mkdir(parents=True, exist_ok=True)
+        host, _ = self.plan.allocate(site_index, GATEWAY_PORT)
+        scope_arg = ",".join(f"{key}={value}" for key, value in scope.as_dict().items())
+        argv = [sys.executable, "-m", "reference.overlay_sync", "--configmap-file", str(configmap_file),
+                "--target-dir", str(target), "--expected-scope", scope_arg, "--admin", f"{host}:0",
+                "--resync-seconds", "5"]
+        proc = self.supervisor.start(f"overlay-sync-{self._sync_count}", argv, cwd=workdir)
+
+        def admin_line() -> str | None:
+            if not proc.running():
+                raise GatewayStartFailed(f"overlay-sync exited with {proc.returncode}", proc.returncode,
+                                         proc.log_tail())
+            return next((line.split()[-1] for line in proc.log_text().splitlines() if line.startswith("ADMIN ")),
+                        None)
+
+        try:
+            admin = poll_until(admin_line, lambda a: a is not None, what="overlay-sync to print ADMIN", timeout=20,
+                               fatal=(GatewayStartFailed,))
+        except BaseException:
+            self.supervisor.stop(proc)
+            raise
+        assert admin is not None
+        return OverlaySyncProcess(proc, configmap_file, target, admin)
 
     def allocate_gateway(self, site_index: int) -> tuple[str, str, Path]:
         host, port = self.plan.allocate(site_index, GATEWAY_PORT)
@@ -108,11 +183,12 @@ class LocalBackend:
     def stop(self, process: ManagedProcess) -> int | None:
         return self.supervisor.stop(process)
 
-    def _wait_ready(self, proc: ManagedProcess, url: str, what: str, timeout: float) -> None:
+    def _wait_ready(self, proc: ManagedProcess, url: str, what: str, timeout: float,
+                    verify: ssl.SSLContext | bool = True) -> None:
         def probe() -> int | str:
             if not proc.running():
                 return f"exited with {proc.returncode}"
-            return httpx.get(url, timeout=1.0).status_code
+            return httpx.get(url, timeout=1.0, verify=verify).status_code
 
         try:
             poll_until(probe, lambda r: r == 200 or (isinstance(r, str) and r.startswith("exited")),

@@ -2,7 +2,8 @@
 
 After binding it prints `LISTENING <host>:<port>` (and writes the same address to --ready-file), so a
 supervisor can start it on port 0 and learn the real port. SIGTERM or SIGINT stop it cleanly (exit 0).
-Bad arguments or a bad --config file exit 2 with the offending option or key named.
+With --tls-cert and --tls-key it serves the same routes over HTTPS only (the LISTENING line is unchanged).
+Bad arguments, a bad --config file or unloadable TLS files exit 2 with the offending option or key named.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import logging
 import os
 import re
 import signal
+import ssl
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -32,6 +34,7 @@ from harness.fakes.server import (
 )
 
 PROG = "agn-fake-backend"
+log = logging.getLogger("agn.fake_backend")
 _IDENTITY = re.compile(r"[\x21-\x7e]+")  # goes into response headers: visible ASCII, no spaces
 
 
@@ -53,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="initial runtime config, the same object POST /admin/config accepts")
     parser.add_argument("--ready-file", type=Path, default=None, metavar="PATH",
                         help="write the bound host:port here (atomically) once listening")
+    parser.add_argument("--tls-cert", type=Path, default=None, metavar="FILE",
+                        help="PEM certificate chain; with --tls-key, serve HTTPS only")
+    parser.add_argument("--tls-key", type=Path, default=None, metavar="FILE",
+                        help="PEM private key of --tls-cert")
     parser.add_argument("--log-level", default="WARNING",
                         choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
     return parser
@@ -92,6 +99,36 @@ def load_config(path: Path | None, pool: str) -> RuntimeConfig:
 
 
 
+class _EncryptedKey(Exception):
+    """The private key asked for a password."""
+
+
+def _no_password() -> bytes:
+    raise _EncryptedKey
+
+
+def load_tls_context(cert: Path, key: Path) -> ssl.SSLContext:
+    """A server context for the certificate chain and key; ValueError names the option at fault."""
+    texts: dict[str, str] = {}
+    for option, path, marker, what in (("--tls-cert", cert, "-----BEGIN CERTIFICATE-----", "PEM certificate"),
+                                       ("--tls-key", key, "PRIVATE KEY-----", "PEM private key")):
+        try:
+            texts[option] = path.read_text(encoding="ascii")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{option} {path}: cannot read: {exc}") from exc
+        if marker not in texts[option]:
+            raise ValueError(f"{option} {path}: no {what} found")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(cert, key, password=_no_password)  # never prompt on a terminal
+    except _EncryptedKey as exc:
+        raise ValueError(f"--tls-key {key}: encrypted private keys are not supported") from exc
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"--tls-cert {cert} / --tls-key {key}: cannot load certificate chain and key: {exc}") \
+            from exc
+    return context
+
+
 def write_ready_file(path: Path, address: str) -> None:
     """Write the address so a reader never sees a partial file."""
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -105,13 +142,14 @@ def write_ready_file(path: Path, address: str) -> None:
         raise
 
 
-async def _serve(backend: FakeBackend, host: str, port: int, ready_file: Path | None) -> int:
+async def _serve(backend: FakeBackend, host: str, port: int, ready_file: Path | None,
+                 ssl_context: ssl.SSLContext | None = None) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     try:
-        server: RunningServer = await start_server(backend, host, port)
+        server: RunningServer = await start_server(backend, host, port, ssl_context=ssl_context)
     except OSError as exc:
         print(f"{PROG}: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
         return 1
@@ -123,6 +161,7 @@ async def _serve(backend: FakeBackend, host: str, port: int, ready_file: Path | 
                 print(f"{PROG}: cannot write --ready-file {ready_file}: {exc}", file=sys.stderr)
                 return 1
         print(f"LISTENING {server.address}", flush=True)  # after the ready file: both mean "serving"
+        log.info("serving %s on %s", server.scheme, server.address)
         await stop.wait()
     finally:
         await server.close()
@@ -154,12 +193,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ConfigError as exc:
             parser.error(f"--model: {exc}")
 
+    ssl_context: ssl.SSLContext | None = None
+    if (args.tls_cert is None) != (args.tls_key is None):
+        given, missing = ("--tls-cert", "--tls-key") if args.tls_key is None else ("--tls-key", "--tls-cert")
+        parser.error(f"{missing}: required when {given} is given (pass both or neither)")
+    if args.tls_cert is not None and args.tls_key is not None:
+        try:
+            ssl_context = load_tls_context(args.tls_cert, args.tls_key)
+        except ValueError as exc:
+            parser.error(str(exc))
+
     logging.basicConfig(stream=sys.stderr, level=args.log_level,
                         format=f"%(asctime)s {PROG}[{args.name}] %(levelname)s %(message)s")
     logging.getLogger("aiohttp.access").disabled = True
     backend = FakeBackend(args.name, args.site, config)
     try:
-        return asyncio.run(_serve(backend, host, port, args.ready_file))
+        return asyncio.run(_serve(backend, host, port, args.ready_file, ssl_context))
     except KeyboardInterrupt:  # SIGINT before the handler was installed
         return 0
 

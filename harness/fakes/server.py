@@ -3,8 +3,9 @@
 Suites route traffic through gateways to these backends and read back who answered: every response
 names the backend and its site in `x-agn-backend` / `x-agn-site`, and model API bodies echo the request
 as the backend saw it (method, path, query, headers, body size). The runtime config (metric samples,
-latency, forced error status, models) changes over `/admin/config` so suites can steer scoring and
-admission without restarting anything.
+latency, forced error status, models, and a slow or failing /metrics exporter) changes over
+`/admin/config` so suites can steer scoring and admission without restarting anything. Metric samples may
+be non-finite ("NaN", "+Inf", "-Inf" in JSON) so scrapers can be tested against such exporters.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import json
 import logging
 import math
 import re
+import ssl
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +35,7 @@ __all__ = [
     "FakeBackend",
     "MAX_BODY_BYTES",
     "MetricSample",
+    "NON_FINITE_VALUES",
     "RunningServer",
     "RuntimeConfig",
     "default_metrics",
@@ -47,8 +50,10 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 MODEL_API_PATHS = frozenset({"/v1/chat/completions", "/v1/completions"})
 DEFAULT_MODELS = ("agn-fake-model",)
 REQUESTS_COUNTER = "agn_fake_requests"  # exposed as agn_fake_requests_total
-CONFIG_KEYS = ("metrics", "latency_ms", "error_status", "models")
+CONFIG_KEYS = ("metrics", "latency_ms", "error_status", "models", "metrics_error_status", "metrics_latency_ms")
 MAX_LATENCY_MS = 600_000.0
+# JSON has no non-finite numbers, so these strings stand for them in /admin/config (both directions).
+NON_FINITE_VALUES: Mapping[str, float] = {"NaN": math.nan, "+Inf": math.inf, "-Inf": -math.inf}
 
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -70,7 +75,16 @@ class MetricSample:
     value: float
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "labels": dict(self.labels), "value": self.value}
+        return {"name": self.name, "labels": dict(self.labels), "value": _value_to_json(self.value)}
+
+
+def _value_to_json(value: float) -> float | str:
+    """A sample value as strict JSON: finite numbers as they are, non-finite ones as their config string."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return value
 
 
 @dataclass
@@ -81,6 +95,8 @@ class RuntimeConfig:
     latency_ms: float = 0.0
     error_status: int | None = None
     models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
+    metrics_error_status: int | None = None  # /metrics answers this instead of the exposition
+    metrics_latency_ms: float = 0.0  # /metrics answers after this delay (a slow exporter)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,6 +104,8 @@ class RuntimeConfig:
             "latency_ms": self.latency_ms,
             "error_status": self.error_status,
             "models": list(self.models),
+            "metrics_error_status": self.metrics_error_status,
+            "metrics_latency_ms": self.metrics_latency_ms,
         }
 
     def updated(self, update: Mapping[str, Any]) -> RuntimeConfig:
@@ -124,6 +142,18 @@ def _finite_number(value: object, where: str) -> float:
     return number
 
 
+def _sample_value(value: object, where: str) -> float:
+    """A finite JSON number, or one of the strings that stand for NaN and the infinities."""
+    if isinstance(value, str):
+        if value in NON_FINITE_VALUES:
+            return NON_FINITE_VALUES[value]
+    elif _is_number(value) and math.isfinite(float(value)):  # type: ignore[arg-type]
+        return float(value)  # type: ignore[arg-type]
+    allowed = ", ".join(json.dumps(name) for name in NON_FINITE_VALUES)
+    shown = json.dumps(value) if not _is_number(value) else repr(value)
+    raise ConfigError(f"{where}: expected a number or one of {allowed}, got {shown}")
+
+
 def _parse_metrics(value: object) -> list[MetricSample]:
     if not isinstance(value, list):
         raise ConfigError(f"metrics: expected a list of samples, got {type(value).__name__}")
@@ -152,7 +182,7 @@ def _parse_metrics(value: object) -> list[MetricSample]:
                 raise ConfigError(f"{where}.labels: {label!r} is not a valid Prometheus label name")
             if not isinstance(label_value, str):
                 raise ConfigError(f"{where}.labels.{label}: expected a string, got {json.dumps(label_value)}")
-        number = _finite_number(item["value"], f"{where}.value")
+        number = _sample_value(item["value"], f"{where}.value")
         identity = (name, tuple(sorted(labels.items())))
         if identity in seen:
             raise ConfigError(f"{where}: duplicate sample {name}{dict(labels)}")
@@ -170,19 +200,36 @@ def _parse_models(value: object) -> list[str]:
     return list(value)
 
 
-def _parse_error_status(value: object) -> int | None:
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or not 400 <= value <= 599:
-        raise ConfigError(f"error_status: expected null or an integer 400..599, got {json.dumps(value)}")
-    return value
+def _status(key: str) -> Callable[[object], int | None]:
+    def parse(value: object) -> int | None:
+        if value is None:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool) or not 400 <= value <= 599:
+            shown = json.dumps(value, allow_nan=True)
+            raise ConfigError(f"{key}: expected null or an integer 400..599, got {shown}")
+        return value
+
+    return parse
 
 
-def _parse_latency(value: object) -> float:
-    latency = _finite_number(value, "latency_ms")
-    if not 0.0 <= latency <= MAX_LATENCY_MS:
-        raise ConfigError(f"latency_ms: expected 0..{MAX_LATENCY_MS:g}, got {value!r}")
-    return latency
+def _latency(key: str) -> Callable[[object], float]:
+    def parse(value: object) -> float:
+        latency = _finite_number(value, key)
+        if not 0.0 <= latency <= MAX_LATENCY_MS:
+            raise ConfigError(f"{key}: expected 0..{MAX_LATENCY_MS:g}, got {value!r}")
+        return latency
+
+    return parse
+
+
+_PARSERS: Mapping[str, Callable[[object], Any]] = {
+    "metrics": _parse_metrics,
+    "latency_ms": _latency("latency_ms"),
+    "error_status": _status("error_status"),
+    "models": _parse_models,
+    "metrics_error_status": _status("metrics_error_status"),
+    "metrics_latency_ms": _latency("metrics_latency_ms"),
+}
 
 
 def parse_config_update(document: object) -> dict[str, Any]:
@@ -192,13 +239,7 @@ def parse_config_update(document: object) -> dict[str, Any]:
     unknown = sorted(set(document) - set(CONFIG_KEYS))
     if unknown:
         raise ConfigError(f"unknown key {unknown[0]!r} (allowed: {', '.join(CONFIG_KEYS)})")
-    parsers = {
-        "metrics": _parse_metrics,
-        "latency_ms": _parse_latency,
-        "error_status": _parse_error_status,
-        "models": _parse_models,
-    }
-    return {key: parsers[key](value) for key, value in document.items()}
+    return {key: _PARSERS[key](value) for key, value in document.items()}
 
 
 # --------------------------------------------------------------------------------------------- metrics
@@ -278,7 +319,7 @@ class FakeBackend:
         if path == "/metrics":
             if method not in ("GET", "HEAD"):
                 return _text(405, "/metrics answers GET only")
-            return self._metrics()
+            return await self._metrics()
         if path == "/admin" or path.startswith("/admin/"):
             return await self._admin(request)
         if method == "POST" and path in MODEL_API_PATHS:
@@ -361,7 +402,13 @@ class FakeBackend:
 
     # -------------------------------------------------------------------------------------- metrics
 
-    def _metrics(self) -> web.Response:
+    async def _metrics(self) -> web.Response:
+        config = self.config
+        if config.metrics_latency_ms > 0:
+            await asyncio.sleep(config.metrics_latency_ms / 1000.0)
+        if config.metrics_error_status is not None:
+            status = config.metrics_error_status
+            return _text(status, f"fake backend {self.name} /metrics answers {status} as configured")
         response = web.Response(body=generate_latest(self.registry))
         response.headers["Content-Type"] = CONTENT_TYPE_PLAIN_0_0_4  # the format generate_latest writes
         return response
@@ -425,6 +472,7 @@ class RunningServer:
     runner: web.AppRunner
     host: str
     port: int
+    scheme: str = "http"  # "https" when served with an SSL context
 
     @property
     def address(self) -> str:
@@ -434,19 +482,23 @@ class RunningServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.address}"
+        return f"{self.scheme}://{self.address}"
 
     async def close(self) -> None:
         await self.runner.cleanup()
 
 
-async def start_server(backend: FakeBackend, host: str, port: int, shutdown_timeout: float = 2.0) -> RunningServer:
-    """Bind the backend to host:port (port 0 picks a free one) and report the bound address."""
+async def start_server(backend: FakeBackend, host: str, port: int, shutdown_timeout: float = 2.0,
+                       ssl_context: ssl.SSLContext | None = None) -> RunningServer:
+    """Bind the backend to host:port (port 0 picks a free one) and report the bound address.
+
+    With ``ssl_context`` the same routes are served over HTTPS only.
+    """
     runner = web.AppRunner(backend.build_app(), access_log=None, handle_signals=False,
                            shutdown_timeout=shutdown_timeout)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port, reuse_address=True)
+        site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=ssl_context)
         await site.start()
         if not runner.addresses:
             raise OSError(f"no listening socket for {host}:{port}")
@@ -454,13 +506,15 @@ async def start_server(backend: FakeBackend, host: str, port: int, shutdown_time
     except BaseException:
         await runner.cleanup()
         raise
-    return RunningServer(backend, runner, str(bound_host), int(bound_port))
+    scheme = "https" if ssl_context is not None else "http"
+    return RunningServer(backend, runner, str(bound_host), int(bound_port), scheme)
 
 
 @asynccontextmanager
-async def running(backend: FakeBackend, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[RunningServer]:
+async def running(backend: FakeBackend, host: str = "127.0.0.1", port: int = 0,
+                  ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[RunningServer]:
     """Serve ``backend`` for the duration of the block; the port is released on exit."""
-    server = await start_server(backend, host, port)
+    server = await start_server(backend, host, port, ssl_context=ssl_context)
     try:
         yield server
     finally:

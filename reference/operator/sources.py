@@ -196,6 +196,20 @@ def resource_files(directory: Path) -> list[Path]:
     )
 
 
+GROUP = "grid.praxis.fast"
+
+
+def _foreign(doc: Any) -> bool:
+    """Core objects kept beside grid resources (Secrets, ConfigMaps) are not the operator's to read.
+
+    The operator never reads Secret values: credentials reach the overlay as references only.
+    """
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("apiVersion"), str):
+        return False
+    group = doc["apiVersion"].rpartition("/")[0]
+    return group != GROUP
+
+
 class DirSource:
     """Reads every YAML file under a directory; each call returns the current valid resources."""
 
@@ -217,7 +231,7 @@ class DirSource:
                 issues.append(Issue(name, 0, f"not readable YAML: {exc}".replace("\n", " ")))
                 continue
             for index, doc in enumerate(docs):
-                if doc is None:
+                if doc is None or _foreign(doc):
                     continue
                 issue = self._check(doc, seen, name)
                 if issue:

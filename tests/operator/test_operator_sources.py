@@ -92,9 +92,17 @@ def test_missing_required_field_is_named_by_path(tmp_path: Path) -> None:
 
 def test_unknown_fields_and_kinds_are_rejected(tmp_path: Path) -> None:
     (tmp_path / "a.yaml").write_text(NETWORK.replace("spec:\n", "spec:\n  typo: 1\n"))
-    (tmp_path / "b.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n")
+    (tmp_path / "b.yaml").write_text("apiVersion: grid.praxis.fast/v1alpha1\nkind: GridPod\nmetadata: {name: x}\n")
     reasons = sorted(i.reason for i in DirSource(tmp_path).load().issues)
-    assert "typo" in reasons[0] and "unknown kind 'Pod'" in reasons[1]
+    assert "typo" in reasons[0] and "unknown kind 'GridPod'" in reasons[1]
+
+
+def test_objects_of_other_api_groups_are_left_alone(tmp_path: Path) -> None:
+    """Secrets kept beside the grid resources are neither read nor reported."""
+    (tmp_path / "a.yaml").write_text(NETWORK)
+    (tmp_path / "s.yaml").write_text("apiVersion: v1\nkind: Secret\nmetadata: {name: t}\nstringData: {token: x}\n")
+    loaded = DirSource(tmp_path).load()
+    assert loaded.issues == () and [o["kind"] for o in loaded.objects] == ["GridNetwork"]
 
 
 def test_broken_yaml_and_duplicates_are_reported(tmp_path: Path) -> None:

@@ -48,8 +48,12 @@ def consumer_allowed(selector: Mapping[str, str], gateway: GatewayRef, sites: Ma
     return consumer is not None and labels_match(selector, consumer.labels)
 
 
-def hosting_sites(selector: Mapping[str, str], gateway: GatewayRef, sites: Mapping[str, GridSiteSpec]) -> list[str]:
-    """A local provider lives at the gateway's site unless its siteSelector names GridSites."""
+def hosting_sites(
+    selector: Mapping[str, str], gateway: GatewayRef, sites: Mapping[str, GridSiteSpec], site: str | None = None
+) -> list[str]:
+    """`spec.site` names the hosting GridSite; absent, a siteSelector picks GridSites, else the local site."""
+    if site:
+        return [site]
     if not selector:
         return [gateway.local_site]
     return sorted(name for name, site in sites.items() if labels_match(selector, site.labels))
@@ -79,7 +83,7 @@ def local_entries(
         if not consumer_allowed(provider.access_selector, gateway, sites):
             continue
         value = score(network.scoring_strategy, state.signals)
-        for site in hosting_sites(provider.site_selector, gateway, sites):
+        for site in hosting_sites(provider.site_selector, gateway, sites, provider.site):
             for model in provider.models:
                 out.append(
                     Entry(
@@ -114,7 +118,7 @@ def tool_entries(
     for provider in tool_providers:
         if provider.phase == "Unavailable" or not consumer_allowed(provider.access_selector, gateway, sites):
             continue
-        for site in hosting_sites(provider.site_selector, gateway, sites):
+        for site in hosting_sites(provider.site_selector, gateway, sites, provider.site):
             for tool in allowed_tools(provider):
                 out.append(
                     Entry(

@@ -111,9 +111,11 @@ class ProviderSpec:
     signal_names: Mapping[str, str] = field(default_factory=dict)
     queue_capacity: int | None = None
     phase: str | None = None
+    site: str | None = None
 
     @property
     def cluster(self) -> str:
+        """`spec.clusterName`: the Praxis upstream cluster that reaches the provider."""
         return self.routing_cluster_ref or self.name
 
 
@@ -127,6 +129,7 @@ class ToolProviderSpec:
     site_selector: Mapping[str, str] = field(default_factory=dict)
     access_selector: Mapping[str, str] = field(default_factory=dict)
     phase: str | None = None
+    site: str | None = None
 
     @property
     def cluster(self) -> str:
@@ -316,9 +319,10 @@ def provider_from_resource(obj: Mapping[str, Any]) -> ProviderSpec:
         network=_required(obj, "spec.gridNetworkRef"),
         models=tuple(models),
         uid=_get(obj, "metadata.uid", str, ""),
-        routing_cluster_ref=_get(obj, "spec.routingClusterRef", str),
+        routing_cluster_ref=_get(obj, "spec.clusterName", str) or _get(obj, "spec.routingClusterRef", str),
         site_selector=_labels(obj, "spec.siteSelector.matchLabels"),
         access_selector=_labels(obj, "spec.accessPolicy.siteSelector.matchLabels"),
+        site=_get(obj, "spec.site", str),
         capacity_weight=weight,
         credential=_credential(obj),
         signal_names=_labels(obj, "spec.metricsConfig.signalNames"),
@@ -343,8 +347,9 @@ def tool_provider_from_resource(obj: Mapping[str, Any]) -> ToolProviderSpec:
         network=_required(obj, "spec.gridNetworkRef"),
         tools=_tool_names(_get(obj, "spec.tools", list, []), "spec.tools"),
         discovered_tools=_tool_names(_get(obj, "status.discoveredTools", list, []), "status.discoveredTools"),
-        routing_cluster_ref=_get(obj, "spec.routingClusterRef", str),
+        routing_cluster_ref=_get(obj, "spec.clusterName", str) or _get(obj, "spec.routingClusterRef", str),
         site_selector=_labels(obj, "spec.siteSelector.matchLabels"),
         access_selector=_labels(obj, "spec.accessPolicy.siteSelector.matchLabels"),
+        site=_get(obj, "spec.site", str),
         phase=_get(obj, "status.phase", str),
     )

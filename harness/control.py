@@ -1,0 +1,303 @@
+"""A site's control plane on the local backend: the operator under test, what it reads and what it writes.
+
+The operator watches a directory of grid resources and writes, per gateway reference,
+`<configmap>.configmap.yaml` and, per network, `<network>.status.yaml` (rewritten on every reconcile).
+The suites apply and delete resources, force reconciles with the force-refresh annotation, read back the
+ConfigMap and status, and connect the reference overlay-sync and a gateway to follow a revision from
+rendered to distributed, accepted and serving.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import yaml
+
+from harness import producer_oracle
+from harness.process import ManagedProcess
+from harness.resources import DEFAULT_GATEWAY, DEFAULT_NAMESPACE
+from harness.waiting import WaitTimeout, poll_until
+
+if TYPE_CHECKING:
+    from harness.grid import Gateway, Site
+
+FORCE_REFRESH = "grid.praxis.fast/force-refresh"
+ENVELOPE_KEY = "routing-overlay.json"
+LEGACY_KEY = "routing-config.json"
+DEFAULT_TIMEOUT = 20.0
+
+
+class OperatorExited(RuntimeError):
+    """The operator under test is no longer running; carries its log tail."""
+
+
+@dataclass(frozen=True)
+class StatusStamp:
+    """Identity of the status file as last written: a rewrite shows that a reconcile finished."""
+
+    inode: int
+    mtime_ns: int
+    size: int
+
+
+class ControlPlane:
+    """The operator process of one site with its resource and output directories."""
+
+    def __init__(self, site: Site, process: ManagedProcess, manifests: Path, out: Path) -> None:
+        self.site = site
+        self.process = process
+        self.manifests = manifests
+        self.out = out
+        self._applied: dict[tuple[str, str], dict[str, Any]] = {}
+        self.chains: list[Chain] = []
+
+    # ---------------------------------------------------------------------------------------- inputs
+
+    def _path(self, kind: str, name: str) -> Path:
+        return self.manifests / f"{kind.lower()}-{name}.yaml"
+
+    def apply(self, *objects: dict[str, Any]) -> None:
+        """Create or replace resources (one file each, replaced atomically)."""
+        for obj in objects:
+            kind, name = obj["kind"], obj["metadata"]["name"]
+            self._applied[(kind, name)] = copy.deepcopy(obj)
+            self._write(self._path(kind, name), yaml.safe_dump(obj, sort_keys=False))
+
+    def apply_raw(self, filename: str, text: str) -> Path:
+        """Write a resource file verbatim, e.g. one that breaks its CRD schema."""
+        path = self.manifests / filename
+        self._write(path, text)
+        return path
+
+    def delete(self, kind: str, name: str) -> None:
+        self._applied.pop((kind, name), None)
+        with contextlib.suppress(FileNotFoundError):
+            self._path(kind, name).unlink()
+
+    def delete_file(self, path: Path) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+    def applied(self, kind: str, name: str) -> dict[str, Any]:
+        return copy.deepcopy(self._applied[(kind, name)])
+
+    def force_reconcile(self, network: str) -> None:
+        """Set a fresh force-refresh annotation on the GridNetwork, as the demos do."""
+        obj = self._applied[("GridNetwork", network)]
+        obj["metadata"].setdefault("annotations", {})[FORCE_REFRESH] = uuid.uuid4().hex
+        self._write(self._path("GridNetwork", network), yaml.safe_dump(obj, sort_keys=False))
+
+    @staticmethod
+    def _write(path: Path, text: str) -> None:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+
+    # --------------------------------------------------------------------------------------- outputs
+
+    def configmap_path(self, network: str, gateway: str = DEFAULT_GATEWAY) -> Path:
+        return self.out / f"{producer_oracle.configmap_name(network, gateway)}.configmap.yaml"
+
+    def configmap(self, network: str, gateway: str = DEFAULT_GATEWAY) -> dict[str, Any] | None:
+        return _read_yaml(self.configmap_path(network, gateway))
+
+    def envelope(self, network: str, gateway: str = DEFAULT_GATEWAY) -> dict[str, Any] | None:
+        """The envelope in the ConfigMap's `routing-overlay.json`, or None when absent or unreadable."""
+        configmap = self.configmap(network, gateway)
+        data = (configmap or {}).get("data") or {}
+        try:
+            doc = json.loads(data[ENVELOPE_KEY])
+        except (KeyError, TypeError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def status_path(self, network: str) -> Path:
+        return self.out / f"{network}.status.yaml"
+
+    def status(self, network: str) -> dict[str, Any]:
+        """`status` of the GridNetwork as last written ({} before the first reconcile)."""
+        doc = _read_yaml(self.status_path(network)) or {}
+        status = doc.get("status")
+        return status if isinstance(status, dict) else {}
+
+    def status_entry(self, network: str, gateway: str = DEFAULT_GATEWAY,
+                     namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
+        for entry in self.status(network).get("overlayStatus") or []:
+            if isinstance(entry, dict) and (entry.get("gatewayName"), entry.get("gatewayNamespace")) == (
+                    gateway, namespace):
+                return entry
+        return {}
+
+    def status_stamp(self, network: str) -> StatusStamp | None:
+        try:
+            st = self.status_path(network).stat()
+        except FileNotFoundError:
+            return None
+        return StatusStamp(st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def log_text(self) -> str:
+        return self.process.log_text()
+
+    # ----------------------------------------------------------------------------------------- waits
+
+    def check_running(self) -> None:
+        if not self.process.running():
+            raise OperatorExited(f"the operator exited with {self.process.returncode}\n--- operator log (tail) ---\n"
+                                 f"{self.process.log_tail()}")
+
+    def wait_envelope(self, network: str, until: Callable[[dict[str, Any]], bool] = lambda _e: True, *,
+                      what: str = "the expected overlay", gateway: str = DEFAULT_GATEWAY,
+                      timeout: float = DEFAULT_TIMEOUT, force_every: float | None = None) -> dict[str, Any]:
+        """Poll the rendered envelope until `until` holds; optionally force a reconcile every few seconds.
+
+        Forcing is for conditions that depend on metrics, which the operator only reads when it reconciles.
+        """
+        last_force = [0.0]
+
+        def probe() -> dict[str, Any] | None:
+            self.check_running()
+            envelope = self.envelope(network, gateway)
+            if force_every is not None and (envelope is None or not until(envelope)):
+                now = _monotonic()
+                if now - last_force[0] >= force_every:
+                    self.force_reconcile(network)
+                    last_force[0] = now
+            return envelope
+
+        result = poll_until(probe, lambda e: e is not None and until(e), timeout=timeout,
+                            what=f"{what} in the ConfigMap of {network}/{gateway}", describe=_summary,
+                            fatal=(OperatorExited,))
+        assert result is not None
+        return result
+
+    def reconcile(self, network: str, gateway: str = DEFAULT_GATEWAY,
+                  timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any] | None:
+        """Force a reconcile and wait until it has written status; returns the envelope after it."""
+        before = self.status_stamp(network)
+        self.force_reconcile(network)
+
+        def probe() -> StatusStamp | None:
+            self.check_running()
+            return self.status_stamp(network)
+
+        poll_until(probe, lambda s: s is not None and s != before, timeout=timeout,
+                   what=f"a forced reconcile of {network} to rewrite its status", fatal=(OperatorExited,))
+        return self.envelope(network, gateway)
+
+    def wait_status(self, network: str, until: Callable[[dict[str, Any]], bool], *, what: str,
+                    gateway: str = DEFAULT_GATEWAY, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+        def probe() -> dict[str, Any]:
+            self.check_running()
+            return self.status_entry(network, gateway)
+
+        return poll_until(probe, until, timeout=timeout, what=f"{what} in the status of {network}/{gateway}",
+                          fatal=(OperatorExited,))
+
+    # ----------------------------------------------------------------------------------------- chain
+
+    def connect(self, network: str, gateway_ref: str = DEFAULT_GATEWAY, namespace: str = DEFAULT_NAMESPACE,
+                timeout: float = DEFAULT_TIMEOUT) -> Chain:
+        """Start overlay-sync on the rendered ConfigMap and a gateway on what it delivers."""
+        from harness.contract import ScopeSpec
+
+        envelope = self.wait_envelope(network, gateway=gateway_ref, what="a first overlay", timeout=timeout)
+        scope = ScopeSpec(network, gateway_ref, namespace, envelope["scope"]["local_site"])
+        sync = self.site.grid.backend.start_overlay_sync(self.site.index, self.configmap_path(network, gateway_ref),
+                                                         scope)
+        poll_until(lambda: sync.delivered_revision(), lambda r: r is not None, timeout=timeout,
+                   what=f"overlay-sync to deliver the first revision of {network}")
+        gateway = self.site.start_gateway("core", None, overlay_dir=sync.target_dir, scope=scope)
+        chain = Chain(self, network, gateway_ref, sync, gateway)
+        self.chains.append(chain)
+        return chain
+
+    def disconnect(self, chain: Chain) -> None:
+        if chain in self.chains:
+            self.chains.remove(chain)
+        self.site.stop_gateway(chain.gateway)
+        self.site.grid.backend.stop(chain.sync.process)
+
+    def diagnostics(self) -> str:
+        files = sorted(p.name for p in self.out.glob("*.yaml")) if self.out.is_dir() else []
+        parts = [f"=== operator {self.process.name}: outputs {files}\n--- log tail ---\n{self.process.log_tail()}"]
+        for chain in self.chains:
+            parts.append(f"=== overlay-sync for {chain.network}\n{chain.sync.process.log_tail(20)}")
+        return "\n".join(parts)
+
+
+@dataclass
+class OverlaySyncProcess:
+    process: ManagedProcess
+    configmap_file: Path
+    target_dir: Path
+    admin: str
+
+    def delivered(self) -> dict[str, Any] | None:
+        try:
+            doc = json.loads((self.target_dir / ENVELOPE_KEY).read_bytes())
+        except (OSError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def delivered_revision(self) -> str | None:
+        doc = self.delivered()
+        revision = (doc or {}).get("revision") or {}
+        value = revision.get("value") if isinstance(revision, dict) else None
+        return value if isinstance(value, str) else None
+
+    def metrics_text(self) -> str:
+        return httpx.get(f"http://{self.admin}/metrics", timeout=5.0).text
+
+
+@dataclass
+class Chain:
+    """Operator -> ConfigMap -> overlay-sync -> gateway for one network's gateway reference."""
+
+    control: ControlPlane
+    network: str
+    gateway_ref: str
+    sync: OverlaySyncProcess
+    gateway: Gateway
+
+    def wait_accepted(self, revision: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+        poll_until(self.sync.delivered_revision, lambda r: r == revision, timeout=timeout,
+                   what=f"overlay-sync to deliver revision {revision[:19]}")
+
+
+def _read_yaml(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _summary(envelope: dict[str, Any] | None) -> str:
+    if envelope is None:
+        return "no ConfigMap yet"
+    candidates = (envelope.get("overlay") or {}).get("candidates") or []
+    rows = [
+        f"{c.get('name')}@{c.get('site')}/{c.get('cluster')} g={c.get('selection_group')} "
+        f"adm={c.get('admission_state')} fresh={c.get('fresh')} score={c.get('score')}"
+        for c in candidates if isinstance(c, dict)
+    ]
+    return f"revision {str((envelope.get('revision') or {}).get('value'))[:19]} candidates {rows}"
+
+
+def _monotonic() -> float:
+    return time.monotonic()
+
+
+__all__ = ["Chain", "ControlPlane", "FORCE_REFRESH", "OperatorExited", "OverlaySyncProcess", "WaitTimeout"]
