@@ -33,7 +33,8 @@ def labels(network: str, gateway: str) -> dict[str, str]:
     return {LABEL_MANAGED_BY: MANAGED_BY, LABEL_GATEWAY: gateway, LABEL_NETWORK: network}
 
 
-def build_configmap(envelope: dict[str, Any]) -> dict[str, Any]:
+def build_configmap(envelope: dict[str, Any], text: str | None = None) -> dict[str, Any]:
+    """The ConfigMap object; `text` is the already encoded envelope, when the caller has it."""
     scope = envelope["scope"]
     return {
         "apiVersion": "v1",
@@ -48,7 +49,7 @@ def build_configmap(envelope: dict[str, Any]) -> dict[str, Any]:
                 ANNOTATION_CONTENT_DIGEST: envelope["content_digest"]["value"],
             },
         },
-        "data": {ENVELOPE_KEY: encode(envelope), LEGACY_KEY: encode(envelope["overlay"])},
+        "data": {ENVELOPE_KEY: text if text is not None else encode(envelope), LEGACY_KEY: encode(envelope["overlay"])},
     }
 
 

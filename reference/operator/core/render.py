@@ -13,7 +13,7 @@ from typing import Any
 from reference.operator.core.admission import AdmissionMemory, Policy, observe
 from reference.operator.core.candidates import ProviderState, build_candidates
 from reference.operator.core.configmap import build_configmap
-from reference.operator.core.envelope import build_envelope, build_overlay, check
+from reference.operator.core.envelope import build_envelope, build_overlay, check, encode
 from reference.operator.core.model import (
     Clock,
     GridNetworkSpec,
@@ -109,7 +109,8 @@ def render(
                 generation=network.generation,
                 rendered_at=wall,
             )
-            check(envelope)
+            text = encode(envelope)
+            check(envelope, text)
             out.append(
                 Rendered(
                     network=network.name,
@@ -118,7 +119,7 @@ def render(
                     revision=envelope["revision"]["value"],
                     candidate_count=len(candidates),
                     envelope=envelope,
-                    configmap=build_configmap(envelope),
+                    configmap=build_configmap(envelope, text),
                 )
             )
     memory.retain(keys)
