@@ -14,7 +14,8 @@ from harness import crds
 
 ROOT = Path(__file__).resolve().parent.parent
 CRD_FILES = sorted((ROOT / "manifests" / "crds").glob("*.yaml"))
-VALID = sorted((ROOT / "manifests" / "examples" / "valid").glob("*.yaml"))
+# valid/public-shape/ is one coherent grid in the public AGN operator's manifest shape.
+VALID = sorted((ROOT / "manifests" / "examples" / "valid").rglob("*.yaml"))
 INVALID = sorted((ROOT / "manifests" / "examples" / "invalid").glob("*.yaml"))
 KINDS = {"GridNetwork", "InferenceProvider", "GridSite", "AgentToolProvider"}
 HAS_KV = importlib.util.find_spec("kubernetes_validate") is not None
@@ -265,7 +266,7 @@ def test_metrics_config_fields(loaded: dict[str, crds.Crd]) -> None:
         ("timeout", "0s"),
         ("path", "metrics"),
         ("endpoint", "m:9090"),
-        ("signalNames", {"errorRate": "e"}),
+        ("signalNames", {"throughput": "t"}),
         ("poolName", ""),
     ],
 )
@@ -354,6 +355,194 @@ def test_agent_tool_provider(loaded: dict[str, crds.Crd]) -> None:
     assert crds.resource_errors(tool, loaded) == []
     tool["status"]["discoveredTools"] = [{"name": "search"}]
     assert "status.discoveredTools[0]:" in _joined(tool, loaded)
+
+
+# --- fields of the public AGN CRDs ------------------------------------------------------------------
+
+SECRET_REF = {"name": "s", "namespace": "grid-system"}
+TRANSPORT = {"mode": "mutual_tls", "sni": "p.grid.example"}
+CONSUMER = {
+    "enabled": True,
+    "configMapName": "praxis-consumer-config",
+    "listenerPort": 8080,
+    "credentialMountBase": "/run/secrets/grid-credentials",
+    "tlsCertMountPath": "/etc/praxis/tls",
+    "enableProjectedCredentials": False,
+    "supportsProjectedCredentials": False,
+    "clusterEndpoints": [
+        {"cluster": "a", "address": "10.0.0.1:8443", "transport": TRANSPORT},
+        {"cluster": "b", "address": "b:8080", "transport": {"mode": "plaintext"}},
+        {"cluster": "c", "address": "c:8443", "transport": {"mode": "tls", "sni": "c", "caSecretRef": {"name": "ca"}}},
+    ],
+    "deriveTopology": {"fromProviders": ["p1"], "transport": {"mode": "tls", "sni": "p1", "caSecretRef": None}},
+    "mountReconciliation": {"enabled": True, "deploymentName": "gw", "containerName": "praxis"},
+    "telemetry": {"otlpEndpoint": "", "samplingRate": 0.5, "batchIntervalSecs": 5, "batchSize": 512},
+}
+
+
+def _with_consumer(**changes: Any) -> dict[str, Any]:
+    ref = {"name": "gw", "namespace": "ns", "consumerConfig": {**CONSUMER, **changes}}
+    return _network(gatewayRefs=[ref])
+
+
+def test_gridnetwork_public_fields_accepted(loaded: dict[str, crds.Crd]) -> None:
+    network = _network(
+        gridId="",
+        seeds=["10.0.0.1:7946", "[fd00::1]:7946", "swim.example:7946"],
+        swim={"probeInterval": "5s", "suspicionTimeout": "1m30s", "gossipNodes": 0},
+        tls={"caSecretRef": SECRET_REF, "siteSecretRef": {**SECRET_REF, "key": "tls.crt"}, "swimKeyRef": None},
+        peerTrust={"mode": "spiffe"},
+        signalTransport={"mode": "poll"},
+        budgetPolicy={"tenants": [{"tenantId": "t", "capUsd": 0}, {"tenantId": "u", "capUsd": 12.5}]},
+        region=None,
+        scoringPolicy=None,
+    )
+    assert crds.resource_errors(network, loaded) == []
+    assert crds.resource_errors(_with_consumer(), loaded) == []
+    hop = {"name": "gw", "namespace": "ns", "providerHopEndpoints": [{"cluster": "a", "transport": TRANSPORT}]}
+    assert crds.resource_errors(_network(gatewayRefs=[hop]), loaded) == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"swim": {"gossipNodes": -1}}, "spec.swim.gossipNodes:"),
+        ({"swim": {"probeInterval": "fast"}}, "spec.swim.probeInterval:"),
+        ({"swim": {"probeInterval": "5s", "fanout": 3}}, "spec.swim: Additional properties"),
+        ({"tls": {"caSecretRef": {"name": "ca"}}}, "spec.tls.caSecretRef.namespace: required"),
+        ({"tls": {"swimKeyRef": {**SECRET_REF, "key": ""}}}, "spec.tls.swimKeyRef.key:"),
+        ({"peerTrust": {"mode": "tofu"}}, "spec.peerTrust.mode:"),
+        ({"signalTransport": {}}, "spec.signalTransport.mode: required"),
+        ({"budgetPolicy": {"tenants": [{"tenantId": "t", "capUsd": -1}]}}, "spec.budgetPolicy.tenants[0].capUsd:"),
+        ({"budgetPolicy": {"tenants": [{"capUsd": 1}]}}, "spec.budgetPolicy.tenants[0].tenantId: required"),
+        ({"routingPolicy": None}, "spec.routingPolicy:"),
+    ],
+)
+def test_gridnetwork_public_fields_rejected(spec: dict[str, Any], field: str, loaded: dict[str, crds.Crd]) -> None:
+    assert field in _joined(_network(**spec), loaded)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"listenerPort": 65536}, "consumerConfig.listenerPort:"),
+        ({"clusterEndpoints": [{"cluster": "a", "transport": TRANSPORT}]}, "clusterEndpoints[0].address: required"),
+        ({"clusterEndpoints": [{"cluster": "a", "address": "a:1", "transport": {"mode": "insecure"}}]}, "mode:"),
+        ({"clusterEndpoints": [{"cluster": "a", "address": "a:1", "transport": {"sni": "a"}}]}, "mode: required"),
+        ({"deriveTopology": {"fromProviders": [f"p{i}" for i in range(65)]}}, "deriveTopology.fromProviders:"),
+        ({"deriveTopology": {"fromProviders": ["p", "p"]}}, "deriveTopology.fromProviders:"),
+        ({"telemetry": {"samplingRate": 1.5}}, "telemetry.samplingRate:"),
+        ({"telemetry": {"batchIntervalSecs": 0}}, "telemetry.batchIntervalSecs:"),
+        ({"telemetry": {"otlpEndpoint": "collector:4317"}}, "telemetry.otlpEndpoint:"),
+        ({"telemetry": {"serviceName": "  "}}, "telemetry.serviceName:"),
+        ({"enabled": "yes"}, "consumerConfig.enabled:"),
+    ],
+)
+def test_consumer_config_rejected(change: dict[str, Any], field: str, loaded: dict[str, crds.Crd]) -> None:
+    errors = _joined(_with_consumer(**change), loaded)
+    assert "spec.gatewayRefs[0].consumerConfig" in errors and field in errors, errors
+
+
+def test_provider_hop_endpoint_needs_a_transport(loaded: dict[str, crds.Crd]) -> None:
+    hop = {"name": "gw", "namespace": "ns", "providerHopEndpoints": [{"cluster": "a"}]}
+    assert "spec.gatewayRefs[0].providerHopEndpoints[0].transport: required" in _joined(
+        _network(gatewayRefs=[hop]), loaded
+    )
+
+
+def test_pressure_counts_bounded_like_the_operator(loaded: dict[str, crds.Crd]) -> None:
+    for field in ("failureThreshold", "successThreshold"):
+        ok = _network(admissionPolicy={"mode": "stabilized", "pressure": {**PRESSURE, field: 100}})
+        assert crds.resource_errors(ok, loaded) == []
+        bad = _network(admissionPolicy={"mode": "stabilized", "pressure": {**PRESSURE, field: 101}})
+        assert f"spec.admissionPolicy.pressure.{field}: 101 is greater than the maximum of 100" in _joined(bad, loaded)
+
+
+def test_provider_public_fields_accepted(loaded: dict[str, crds.Crd]) -> None:
+    tls = {
+        "caSecretRef": {"name": "ca", "namespace": "ns", "key": None},
+        "clientCertificateSecretRef": {"name": "c", "namespace": "ns"},
+    }
+    provider = _provider(
+        providerKind="vllm-vcr",
+        models=[{"name": "m", "capabilities": ["text_generation"], "contextWindow": 4096}, {"name": "n"}],
+        siteSelector={"matchLabels": {"grid.praxis.fast/provider-site": "east"}},
+        healthCheck={"path": "/health", "interval": "30s", "timeout": "5s", "endpoint": "https://h:8443", "tls": tls},
+        cost={"perMillionInputTokens": 0.5, "perMillionOutputTokens": 1.5},
+        trafficPolicy={"drain": True},
+        modelDiscovery={
+            "openAiModels": {"path": "/v1/models", "tls": {"caConfigMapRef": {"name": "c", "namespace": "n"}}}
+        },
+        routingClusterRef="east",
+        gatewayRef="east-gw",
+        capacityWeight=None,
+        auth={"strategy": "bearer_token", "manual": True, "secretRef": {"name": "t", "namespace": "n", "key": "k"}},
+        tls={"caConfigMapRef": {"name": "openshift-service-ca.crt", "namespace": "n", "key": "service-ca.crt"}},
+        metricsConfig={
+            "auth": {"type": "serviceAccountToken", "allowPlaintext": False},
+            "poolName": None,
+            "signalNames": {"errorRate": "e", "latencyP99Ms": "l", "prefixCacheHitRatio": "p", "queueDepth": "q"},
+        },
+    )
+    assert crds.resource_errors(provider, loaded) == []
+    assert crds.resource_errors(_provider(healthCheck=None, metricsConfig=None, auth=None), loaded) == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"models": [{"name": "m", "contextWindow": -1}]}, "spec.models[0].contextWindow:"),
+        ({"models": [{"name": "m", "capabilities": "chat"}]}, "spec.models[0].capabilities:"),
+        ({"siteSelector": {"matchLabels": {"a": 1}}}, "spec.siteSelector.matchLabels.a:"),
+        ({"healthCheck": {"interval": "soon"}}, "spec.healthCheck.interval:"),
+        ({"healthCheck": {"path": "health"}}, "spec.healthCheck.path:"),
+        ({"healthCheck": {"tls": {"caSecretRef": {"name": "ca"}}}}, "spec.healthCheck.tls.caSecretRef.namespace"),
+        ({"cost": {"perMillionInputTokens": -1}}, "spec.cost.perMillionInputTokens:"),
+        ({"trafficPolicy": {"drain": "yes"}}, "spec.trafficPolicy.drain:"),
+        ({"modelDiscovery": {}}, "spec.modelDiscovery:"),
+        ({"gatewayRef": ""}, "spec.gatewayRef:"),
+        ({"metricsConfig": {"auth": {"type": "basic"}}}, "spec.metricsConfig.auth.type:"),
+        (
+            {"auth": {"strategy": "api_key", "secretRef": {"name": "t", "namespace": "n", "key": "k"}}},
+            "spec.auth.strategy:",
+        ),
+        ({"auth": {"strategy": "bearer_token", "manual": True}}, "spec.auth.secretRef: required"),
+    ],
+)
+def test_provider_public_fields_rejected(spec: dict[str, Any], field: str, loaded: dict[str, crds.Crd]) -> None:
+    assert field in _joined(_provider(**spec), loaded)
+
+
+def test_gridsite_public_fields(loaded: dict[str, crds.Crd]) -> None:
+    legacy = ":".join(["ab"] * 32)
+    endpoint = {"address": "gw:8443", "tls": {"mode": "Mutual", "serverName": "gw.grid.example"}}
+    good = _site(sovereigntyZone="eu", gatewayEndpoint=endpoint, trust={"certFingerprint": legacy})
+    assert crds.resource_errors(good, loaded) == []
+    nulls = _site(region="r", sovereigntyZone=None, gatewayEndpoint=None, trust=None)
+    assert crds.resource_errors(nulls, loaded) == []
+    plain = _site(gatewayEndpoint={"address": "gw:8080", "tls": {"mode": "Plaintext"}})
+    assert crds.resource_errors(plain, loaded) == []
+    assert "spec.gatewayEndpoint.tls.mode:" in _joined(
+        _site(gatewayEndpoint={"address": "a", "tls": {"mode": "TLS"}}), loaded
+    )
+    assert "spec.trust.certFingerprint:" in _joined(_site(trust={"certFingerprint": legacy.upper()}), loaded)
+    assert "spec.trust: {} is not valid" in _joined(_site(trust={}), loaded)
+    status = {"phase": "Active", "publicCertPem": "-----BEGIN CERTIFICATE-----", "capabilities": {"inference": True}}
+    assert crds.resource_errors({**_site(), "status": status}, loaded) == []
+
+
+def test_agent_tool_provider_public_fields(loaded: dict[str, crds.Crd]) -> None:
+    spec: dict[str, Any] = {
+        "gridNetworkRef": "net",
+        "endpoint": "https://mcp:3443",
+        "siteSelector": {"matchLabels": {"site": "east"}},
+        "tls": {"caSecretRef": {"name": "ca", "namespace": "ns"}, "clientCertificateSecretRef": None},
+        "tools": [{"name": "search", "description": None}],
+    }
+    tool = {"apiVersion": API, "kind": "AgentToolProvider", "metadata": {"name": "t"}, "spec": spec}
+    assert crds.resource_errors(tool, loaded) == []
+    spec["tls"] = {"clientCertificateSecretRef": {"name": "c", "namespace": "ns"}}
+    assert "spec.tls.caSecretRef: required" in _joined(tool, loaded)
 
 
 # --- the translation and error reporting -------------------------------------------------------------

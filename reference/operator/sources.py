@@ -186,17 +186,24 @@ class Loaded:
     issues: tuple[Issue, ...]
 
 
+#: kustomize's own files sit beside resources in many repositories; they are not resources.
+KUSTOMIZE_FILES = frozenset({"kustomization.yaml", "kustomization.yml", "Kustomization"})
+
+
 def resource_files(directory: Path) -> list[Path]:
     return sorted(
         p
         for p in directory.rglob("*")
         if p.is_file()
+        and p.name not in KUSTOMIZE_FILES
         and p.suffix in SUFFIXES
         and not any(part.startswith(".") for part in p.relative_to(directory).parts)
     )
 
 
 GROUP = "grid.praxis.fast"
+#: The group the grid resources had before `grid.praxis.fast`; such manifests are read as the same kinds.
+FORMER_GROUPS = frozenset({"grid.praxis-proxy.io"})
 
 
 def _foreign(doc: Any) -> bool:
@@ -207,7 +214,16 @@ def _foreign(doc: Any) -> bool:
     if not isinstance(doc, Mapping) or not isinstance(doc.get("apiVersion"), str):
         return False
     group = doc["apiVersion"].rpartition("/")[0]
-    return group != GROUP
+    return group != GROUP and group not in FORMER_GROUPS
+
+
+def _current_group(doc: Any) -> Any:
+    """A resource written with a former group name, re-labelled with the current one."""
+    if isinstance(doc, Mapping) and isinstance(doc.get("apiVersion"), str):
+        group, _, version = doc["apiVersion"].rpartition("/")
+        if group in FORMER_GROUPS:
+            return {**doc, "apiVersion": f"{GROUP}/{version}"}
+    return doc
 
 
 class DirSource:
@@ -233,6 +249,7 @@ class DirSource:
             for index, doc in enumerate(docs):
                 if doc is None or _foreign(doc):
                     continue
+                doc = _current_group(doc)
                 issue = self._check(doc, seen, name)
                 if issue:
                     issues.append(Issue(name, index, issue))

@@ -136,3 +136,71 @@ def test_schema_errors_on_non_mapping_and_wrong_api_version() -> None:
 def test_missing_directory_raises(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="not found"):
         DirSource(tmp_path / "nope").load()
+
+
+def test_preserve_unknown_fields_keeps_extra_fields_at_that_level_only(tmp_path: Path) -> None:
+    """x-kubernetes-preserve-unknown-fields lets a free-form object keep any field; declared ones still apply."""
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "spec": {
+            "group": "grid.praxis.fast",
+            "names": {"kind": "Free", "plural": "frees"},
+            "versions": [
+                {
+                    "name": "v1alpha1",
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {
+                                    "type": "object",
+                                    "properties": {
+                                        "open": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                                        "typed": {
+                                            "type": "object",
+                                            "x-kubernetes-preserve-unknown-fields": True,
+                                            "properties": {
+                                                "n": {"type": "integer"},
+                                                "inner": {"type": "object", "properties": {"a": {"type": "string"}}},
+                                            },
+                                        },
+                                    },
+                                }
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    (tmp_path / "free.yaml").write_text(yaml.safe_dump(crd))
+    kinds = load_kinds(tmp_path)
+    base = {"apiVersion": "grid.praxis.fast/v1alpha1", "kind": "Free", "metadata": {"name": "f"}}
+
+    def errors(spec: dict[str, object]) -> list[str]:
+        return schema_errors({**base, "spec": spec}, kinds)
+
+    assert errors({"open": {"any": {"nested": [1, "x"]}}, "typed": {"n": 1, "extra": True}}) == []
+    assert errors({"typed": {"n": "one"}})[0].startswith("spec.typed.n:")
+    assert "'b' was unexpected" in errors({"typed": {"inner": {"a": "x", "b": 1}}})[0]
+    assert "'other' was unexpected" in errors({"other": 1})[0]
+
+
+def test_project_crds_preserve_only_the_free_form_status_entries() -> None:
+    kinds = load_kinds()
+    doc = yaml.safe_load(NETWORK)
+    entry = {"gatewayName": "gw-1", "namespace": "praxis", "phase": "Ready", "appliedRevision": "abc"}
+    assert schema_errors({**doc, "status": {"mountReconciliationStatus": [entry]}}, kinds) == []
+    errors = schema_errors({**doc, "status": {"consumerConfigStatus": [entry]}}, kinds)
+    assert errors and "appliedRevision" in errors[0]
+
+
+def test_kustomization_files_and_the_former_group_are_understood(tmp_path: Path) -> None:
+    """kustomize files are not resources; manifests written with the former group read as the same kinds."""
+    (tmp_path / "kustomization.yaml").write_text("resources:\n  - a.yaml\n")
+    (tmp_path / "a.yaml").write_text(NETWORK.replace("grid.praxis.fast/v1alpha1", "grid.praxis-proxy.io/v1alpha1"))
+    loaded = DirSource(tmp_path).load()
+    assert loaded.issues == ()
+    assert [(o["kind"], o["apiVersion"]) for o in loaded.objects] == [("GridNetwork", "grid.praxis.fast/v1alpha1")]

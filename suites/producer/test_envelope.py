@@ -1,0 +1,614 @@
+"""The overlay an operator publishes: envelope contract, ConfigMap shape, revisions, status, credentials, weights.
+
+Expected values come from the spec (routing-architecture-and-overlay-contract, routing-guide) and the suites'
+own oracle; every test names the broken operator it catches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness import producer_oracle as oracle
+from harness import resources
+from harness.contract import SCHEMA_VERSION, ScopeSpec
+from harness.control import ENVELOPE_KEY, LEGACY_KEY
+from harness.producer_support import Scenario
+from harness.waiting import poll_until
+
+ARCH = "routing-architecture-and-overlay-contract"
+GUIDE = "routing-guide"
+GATEWAY = resources.DEFAULT_GATEWAY
+NAMESPACE = resources.DEFAULT_NAMESPACE
+RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
+
+
+def _scope(scenario: Scenario, gateway: str = GATEWAY, local: str | None = None) -> ScopeSpec:
+    return ScopeSpec(scenario.net, gateway, NAMESPACE, local or scenario.local)
+
+
+def _revision(envelope: dict[str, Any]) -> str:
+    return str((envelope.get("revision") or {}).get("value"))
+
+
+def _configmap(scenario: Scenario, gateway: str = GATEWAY) -> dict[str, Any]:
+    """The ConfigMap object under the spec's name; on absence, say which outputs exist instead."""
+    configmap = scenario.control.configmap(scenario.net, gateway)
+    if configmap is None:
+        found = sorted(p.name for p in scenario.control.out.glob("*.configmap.yaml"))
+        raise AssertionError(f"no ConfigMap named {oracle.configmap_name(scenario.net, gateway)}; outputs: {found}")
+    return configmap
+
+
+def _contract_ok(scenario: Scenario, envelope: dict[str, Any], gateway: str = GATEWAY,
+                 local: str | None = None) -> None:
+    problems = oracle.envelope_problems(envelope, _scope(scenario, gateway, local))
+    oracle.require(problems, f"the envelope for {gateway} breaks the contract")
+
+
+def _clusters(envelope: dict[str, Any]) -> list[str]:
+    return oracle.names(envelope)
+
+
+def _has(clusters: list[str]) -> Callable[[dict[str, Any]], bool]:
+    return lambda env: _clusters(env) == clusters
+
+
+# ------------------------------------------------------------------------------------------- contract
+
+
+@pytest.mark.conformance(id="PROD-ENV-CONTRACT", profile="producer", level="core", feature="envelope",
+                         spec=f"{ARCH}#routing-overlay-format")
+def test_envelope_meets_the_v1_contract(scenario: Scenario) -> None:
+    """A rendered envelope is a valid v1 envelope for the gateway's scope, with a content-addressed revision.
+
+    Fails if the digest covers other fields than network, local_site, candidates and selection_policy (e.g.
+    provenance), if revision and content digest differ, or if scope/provenance are missing or wrong.
+    """
+    scenario.grid_site("a", region="r1", zone="z1")
+    scenario.grid_site("b", region="r2", zone="z2")
+    scenario.provider("p1")
+    scenario.provider("p2", site="b")
+    scenario.network(routing="geographyFirst", selection="roundRobin")
+    envelope = scenario.envelope(_has(["p1", "p2"]), what="candidates p1, p2")
+    _contract_ok(scenario, envelope)
+    assert envelope["revision"]["kind"] == "content_addressed", envelope["revision"]
+    assert envelope["revision"]["algorithm"] == envelope["content_digest"]["algorithm"] == "sha256"
+    assert envelope["overlay"]["selection_policy"] == {"mode": "roundRobin"}
+    provenance = envelope["provenance"]
+    assert provenance.get("source_name") == scenario.net, provenance
+    for field in ("producer", "producer_version", "source_uid"):
+        assert isinstance(provenance.get(field), str) and provenance[field].strip(), f"provenance.{field} blank"
+    oracle.require(oracle.group_problems(envelope), "selection groups and ranks")
+    kinds = {c["kind"] for c in oracle.candidates(envelope, kind=None)}
+    assert kinds == {"inference_model"}, kinds
+
+
+@pytest.mark.conformance(id="PROD-ENV-CONFIGMAP-KEYS", profile="producer", level="core", feature="envelope",
+                         spec=f"{ARCH}#scope-and-provenance")
+def test_configmap_keys_annotations_and_labels(scenario: Scenario) -> None:
+    """Both data keys describe the same state; annotations repeat schema, revision and digest; labels scope it.
+
+    Fails if the legacy key is missing or differs from the envelope's overlay, or if the annotations or
+    labels are missing or describe another revision, network or gateway.
+    """
+    scenario.provider("p1")
+    scenario.provider("p2")
+    scenario.network(selection="deterministic")
+    envelope = scenario.envelope(_has(["p1", "p2"]), what="candidates p1, p2")
+    configmap = _configmap(scenario)
+    data = configmap.get("data") or {}
+    assert {ENVELOPE_KEY, LEGACY_KEY} <= set(data), f"data keys {sorted(data)}"
+    assert json.loads(data[LEGACY_KEY]) == envelope["overlay"], "routing-config.json is not the envelope's overlay"
+    metadata = configmap.get("metadata") or {}
+    annotations = metadata.get("annotations") or {}
+    assert annotations.get(oracle.ANNOTATIONS["schema"]) == SCHEMA_VERSION == envelope["schema_version"], annotations
+    assert annotations.get(oracle.ANNOTATIONS["revision"]) == _revision(envelope), annotations
+    assert annotations.get(oracle.ANNOTATIONS["digest"]) == envelope["content_digest"]["value"], annotations
+    labels = metadata.get("labels") or {}
+    assert labels.get("app.kubernetes.io/managed-by"), f"no app.kubernetes.io/managed-by label: {labels}"
+    assert labels.get("grid.praxis.fast/network") == scenario.net, labels
+    assert labels.get("grid.praxis.fast/gateway") == GATEWAY, labels
+    assert configmap.get("kind") == "ConfigMap" and configmap.get("apiVersion") == "v1", configmap.get("kind")
+
+
+@pytest.mark.conformance(id="PROD-ENV-CONFIGMAP-NAME", profile="producer", level="core", feature="envelope",
+                         spec=f"{ARCH}#control-plane-rendering-path")
+def test_configmap_name(scenario: Scenario) -> None:
+    """The ConfigMap is `grid-overlay-{network}-{gateway}`, and status names the same object.
+
+    Fails if the operator names ConfigMaps after the network only (two gateways would collide) or any
+    other scheme that overlay-sync deployments cannot predict.
+    """
+    scenario.provider("p1")
+    scenario.network()
+    scenario.envelope(_has(["p1"]), what="candidate p1")
+    expected = f"grid-overlay-{scenario.net}-{GATEWAY}"
+    assert oracle.configmap_name(scenario.net, GATEWAY) == expected
+    configmap = _configmap(scenario)
+    assert configmap["metadata"].get("name") == expected, configmap["metadata"]
+    assert configmap["metadata"].get("namespace") == NAMESPACE, configmap["metadata"]
+    entry = scenario.control.wait_status(scenario.net, lambda e: bool(e.get("configMapName")), what="configMapName")
+    assert entry["configMapName"] == expected, entry
+
+
+@pytest.mark.conformance(id="PROD-ENV-CONFIGMAP-NAME-LONG", profile="producer", level="core", feature="envelope",
+                         spec=f"{ARCH}#control-plane-rendering-path")
+def test_long_configmap_name_is_truncated_with_a_hash(scenario: Scenario) -> None:
+    """Over 63 characters the name becomes `grid-overlay-{net[:20]}-{gw[:20]}-{fnv1a32(net/gw)}`.
+
+    Fails if the operator writes an over-long (invalid) Kubernetes name, truncates without the hash (two
+    long gateways would collide), or hashes something other than `network/gateway`.
+    """
+    scenario.net = scenario.name("network-with-a-long-name")
+    gateway = "inference-edge-gateway-for-the-eu-west-production-tier"
+    scenario.provider("p1")
+    scenario.network(gateways=(gateway,))
+    envelope = scenario.envelope(_has(["p1"]), what="candidate p1", gateway=gateway)
+    _contract_ok(scenario, envelope, gateway)
+    plain = f"grid-overlay-{scenario.net}-{gateway}"
+    assert len(plain) > oracle.MAX_NAME
+    expected = oracle.configmap_name(scenario.net, gateway)
+    assert expected == (f"grid-overlay-{scenario.net[:20]}-{gateway[:20]}-"
+                        f"{oracle.fnv1a32(scenario.net + '/' + gateway)}")
+    configmap = _configmap(scenario, gateway)
+    name = configmap["metadata"].get("name")
+    assert name == expected, f"metadata.name {name!r} != {expected!r}"
+    assert len(name) <= oracle.MAX_NAME
+    entry = scenario.control.wait_status(scenario.net, lambda e: bool(e.get("configMapName")), what="configMapName",
+                                         gateway=gateway)
+    assert entry["configMapName"] == expected, entry
+
+
+# ------------------------------------------------------------------------------------------ revisions
+
+
+@pytest.mark.conformance(id="PROD-ENV-REVISION-STABLE", profile="producer", level="core", feature="envelope",
+                         spec=f"{ARCH}#revision-semantics")
+def test_identical_state_keeps_revision_and_configmap(scenario: Scenario) -> None:
+    """Reconciles of identical state keep the revision and leave the ConfigMap file untouched.
+
+    Status IS rewritten by each reconcile (that is how a reconcile is observed). Fails if the digest covers a
+    timestamp, a generation or scrape time, or if an unchanged revision still rewrites the ConfigMap.
+    """
+    scenario.set_metrics("p1", queueDepth=2, kvCacheUtilization=0.3, healthy=1)
+    scenario.set_metrics("p2", queueDepth=5, kvCacheUtilization=0.5, healthy=1)
+    scenario.provider("p1", metrics=True, capacity_weight=4)
+    scenario.provider("p2", metrics=True, capacity_weight=6)
+    scenario.network(routing="scoreFirst", scoring="queueDepth", selection="weightedRandom", static_placement=True)
+    first = scenario.envelope(_has(["p1", "p2"]), what="p1 before p2")
+    path = scenario.control.configmap_path(scenario.net)
+    before = os.stat(path)
+    text = path.read_bytes()
+    stamps = {scenario.control.status_stamp(scenario.net)}
+    for _ in range(3):
+        envelope = scenario.reconcile()
+        stamps.add(scenario.control.status_stamp(scenario.net))
+        assert _revision(envelope) == _revision(first), "identical state changed the revision"
+    after = os.stat(path)
+    assert len(stamps) == 4, "the status was not rewritten by every forced reconcile"
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns), (
+        "the ConfigMap file was rewritten although the revision did not change")
+    assert path.read_bytes() == text
+    assert scenario.control.status_entry(scenario.net).get("distributedRevision") == _revision(first)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One routing-relevant change to the base scenario and how the new overlay must show it."""
+
+    name: str
+    apply: Callable[[Scenario], object]
+    shows: Callable[[dict[str, Any]], bool]
+
+
+P1: dict[str, Any] = {"site": "b", "metrics": True, "capacity_weight": 3}
+P2: dict[str, Any] = {"site": "c", "metrics": True, "capacity_weight": 7}
+NETWORK: dict[str, Any] = {"routing": "geographyFirst", "scoring": "queueDepth", "selection": "weightedRandom",
+                           "static_placement": True}
+
+
+def _cred(scenario: Scenario, key: str = "token") -> dict[str, str]:
+    return {"name": scenario.name("creds"), "namespace": NAMESPACE, "key": key}
+
+
+def _base(scenario: Scenario) -> None:
+    """p1 same-region with a long queue, p2 cross-region with a short one and a credential."""
+    scenario.grid_site("a", region="r1", zone="z1")
+    scenario.grid_site("b", region="r1", zone="z2")
+    scenario.grid_site("c", region="r2", zone="z3")
+    scenario.set_metrics("p1", queueDepth=8, kvCacheUtilization=0.2, healthy=1)
+    scenario.set_metrics("p2", queueDepth=1, kvCacheUtilization=0.2, healthy=1)
+    scenario.provider("p1", **P1)
+    scenario.provider("p2", **P2, credential=_cred(scenario))
+    scenario.network(**NETWORK)
+
+
+def _candidate(env: dict[str, Any], cluster: str) -> dict[str, Any]:
+    return oracle.by_cluster(env).get(cluster, {})
+
+
+CHANGES = [
+    Change("add-provider", lambda s: s.provider("p3"), _has(["p3", "p1", "p2"])),
+    Change("remove-provider", lambda s: s.delete("InferenceProvider", "p2"), _has(["p1"])),
+    Change("capacity-weight", lambda s: s.provider("p1", **{**P1, "capacity_weight": 9}),
+           lambda env: _candidate(env, "p1").get("traffic_weight") == 9),
+    Change("routing-policy", lambda s: s.network(**{**NETWORK, "routing": "scoreFirst"}), _has(["p2", "p1"])),
+    Change("selection-mode", lambda s: s.network(**{**NETWORK, "selection": "roundRobin"}),
+           lambda env: env["overlay"].get("selection_policy") == {"mode": "roundRobin"}),
+    Change("site-region", lambda s: s.grid_site("c", region="r1", zone="z3"),
+           lambda env: _candidate(env, "p2").get("selection_tier") == "same_region"),
+    Change("credential-key", lambda s: s.provider("p2", **P2, credential=_cred(s, "api-key")),
+           lambda env: ((_candidate(env, "p2").get("credential") or {}).get("secretRef") or {}).get("key")
+           == "api-key"),
+    Change("provider-degraded", lambda s: s.provider("p1", **P1, phase="Degraded"),
+           lambda env: _candidate(env, "p1").get("fresh") is False),
+]
+
+
+@pytest.mark.conformance(id="PROD-ENV-REVISION-CHANGES", profile="producer", level="core", feature="envelope",
+                         spec=f"{ARCH}#revision-semantics")
+@pytest.mark.parametrize("change", CHANGES, ids=[c.name for c in CHANGES])
+def test_routing_relevant_change_changes_revision(scenario: Scenario, change: Change) -> None:
+    """Membership, weight, order, selection mode, locality, credential reference and freshness are all revisioned.
+
+    Fails if the operator digests only part of the candidate (e.g. names and order), or does not re-render
+    the change at all, or updates one ConfigMap key or annotation but not the others.
+    """
+    _base(scenario)
+    base = scenario.envelope(_has(["p1", "p2"]), what="p1 (same region) before p2 (cross region)")
+    _contract_ok(scenario, base)
+    assert not change.shows(base), f"the base overlay already shows {change.name}"
+    change.apply(scenario)
+    envelope = scenario.envelope(change.shows, what=f"the overlay after {change.name}", force=True)
+    _contract_ok(scenario, envelope)
+    assert _revision(envelope) != _revision(base), f"{change.name} kept revision {_revision(base)}"
+    configmap = _configmap(scenario)
+    assert json.loads(configmap["data"][LEGACY_KEY]) == envelope["overlay"], "routing-config.json is stale"
+    annotation = (configmap["metadata"].get("annotations") or {}).get(oracle.ANNOTATIONS["revision"])
+    assert annotation == _revision(envelope), f"revision annotation {annotation} is stale"
+
+
+@pytest.mark.conformance(id="PROD-ENV-PROVENANCE-GENERATION", profile="producer", level="core", feature="envelope",
+                         spec=f"{ARCH}#scope-and-provenance")
+def test_provenance_follows_generation_outside_the_revision(scenario: Scenario) -> None:
+    """provenance.source_generation is the GridNetwork's metadata.generation; it is not part of the revision.
+
+    Fails if the operator reports a counter of its own instead of the source generation, or if a
+    generation-only change (no routing change) produces a new revision.
+    """
+    scenario.provider("p1")
+    refs = [resources.gateway_ref(scenario.local)]
+    network = resources.grid_network(scenario.net, refs, selection="deterministic")
+    network["metadata"]["generation"] = 3
+    scenario.apply(network)
+    first = scenario.envelope(_has(["p1"]), what="candidate p1")
+    assert first["provenance"].get("source_generation") == 3, first["provenance"]
+    assert first["provenance"].get("source_name") == scenario.net, first["provenance"]
+
+    network = resources.grid_network(scenario.net, refs, selection="roundRobin")
+    network["metadata"]["generation"] = 4
+    scenario.apply(network)
+    second = scenario.envelope(lambda env: env["overlay"].get("selection_policy") == {"mode": "roundRobin"},
+                               what="selection roundRobin")
+    assert second["provenance"].get("source_generation") == 4, second["provenance"]
+    assert _revision(second) != _revision(first)
+
+    network["metadata"]["generation"] = 5
+    scenario.apply(network)
+    third = scenario.reconcile()
+    assert _revision(third) == _revision(second), "a generation-only change produced a new revision"
+    assert third["provenance"].get("source_generation") in (4, 5), third["provenance"]
+
+
+@pytest.mark.conformance(id="PROD-ENV-SELECTION-POLICY", profile="producer", level="core", feature="envelope",
+                         spec=f"{GUIDE}#start-with-the-routing-need")
+@pytest.mark.parametrize("mode", ["deterministic", "roundRobin", "random", "weightedRandom", None],
+                         ids=["deterministic", "roundRobin", "random", "weightedRandom", "omitted"])
+def test_selection_policy_is_published(scenario: Scenario, mode: str | None) -> None:
+    """selectionPolicy.mode reaches overlay.selection_policy unchanged; omitted means deterministic.
+
+    Fails if the operator drops or renames the mode (the consumer rejects unknown modes), or invents a
+    non-deterministic mode when the network sets none.
+    """
+    scenario.provider("p1", capacity_weight=2)
+    scenario.provider("p2", capacity_weight=3)
+    scenario.network(selection=mode, static_placement=True)
+    envelope = scenario.envelope(_has(["p1", "p2"]), what="candidates p1, p2")
+    _contract_ok(scenario, envelope)
+    policy = envelope["overlay"].get("selection_policy")
+    if mode is None:
+        assert policy in (None, {"mode": "deterministic"}), f"no selectionPolicy, yet selection_policy {policy}"
+    else:
+        assert policy == {"mode": mode}, f"selectionPolicy {mode} rendered as {policy}"
+
+
+@pytest.mark.conformance(id="PROD-ENV-MULTI-GATEWAY", profile="producer", level="core", feature="envelope",
+                         spec=f"{ARCH}#what-happens-during-re-ranking")
+def test_each_gateway_gets_its_own_configmap(scenario: Scenario) -> None:
+    """Two gateway references get two ConfigMaps, each scoped to its gateway, with the same candidates.
+
+    Fails if the operator renders only the first gateway reference, or writes one scope into both.
+    """
+    gateways = (GATEWAY, "batch-gateway")
+    scenario.provider("p1")
+    scenario.provider("p2")
+    scenario.network(gateways=gateways)
+    envelopes = {gw: scenario.envelope(_has(["p1", "p2"]), what="candidates p1, p2", gateway=gw) for gw in gateways}
+    names = {gw: _configmap(scenario, gw)["metadata"].get("name") for gw in gateways}
+    assert names == {gw: oracle.configmap_name(scenario.net, gw) for gw in gateways}, names
+    for gw, envelope in envelopes.items():
+        _contract_ok(scenario, envelope, gw)
+        assert envelope["scope"]["gateway"] == gw
+        labels = _configmap(scenario, gw)["metadata"].get("labels") or {}
+        assert labels.get("grid.praxis.fast/gateway") == gw, labels
+    first, second = envelopes[gateways[0]], envelopes[gateways[1]]
+    assert first["overlay"] == second["overlay"]
+    assert _revision(first) == _revision(second), "same routing state, different revisions"
+    for gw in gateways:
+        entry = scenario.control.wait_status(scenario.net, lambda e: bool(e.get("distributedRevision")),
+                                             what="a distributed revision", gateway=gw)
+        assert entry.get("configMapName") == names[gw], entry
+
+
+@pytest.mark.conformance(id="PROD-ENV-MULTI-GATEWAY-PERSPECTIVE", profile="producer", level="core",
+                         feature="envelope", spec=f"{ARCH}#what-happens-during-re-ranking")
+def test_each_gateway_ranks_from_its_local_site(scenario: Scenario) -> None:
+    """Gateways with different local sites get different rankings and revisions for the same providers.
+
+    Fails if the operator renders one ranking for the network (from the first gateway's site) and copies it.
+    """
+    scenario.grid_site("a", region="r1", zone="z1")
+    west = scenario.grid_site("w", region="r2", zone="z2")
+    scenario.provider("p1")
+    scenario.provider("p2", site="w")
+    refs = [resources.gateway_ref(scenario.local, name=GATEWAY), resources.gateway_ref(west, name="west-gateway")]
+    scenario.apply(resources.grid_network(scenario.net, refs, routing="geographyFirst"))
+    east_env = scenario.envelope(_has(["p1", "p2"]), what="p1 (local) before p2")
+    west_env = scenario.envelope(_has(["p2", "p1"]), what="p2 (local to west) before p1", gateway="west-gateway")
+    _contract_ok(scenario, east_env)
+    _contract_ok(scenario, west_env, "west-gateway", local=west)
+    assert _revision(east_env) != _revision(west_env)
+    assert _candidate(west_env, "p2").get("selection_tier") == "same_site"
+    assert _candidate(west_env, "p1").get("selection_tier") == "cross_region"
+
+
+# -------------------------------------------------------------------------------------------- status
+
+
+@pytest.mark.conformance(id="PROD-STATUS-DISTRIBUTED", profile="producer", level="core", feature="status",
+                         spec=f"{ARCH}#revision-lifecycle")
+def test_status_reports_rendered_and_distributed_revision(scenario: Scenario) -> None:
+    """After a successful apply the status entry names the ConfigMap and matching rendered/distributed revisions.
+
+    Fails if status lags the ConfigMap (reports the previous revision), omits the distributed revision, or
+    describes another gateway.
+    """
+    scenario.provider("p1")
+    scenario.network()
+    first = scenario.envelope(_has(["p1"]), what="candidate p1")
+    _check_status(scenario, first)
+    scenario.provider("p2")
+    second = scenario.envelope(_has(["p1", "p2"]), what="candidates p1, p2", force=True)
+    assert _revision(second) != _revision(first)
+    _check_status(scenario, second)
+
+
+def _check_status(scenario: Scenario, envelope: dict[str, Any]) -> None:
+    revision = _revision(envelope)
+    entry = scenario.control.wait_status(scenario.net, lambda e: e.get("distributedRevision") == revision,
+                                         what=f"distributed revision {revision[:12]}")
+    assert entry.get("renderedRevision") == revision, entry
+    assert entry.get("contentDigest") == envelope["content_digest"]["value"], entry
+    assert entry.get("schemaVersion") == SCHEMA_VERSION, entry
+    assert entry.get("gatewayName") == GATEWAY and entry.get("gatewayNamespace") == NAMESPACE, entry
+    assert entry.get("configMapName") == oracle.configmap_name(scenario.net, GATEWAY), entry
+    assert entry.get("phase") == "Distributed", entry
+    assert isinstance(entry.get("renderedAt"), str) and RFC3339.fullmatch(entry["renderedAt"]), entry
+
+
+@pytest.mark.conformance(id="PROD-STATUS-CANDIDATE-COUNT", profile="producer", level="core", feature="status",
+                         spec=f"{ARCH}#revision-lifecycle")
+def test_status_counts_rendered_candidates(scenario: Scenario) -> None:
+    """candidateCount is the number of candidates in the overlay: one per served model, excluded ones not counted.
+
+    Fails if the operator counts providers instead of candidates, or counts Unavailable providers it excluded.
+    """
+    second_model = f"{scenario.model}-2"
+    scenario.provider("p1", models=(scenario.model, second_model))
+    scenario.provider("p2")
+    scenario.provider("p3", phase="Unavailable")
+    scenario.network()
+    envelope = scenario.envelope(lambda env: len(oracle.candidates(env)) == 3, what="three candidates")
+    assert sorted(_clusters(envelope)) == ["p1", "p1", "p2"], _clusters(envelope)
+    revision = _revision(envelope)
+    entry = scenario.control.wait_status(scenario.net, lambda e: e.get("renderedRevision") == revision,
+                                         what=f"rendered revision {revision[:12]}")
+    assert entry.get("candidateCount") == 3, entry
+    scenario.delete("InferenceProvider", "p2")
+    envelope = scenario.envelope(lambda env: len(oracle.candidates(env)) == 2, what="two candidates", force=True)
+    revision = _revision(envelope)
+    entry = scenario.control.wait_status(scenario.net, lambda e: e.get("renderedRevision") == revision,
+                                         what=f"rendered revision {revision[:12]}")
+    assert entry.get("candidateCount") == 2, entry
+
+
+# ------------------------------------------------------------------------------------------ resources
+
+
+INVALID = {
+    "capacity-weight-zero": ("capacityWeight", lambda spec: spec.update(capacityWeight=0)),
+    "capacity-weight-too-large": ("capacityWeight", lambda spec: spec.update(capacityWeight=5000)),
+    "missing-endpoint": ("endpoint", lambda spec: spec.pop("endpoint")),
+}
+
+
+def _rejection_line(log: str, resource: str, field: str) -> str | None:
+    return next((line for line in log.splitlines() if resource in line and field in line), None)
+
+
+@pytest.mark.conformance(id="PROD-RES-INVALID-REJECTED", profile="producer", level="core", feature="resources",
+                         spec=f"{ARCH}#what-causes-a-reconcile")
+@pytest.mark.parametrize("violation", sorted(INVALID))
+def test_invalid_provider_is_rejected_and_the_rest_keep_working(scenario: Scenario, violation: str) -> None:
+    """A provider that breaks its CRD schema is left out with a logged reason; valid providers still render.
+
+    Fails if the operator renders the invalid provider (e.g. clamps the weight), stops rendering the network
+    because of it, rejects it silently, or never picks up the corrected resource.
+    """
+    field, breaks = INVALID[violation]
+    bad = scenario.name("bad")
+    obj = resources.inference_provider(bad, scenario.net, site=scenario.local, cluster="bad", models=(scenario.model,))
+    breaks(obj["spec"])
+    path = scenario.control.apply_raw(f"inferenceprovider-{bad}.yaml", yaml.safe_dump(obj, sort_keys=False))
+    try:
+        scenario.provider("p1")
+        scenario.provider("p2")
+        scenario.network(selection="deterministic")
+        envelope = scenario.envelope(_has(["p1", "p2"]), what="the valid providers p1, p2")
+        _contract_ok(scenario, envelope)
+
+        def probe() -> str | None:
+            line = _rejection_line(scenario.control.log_text(), bad, field)
+            if line is None:
+                scenario.control.force_reconcile(scenario.net)
+            return line
+
+        poll_until(probe, lambda line: line is not None, timeout=10.0, interval=0.2, max_interval=1.0,
+                   what=f"an operator log line naming {bad} and {field}")
+        envelope = scenario.reconcile()
+        assert _clusters(envelope) == ["p1", "p2"], f"after the rejection: {_clusters(envelope)}"
+        scenario.provider("bad", capacity_weight=2)
+        fixed = scenario.envelope(_has(["bad", "p1", "p2"]), what="the corrected provider", force=True)
+        _contract_ok(scenario, fixed)
+    finally:
+        scenario.control.delete_file(path)
+
+
+# ---------------------------------------------------------------------------------------- credentials
+
+
+@pytest.mark.conformance(id="PROD-CRED-REFERENCE", profile="producer", level="core", feature="credentials",
+                         spec=f"{ARCH}#credential-field-security-contract")
+def test_candidate_carries_only_the_secret_reference(scenario: Scenario) -> None:
+    """A provider's auth becomes {strategy, secretRef{name, namespace, key}} on its candidate and nothing else.
+
+    Fails if the operator drops the credential, adds fields (such as the value), or puts one on providers
+    without auth.
+    """
+    secret = scenario.name("creds")
+    scenario.apply(resources.secret(secret, NAMESPACE, {"token": "ref-only-" + secrets.token_hex(8)}))
+    scenario.provider("p1", credential={"name": secret, "namespace": NAMESPACE, "key": "token"})
+    scenario.provider("p2")
+    scenario.network()
+    envelope = scenario.envelope(_has(["p1", "p2"]), what="candidates p1, p2")
+    _contract_ok(scenario, envelope)
+    assert _candidate(envelope, "p1").get("credential") == {
+        "strategy": "bearer_token", "secretRef": {"name": secret, "namespace": NAMESPACE, "key": "token"}}
+    assert "credential" not in _candidate(envelope, "p2"), _candidate(envelope, "p2")
+
+
+def _written_texts(scenario: Scenario) -> dict[str, str]:
+    """Everything the operator has written: every file under its output directory, and its log."""
+    texts = {"operator log": scenario.control.log_text()}
+    for path in sorted(Path(scenario.control.out).rglob("*")):
+        with contextlib.suppress(OSError):  # a file replaced while listing is read under its new name
+            if path.is_file():
+                texts[str(path)] = path.read_bytes().decode("utf-8", errors="replace")
+    return texts
+
+
+@pytest.mark.conformance(id="PROD-CRED-NO-TOKEN", profile="producer", level="core", feature="credentials",
+                         spec=f"{ARCH}#credential-field-security-contract")
+def test_token_value_is_never_written(scenario: Scenario) -> None:
+    """The token in the referenced Secret appears nowhere the operator writes, while the reference does.
+
+    Fails if the operator resolves the Secret into the overlay, status or its log (e.g. logging the
+    resolved auth block).
+    """
+    token = "tok-" + secrets.token_urlsafe(24)
+    secret = scenario.name("creds")
+    scenario.apply(resources.secret(secret, NAMESPACE, {"token": token}))
+    scenario.provider("p1", credential={"name": secret, "namespace": NAMESPACE, "key": "token"})
+    scenario.network()
+    envelope = scenario.envelope(_has(["p1"]), what="candidate p1")
+    scenario.reconcile()
+    reference = (_candidate(envelope, "p1").get("credential") or {}).get("secretRef")
+    assert reference == {"name": secret, "namespace": NAMESPACE, "key": "token"}, reference
+    configmap_text = scenario.control.configmap_path(scenario.net).read_text(encoding="utf-8")
+    assert secret in configmap_text
+    texts = _written_texts(scenario)
+    assert any(name.endswith(".status.yaml") for name in texts), sorted(texts)
+    leaks = oracle.token_leaks(token, {"ConfigMap": configmap_text, **texts})
+    assert not leaks, f"the token value leaked into: {leaks}"
+
+
+@pytest.mark.conformance(id="PROD-CRED-ROTATION-KEEPS-REVISION", profile="producer", level="core",
+                         feature="credentials", spec=f"{ARCH}#revision-semantics")
+def test_rotating_the_token_keeps_the_revision(scenario: Scenario) -> None:
+    """The revision covers the reference, not the value: rotating the Secret's token leaves it unchanged.
+
+    Fails if the operator folds the resolved token (or a hash of it) into the candidate or its digest.
+    """
+    secret = scenario.name("creds")
+    scenario.apply(resources.secret(secret, NAMESPACE, {"token": "old-" + secrets.token_hex(12)}))
+    scenario.provider("p1", credential={"name": secret, "namespace": NAMESPACE, "key": "token"})
+    scenario.network()
+    first = scenario.envelope(_has(["p1"]), what="candidate p1")
+    scenario.apply(resources.secret(secret, NAMESPACE, {"token": "new-" + secrets.token_hex(12)}))
+    for _ in range(2):
+        envelope = scenario.reconcile()
+        assert _revision(envelope) == _revision(first), "rotating the token value changed the revision"
+        assert envelope["overlay"] == first["overlay"]
+
+
+# -------------------------------------------------------------------------------------------- weights
+
+
+@pytest.mark.conformance(id="PROD-WEIGHT-STATIC", profile="producer", level="core", feature="weights",
+                         spec=f"{GUIDE}#5-weighted-random-selection")
+def test_static_weights_are_copied(scenario: Scenario) -> None:
+    """Static placement + weightedRandom copies capacityWeight to traffic_weight as is; omitted means 1.
+
+    Fails if the operator normalizes weights (percentages), derives them from scores, or omits the default.
+    """
+    scenario.set_metrics("pa", queueDepth=8, healthy=1)
+    scenario.set_metrics("pb", queueDepth=0, healthy=1)
+    scenario.provider("pa", capacity_weight=50, metrics=True)
+    scenario.provider("pb", capacity_weight=30, metrics=True)
+    scenario.provider("pc")
+    scenario.network(routing="scoreFirst", scoring="queueDepth", selection="weightedRandom", static_placement=True)
+    envelope = scenario.envelope(lambda env: len(oracle.candidates(env)) == 3, what="three candidates")
+    _contract_ok(scenario, envelope)
+    weights = {cluster: c.get("traffic_weight") for cluster, c in oracle.by_cluster(envelope).items()}
+    assert weights == {"pa": 50, "pb": 30, "pc": 1}, weights
+    assert envelope["overlay"].get("selection_policy") == {"mode": "weightedRandom"}
+
+
+@pytest.mark.conformance(id="PROD-WEIGHT-ABSENT-WITHOUT-STATIC", profile="producer", level="core", feature="weights",
+                         spec=f"{ARCH}#routing-overlay-format")
+@pytest.mark.parametrize(("selection", "static"), [("roundRobin", False), ("roundRobin", True), ("deterministic", True),
+                                                  (None, True)],
+                         ids=["roundRobin-dynamic", "roundRobin-static", "deterministic-static", "omitted-static"])
+def test_no_weights_outside_weighted_random(scenario: Scenario, selection: str | None, static: bool) -> None:
+    """traffic_weight comes only from static placement + weightedRandom; consumers reject it under other modes.
+
+    Fails if the operator emits traffic_weight whenever placement is static or a capacityWeight is set.
+    """
+    scenario.provider("p1", capacity_weight=50)
+    scenario.provider("p2", capacity_weight=30)
+    scenario.network(selection=selection, static_placement=static)
+    envelope = scenario.envelope(_has(["p1", "p2"]), what="candidates p1, p2")
+    _contract_ok(scenario, envelope)
+    weighted = [c["cluster"] for c in oracle.candidates(envelope) if "traffic_weight" in c]
+    assert not weighted, f"traffic_weight without static weightedRandom on {weighted}"

@@ -1,0 +1,460 @@
+"""Producer conformance: candidate ordering, selection groups, ranks, exclusion, access policy and tool candidates.
+
+Every expected order below is written from the spec's ordering table:
+
+* geographyFirst (default): admission, locality, freshness, score descending, tie-break (site, name, cluster);
+* scoreFirst: admission, freshness, score descending, locality, tie-break (site, name, cluster).
+
+Scores come from queue depth (queueCapacity 10, so score = 1 - q/10); q/10 stays below 0.85 for providers that
+must stay new_and_existing, and q=9 makes a provider existing_only. Values are chosen so that each plausible
+wrong rule (locality before admission, freshness ignored, score splitting groups, reversed tie-break, zone
+compared without region) yields a different order or partition than the one asserted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pytest
+
+from harness import producer_oracle as oracle
+from harness import resources
+from harness.producer_support import Scenario
+
+ORDERING = "routing-architecture-and-overlay-contract#candidate-scoring-and-ordering"
+LOCALITY = "routing-architecture-and-overlay-contract#locality-tier-derivation"
+CANDIDATE_FIELDS = "routing-architecture-and-overlay-contract#candidate-fields"
+ACCESS = "routing-guide#agent-tool-discovery-overlays; access policy (siteSelector.matchLabels)"
+TOOLS = "routing-guide#agent-tool-discovery-overlays"
+POLICIES = ["geographyFirst", "scoreFirst"]
+
+
+# --------------------------------------------------------------------------------------------------- helpers
+
+
+def _geography(scenario: Scenario, sites: Mapping[str, tuple[str, str]]) -> None:
+    """GridSites for the local site "a" (r1/z1) and every other short site name given as (region, zone)."""
+    scenario.grid_site("a", region="r1", zone="z1")
+    for short, (region, zone) in sites.items():
+        scenario.grid_site(short, region=region, zone=zone)
+
+
+def _metered(scenario: Scenario, short: str, queue: float, *, site: str | None = None, healthy: float = 1,
+             models: tuple[str, ...] | None = None, phase: str | None = None) -> str:
+    """A provider scraped for queue depth (capacity 10); metrics are set before the provider is applied."""
+    scenario.set_metrics(short, queueDepth=queue, kvCacheUtilization=0.2, healthy=healthy)
+    return scenario.provider(short, site=site, metrics=True, models=models, phase=phase)
+
+
+def _render(scenario: Scenario, present: Iterable[str], *, model: str | None = None, force: bool = False,
+            what: str | None = None) -> dict[str, Any]:
+    """Wait until every cluster in `present` is a candidate; order and the rest are then asserted exactly."""
+    wanted = set(present)
+    return scenario.envelope(until=lambda env: wanted <= set(oracle.names(env, model)), force=force,
+                             what=what or f"candidates {sorted(wanted)}")
+
+
+def _tiers(env: Mapping[str, Any]) -> dict[str, str]:
+    return {cluster: str(c.get("selection_tier")) for cluster, c in oracle.by_cluster(env).items()}
+
+
+def _assert_groups_valid(env: Mapping[str, Any]) -> None:
+    oracle.require(oracle.group_problems(env), "selection groups and ranks")
+
+
+# ------------------------------------------------------------------------------------------------- ordering
+
+
+@pytest.mark.conformance(id="PROD-ORD-GEO-TIERS", profile="producer", level="core", feature="ordering",
+                         spec=LOCALITY)
+def test_geography_first_orders_by_locality_tier(scenario: Scenario) -> None:
+    """Default routing (geographyFirst) puts same_site, same_zone, same_region, cross_region, unknown in that order.
+
+    Scores rise as locality worsens, so score-first ordering gives the exact reverse. Fails if the default is not
+    geographyFirst, if tiers are derived wrongly, or if score outranks locality.
+    """
+    _geography(scenario, {"b": ("r1", "z1"), "c": ("r1", "z2"), "d": ("r2", "z1")})
+    _metered(scenario, "a1", 8)
+    _metered(scenario, "b1", 6, site="b")
+    _metered(scenario, "c1", 4, site="c")
+    _metered(scenario, "d1", 2, site="d")
+    _metered(scenario, "e1", 0, site="e")  # site "e" has no GridSite: no geography
+    scenario.network(scoring="queueDepth")
+    env = _render(scenario, ["a1", "b1", "c1", "d1", "e1"])
+    assert _tiers(env) == {"a1": "same_site", "b1": "same_zone", "c1": "same_region", "d1": "cross_region",
+                           "e1": "unknown"}
+    assert oracle.names(env) == ["a1", "b1", "c1", "d1", "e1"]
+    assert oracle.groups(env, scenario.model) == [["a1"], ["b1"], ["c1"], ["d1"], ["e1"]]
+    _assert_groups_valid(env)
+
+
+@pytest.mark.conformance(id="PROD-ORD-GEO-SCORE-WITHIN-TIER", profile="producer", level="core", feature="ordering",
+                         spec=ORDERING)
+def test_geography_first_orders_by_score_within_a_tier(scenario: Scenario) -> None:
+    """Inside one locality tier candidates are ordered by score descending; tiers still come first.
+
+    Within each tier the score order contradicts the tie-break order, and the best score overall sits in the
+    farther tier. Fails if score is ignored within a tier, sorted ascending, or placed before locality.
+    """
+    _geography(scenario, {"c": ("r1", "z2")})
+    _metered(scenario, "a1", 7)  # 0.3
+    _metered(scenario, "a2", 2)  # 0.8
+    _metered(scenario, "c1", 5, site="c")  # 0.5
+    _metered(scenario, "c2", 0, site="c")  # 1.0
+    _metered(scenario, "c3", 3, site="c")  # 0.7
+    scenario.network(routing="geographyFirst", scoring="queueDepth")
+    env = _render(scenario, ["a1", "a2", "c1", "c2", "c3"])
+    assert oracle.names(env) == ["a2", "a1", "c2", "c3", "c1"]
+    assert oracle.groups(env, scenario.model) == [["a2", "a1"], ["c2", "c3", "c1"]]
+    _assert_groups_valid(env)
+
+
+@pytest.mark.conformance(id="PROD-ORD-SCORE-FIRST-CROSS-SITE", profile="producer", level="core",
+                         feature="ordering", spec=ORDERING)
+def test_score_first_moves_a_better_remote_ahead(scenario: Scenario) -> None:
+    """scoreFirst: a better-scored cross-region provider precedes the local one; locality only breaks score ties.
+
+    c1 (same_region) and b2 (cross_region) tie on score while the (site, name, cluster) tie-break prefers b2, so
+    only locality-after-score gives c1 first. Fails if scoreFirst orders by locality first, ignores locality on a
+    score tie, or puts the tie-break before locality.
+    """
+    _geography(scenario, {"b": ("r2", "z1"), "c": ("r1", "z2")})
+    _metered(scenario, "a1", 5)  # 0.5 same_site
+    _metered(scenario, "b1", 1, site="b")  # 0.9 cross_region
+    _metered(scenario, "b2", 3, site="b")  # 0.7 cross_region
+    _metered(scenario, "c1", 3, site="c")  # 0.7 same_region
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    env = _render(scenario, ["a1", "b1", "b2", "c1"])
+    assert _tiers(env) == {"a1": "same_site", "b1": "cross_region", "b2": "cross_region", "c1": "same_region"}
+    assert oracle.names(env) == ["b1", "c1", "b2", "a1"]
+    assert oracle.groups(env, scenario.model) == [["b1", "c1", "b2", "a1"]]
+    _assert_groups_valid(env)
+
+
+@pytest.mark.conformance(id="PROD-ORD-TIE-BREAK", profile="producer", level="core", feature="ordering",
+                         spec=ORDERING)
+def test_equal_candidates_are_ordered_by_site_name_cluster(scenario: Scenario) -> None:
+    """Equal admission, tier, freshness and score fall back to (site, name, cluster).
+
+    Pair 1: the site order contradicts both the cluster order and the provider resource-name order. Pair 2: same
+    site and model, so only the cluster decides, against the resource-name order. Fails if the tie-break starts
+    with the cluster, follows resource names or arrival order, or is reversed.
+    """
+    scenario.provider("p2", site="b", cluster="zz")
+    scenario.provider("p1", site="c", cluster="aa")
+    scenario.provider("q1", site="d", cluster="yy")
+    scenario.provider("q2", site="d", cluster="xx")
+    scenario.network()
+    env = _render(scenario, ["zz", "aa", "yy", "xx"])
+    assert set(_tiers(env).values()) == {"unknown"}
+    assert oracle.names(env) == ["zz", "aa", "xx", "yy"]
+    _assert_groups_valid(env)
+
+
+@pytest.mark.conformance(id="PROD-ORD-ADMISSION-FIRST", profile="producer", level="core", feature="admission",
+                         spec=ORDERING)
+@pytest.mark.parametrize("policy", POLICIES)
+def test_healthy_remote_ranks_before_overloaded_near(scenario: Scenario, policy: str) -> None:
+    """Under both policies a healthy cross-region provider ranks before an overloaded same-region one.
+
+    c9 (same_region, q=9 -> existing_only) must come last, after even a degraded cross-region provider, and in a
+    group of its own. Fails if locality or freshness is compared before admission, or if admission does not
+    separate groups.
+    """
+    _geography(scenario, {"c": ("r1", "z2"), "d": ("r2", "z1")})
+    _metered(scenario, "c9", 9, site="c")  # overloaded, same_region
+    _metered(scenario, "c2", 5, site="c")  # 0.5 same_region
+    _metered(scenario, "d1", 2, site="d")  # 0.8 cross_region
+    _metered(scenario, "d2", 5, site="d", phase="Degraded")  # stale cross_region
+    scenario.network(routing=policy, scoring="queueDepth")
+    env = _render(scenario, ["c9", "c2", "d1", "d2"])
+    rows = oracle.by_cluster(env)
+    assert rows["c9"]["admission_state"] == "existing_only"
+    assert {rows[c]["admission_state"] for c in ("c2", "d1", "d2")} == {"new_and_existing"}
+    order = oracle.names(env)
+    assert order.index("d1") < order.index("c9"), f"healthy cross-region after overloaded same-region: {order}"
+    if policy == "geographyFirst":
+        assert order == ["c2", "d1", "d2", "c9"]
+        assert oracle.groups(env, scenario.model) == [["c2"], ["d1"], ["d2"], ["c9"]]
+    else:
+        assert order == ["d1", "c2", "d2", "c9"]
+        assert oracle.groups(env, scenario.model) == [["d1", "c2"], ["d2"], ["c9"]]
+    _assert_groups_valid(env)
+
+
+@pytest.mark.conformance(id="PROD-ORD-FRESHNESS", profile="producer", level="core", feature="ordering",
+                         spec=ORDERING)
+@pytest.mark.parametrize("policy", POLICIES)
+def test_degraded_providers_stay_but_follow_fresh_ones(scenario: Scenario, policy: str) -> None:
+    """A Degraded provider stays with fresh: false, behind fresh ones of its admission state as the table orders.
+
+    a1 (same_site, stale) has the best score. geographyFirst: locality before freshness, so a2 (fresh local),
+    a1 (stale local), then d1 (fresh cross-region). scoreFirst: freshness before score, so d1, a2, then a1.
+    Fails if freshness is ignored (a1 first), compared in the other policy's position, or Degraded is dropped.
+    """
+    _geography(scenario, {"d": ("r2", "z1")})
+    _metered(scenario, "a1", 1, phase="Degraded")  # 0.9 stale same_site
+    _metered(scenario, "a2", 6)  # 0.4 fresh same_site
+    _metered(scenario, "d1", 5, site="d")  # 0.5 fresh cross_region
+    scenario.network(routing=policy, scoring="queueDepth")
+    env = _render(scenario, ["a1", "a2", "d1"])
+    rows = oracle.by_cluster(env)
+    assert {c: rows[c].get("fresh") for c in rows} == {"a1": False, "a2": True, "d1": True}
+    if policy == "geographyFirst":
+        assert oracle.names(env) == ["a2", "a1", "d1"]
+        assert oracle.groups(env, scenario.model) == [["a2"], ["a1"], ["d1"]]
+    else:
+        assert oracle.names(env) == ["d1", "a2", "a1"]
+        assert oracle.groups(env, scenario.model) == [["d1", "a2"], ["a1"]]
+    _assert_groups_valid(env)
+
+
+@pytest.mark.conformance(id="PROD-ORD-UNKNOWN-GEOGRAPHY", profile="producer", level="core", feature="ordering",
+                         spec=LOCALITY)
+def test_without_geography_remote_tiers_are_unknown(scenario: Scenario) -> None:
+    """Without GridSite geography a remote candidate is unknown tier and the order falls through to score.
+
+    Only the site name itself still identifies the consumer's own site (same_site), as the public operator
+    derives it: names first, then region and zone. The remote providers' scores are the reverse of their
+    tie-break order. Fails if a tier other than unknown is derived for a remote site without region/zone (for
+    example two sites without a region treated as the same region), if the local site's own provider is not
+    same_site, or if the fall-through among unknown candidates is not score descending.
+    """
+    scenario.grid_site("a")
+    scenario.grid_site("b")
+    _metered(scenario, "a1", 6)  # 0.4 at the local site
+    _metered(scenario, "b1", 3, site="b")  # 0.7
+    _metered(scenario, "c1", 1, site="c")  # 0.9, no GridSite at all
+    scenario.network(scoring="queueDepth")
+    env = _render(scenario, ["a1", "b1", "c1"])
+    assert _tiers(env) == {"a1": "same_site", "b1": "unknown", "c1": "unknown"}
+    assert oracle.names(env) == ["a1", "c1", "b1"]
+    assert oracle.groups(env, scenario.model) == [["a1"], ["c1", "b1"]]
+    _assert_groups_valid(env)
+
+
+@pytest.mark.conformance(id="PROD-ORD-ZONE-NEEDS-REGION", profile="producer", level="core", feature="ordering",
+                         spec=LOCALITY)
+def test_same_zone_name_in_another_region_is_cross_region(scenario: Scenario) -> None:
+    """A site in another region with the local zone's name is cross_region, not same_zone.
+
+    Its provider has the best score, so a zone-only comparison would rank it right after the true same-zone one.
+    Fails if zones are compared without the region.
+    """
+    _geography(scenario, {"b": ("r2", "z1"), "c": ("r1", "z2"), "e": ("r1", "z1")})
+    _metered(scenario, "b1", 1, site="b")  # 0.9, zone z1 in region r2
+    _metered(scenario, "c1", 5, site="c")  # 0.5
+    _metered(scenario, "e1", 7, site="e")  # 0.3, the genuine same zone
+    scenario.network(routing="geographyFirst", scoring="queueDepth")
+    env = _render(scenario, ["b1", "c1", "e1"])
+    assert _tiers(env) == {"b1": "cross_region", "c1": "same_region", "e1": "same_zone"}
+    assert oracle.names(env) == ["e1", "c1", "b1"]
+    _assert_groups_valid(env)
+
+
+# --------------------------------------------------------------------------------------------------- groups
+
+
+@pytest.mark.conformance(id="PROD-GRP-GEO-BOUNDARIES", profile="producer", level="core", feature="groups",
+                         spec=CANDIDATE_FIELDS)
+def test_geography_first_groups_split_on_admission_tier_and_freshness(scenario: Scenario) -> None:
+    """geographyFirst starts a new selection group at each change of admission, locality tier or freshness.
+
+    Fails if groups ignore freshness (a3 joining a1/a2), ignore admission (c9 joining c1), merge tiers, or split
+    same-group candidates by score.
+    """
+    _geography(scenario, {"c": ("r1", "z2"), "d": ("r2", "z1")})
+    _metered(scenario, "a1", 2)
+    _metered(scenario, "a2", 4)
+    _metered(scenario, "a3", 2, phase="Degraded")
+    _metered(scenario, "c1", 3, site="c")
+    _metered(scenario, "c9", 9, site="c")
+    _metered(scenario, "d1", 5, site="d")
+    scenario.network(routing="geographyFirst", scoring="queueDepth")
+    env = _render(scenario, ["a1", "a2", "a3", "c1", "c9", "d1"])
+    assert oracle.names(env) == ["a1", "a2", "a3", "c1", "d1", "c9"]
+    assert oracle.groups(env, scenario.model) == [["a1", "a2"], ["a3"], ["c1"], ["d1"], ["c9"]]
+    _assert_groups_valid(env)
+
+
+@pytest.mark.conformance(id="PROD-GRP-SCORE-FIRST-SHARED", profile="producer", level="core", feature="groups",
+                         spec=CANDIDATE_FIELDS)
+def test_score_first_groups_split_only_on_admission_and_freshness(scenario: Scenario) -> None:
+    """scoreFirst groups ignore locality: fresh admitted providers of every tier share group 0.
+
+    Fails if scoreFirst groups by locality tier, or does not separate stale or existing_only candidates.
+    """
+    _geography(scenario, {"c": ("r1", "z2"), "d": ("r2", "z1")})
+    _metered(scenario, "a1", 3)  # 0.7 same_site
+    _metered(scenario, "a2", 0, phase="Degraded")  # stale, best score
+    _metered(scenario, "c1", 5, site="c")  # 0.5 same_region
+    _metered(scenario, "c9", 9, site="c")  # existing_only
+    _metered(scenario, "d1", 1, site="d")  # 0.9 cross_region
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    env = _render(scenario, ["a1", "a2", "c1", "c9", "d1"])
+    assert oracle.names(env) == ["d1", "a1", "c1", "a2", "c9"]
+    assert oracle.groups(env, scenario.model) == [["d1", "a1", "c1"], ["a2"], ["c9"]]
+    _assert_groups_valid(env)
+
+
+@pytest.mark.conformance(id="PROD-GRP-SCORES-NEVER-SPLIT", profile="producer", level="core", feature="groups",
+                         spec=CANDIDATE_FIELDS)
+def test_scores_never_split_a_group(scenario: Scenario) -> None:
+    """Widely different scores share a group: per tier under geographyFirst, across sites under scoreFirst.
+
+    The same providers are judged under geographyFirst, then the network switches to scoreFirst. Fails if score
+    (or a score bucket) starts a new group, or if scoreFirst keeps locality groups.
+    """
+    _geography(scenario, {"c": ("r1", "z2")})
+    _metered(scenario, "a1", 0)  # 1.0
+    _metered(scenario, "a2", 4)  # 0.6
+    _metered(scenario, "a3", 8)  # 0.2
+    _metered(scenario, "c1", 1, site="c")  # 0.9
+    _metered(scenario, "c2", 7, site="c")  # 0.3
+    scenario.network(routing="geographyFirst", scoring="queueDepth")
+    env = _render(scenario, ["a1", "a2", "a3", "c1", "c2"])
+    assert oracle.names(env) == ["a1", "a2", "a3", "c1", "c2"]
+    assert oracle.groups(env, scenario.model) == [["a1", "a2", "a3"], ["c1", "c2"]]
+    _assert_groups_valid(env)
+
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    expected = ["a1", "c1", "a2", "c2", "a3"]
+    env = scenario.envelope(until=lambda e: oracle.names(e) == expected, what=f"scoreFirst order {expected}")
+    assert oracle.groups(env, scenario.model) == [expected]
+    _assert_groups_valid(env)
+
+
+@pytest.mark.conformance(id="PROD-GRP-PER-CAPABILITY", profile="producer", level="core", feature="groups",
+                         spec=CANDIDATE_FIELDS)
+def test_groups_are_numbered_per_capability(scenario: Scenario) -> None:
+    """selection_group restarts at 0 for each model and is contiguous within it.
+
+    Fails if groups are numbered across the whole list, or if a model's groups leave gaps.
+    """
+    first, second = f"{scenario.model}-1", f"{scenario.model}-2"
+    _geography(scenario, {"c": ("r1", "z2"), "d": ("r2", "z1")})
+    scenario.provider("a1", models=(first, second))
+    scenario.provider("c1", site="c", models=(first,))
+    scenario.provider("d1", site="d", models=(second,))
+    scenario.provider("d2", site="d", models=(first, second))
+    scenario.network(routing="geographyFirst")
+    env = scenario.envelope(until=lambda e: set(oracle.names(e, first)) == {"a1", "c1", "d2"}
+                            and set(oracle.names(e, second)) == {"a1", "d1", "d2"}, what="both models' candidates")
+    assert oracle.groups(env, first) == [["a1"], ["c1"], ["d2"]]
+    assert oracle.groups(env, second) == [["a1"], ["d1", "d2"]]
+    numbers = {model: sorted({int(c["selection_group"]) for c in oracle.candidates(env) if c["name"] == model})
+               for model in (first, second)}
+    assert numbers == {first: [0, 1, 2], second: [0, 1]}
+    _assert_groups_valid(env)
+
+
+@pytest.mark.conformance(id="PROD-ORD-RANKS", profile="producer", level="core", feature="ordering",
+                         spec=ORDERING)
+def test_ranks_are_list_positions(scenario: Scenario) -> None:
+    """Each candidate's rank is its zero-based position in the whole candidate list.
+
+    Two models, a stale and an existing_only provider are mixed in. Fails if ranks start at 1, restart per model
+    or group, repeat, or disagree with the written order.
+    """
+    second = f"{scenario.model}-2"
+    _geography(scenario, {"c": ("r1", "z2")})
+    _metered(scenario, "a1", 2, models=(scenario.model, second))
+    _metered(scenario, "a2", 1, phase="Degraded")
+    _metered(scenario, "c1", 4, site="c", models=(scenario.model, second))
+    _metered(scenario, "c9", 9, site="c", models=(second,))
+    scenario.network(scoring="queueDepth")
+    env = scenario.envelope(until=lambda e: len(oracle.candidates(e, kind=None)) == 6, what="six candidates")
+    rows = oracle.candidates(env, kind=None)
+    assert [row.get("rank") for row in rows] == list(range(len(rows)))
+    assert all(type(row.get("rank")) is int for row in rows)
+    _assert_groups_valid(env)
+
+
+@pytest.mark.conformance(id="PROD-ORD-UNAVAILABLE-EXCLUDED", profile="producer", level="core",
+                         feature="admission", spec=LOCALITY)
+def test_unavailable_and_unhealthy_providers_are_excluded(scenario: Scenario) -> None:
+    """Unavailable providers and unhealthy ones (no ready pods) are absent; a Degraded one stays.
+
+    The excluded providers have the best scores, so keeping them would put them first. Fails if phase
+    Unavailable or ready pods 0 do not exclude, or if Degraded is excluded too.
+    """
+    _geography(scenario, {})
+    _metered(scenario, "gone", 0, phase="Unavailable")
+    _metered(scenario, "sick", 0, healthy=0)
+    _metered(scenario, "ok", 5)
+    _metered(scenario, "stale", 5, phase="Degraded")
+    scenario.network(scoring="queueDepth")
+    env = _render(scenario, ["ok", "stale"])
+    assert oracle.names(env) == ["ok", "stale"]
+    _assert_groups_valid(env)
+
+
+# --------------------------------------------------------------------------------------------------- access
+
+
+@pytest.mark.conformance(id="PROD-ACCESS-SITE-SELECTOR", profile="producer", level="core", feature="access",
+                         spec=ACCESS)
+def test_site_selector_matches_the_consumer_site_labels(scenario: Scenario) -> None:
+    """A siteSelector provider is visible only while the consumer (local) site's GridSite labels match.
+
+    The provider's own site carries non-matching labels and the local site has an extra label. Fails if the
+    selector is ignored, matched against the provider's site, required to equal all labels, or not re-evaluated
+    when the consumer site's labels change.
+    """
+    scenario.grid_site("a", region="r1", zone="z1", labels={"tier": "gold", "env": "prod"})
+    scenario.grid_site("b", region="r1", zone="z2", labels={"tier": "silver"})
+    scenario.provider("gold", site="b", site_selector={"tier": "gold"})
+    scenario.provider("open", site="b")
+    scenario.network()
+    env = _render(scenario, ["gold", "open"], what="the gold-only provider visible to a gold consumer")
+    assert sorted(oracle.names(env)) == ["gold", "open"]
+
+    scenario.grid_site("a", region="r1", zone="z1", labels={"tier": "silver", "env": "prod"})
+    env = scenario.envelope(until=lambda e: "gold" not in oracle.names(e),
+                            what="the gold-only provider hidden from a silver consumer")
+    assert oracle.names(env) == ["open"]
+
+
+@pytest.mark.conformance(id="PROD-ACCESS-UNKNOWN-SITE-FAILS-CLOSED", profile="producer", level="core",
+                         feature="access", spec=ACCESS)
+def test_unknown_consumer_site_fails_closed(scenario: Scenario) -> None:
+    """Without a GridSite for the consumer site, a provider with a non-empty siteSelector is excluded.
+
+    The provider's own site does carry the selected label. Fails if an unknown consumer is treated as matching,
+    or if the provider's site labels are used instead of the consumer's.
+    """
+    scenario.grid_site("b", region="r1", zone="z1", labels={"tier": "gold"})
+    scenario.provider("gold", site="b", site_selector={"tier": "gold"})
+    scenario.provider("open", site="b")
+    scenario.network()
+    env = _render(scenario, ["open"])
+    assert oracle.names(env) == ["open"]
+
+
+# ---------------------------------------------------------------------------------------------------- tools
+
+
+@pytest.mark.conformance(id="PROD-TOOL-ALLOWLIST", profile="producer", level="extended",
+                         feature="toolCandidates", spec=TOOLS)
+def test_tool_candidates_follow_the_allowlist(scenario: Scenario) -> None:
+    """One mcp_tool candidate per discovered tool that spec.tools allows; an empty spec.tools allows all.
+
+    Fails if the allowlist is ignored ("delete" appears), an allowed but undiscovered tool appears ("ghost"), or
+    an empty allowlist hides every tool.
+    """
+    scenario.apply(resources.tool_provider(scenario.name("t1"), scenario.net, cluster="tools-1",
+                                           allow=["search", "fetch", "ghost"],
+                                           discovered=["search", "fetch", "delete"], site=scenario.local))
+    scenario.apply(resources.tool_provider(scenario.name("t2"), scenario.net, cluster="tools-2", allow=[],
+                                           discovered=["alpha", "beta"], site=scenario.local))
+    scenario.network()
+    expected = {("search", "tools-1"), ("fetch", "tools-1"), ("alpha", "tools-2"), ("beta", "tools-2")}
+
+    def tools(env: Mapping[str, Any]) -> set[tuple[str, str]]:
+        return {(str(c.get("name")), str(c.get("cluster"))) for c in oracle.candidates(env, kind="mcp_tool")}
+
+    env = scenario.envelope(until=lambda e: expected <= tools(e), what=f"tool candidates {sorted(expected)}")
+    assert tools(env) == expected
+    assert len(oracle.candidates(env, kind="mcp_tool")) == len(expected)
+    _assert_groups_valid(env)
