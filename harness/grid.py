@@ -147,6 +147,7 @@ class Site:
     _gateways: dict[str, Gateway] = field(default_factory=dict)
     _control: ControlPlane | None = None
     _tls_metrics: ProviderProcess | None = None
+    _admin_client: httpx.Client | None = None
 
     @property
     def scope(self) -> contract.ScopeSpec:
@@ -232,33 +233,40 @@ class Site:
         return self.providers[name]
 
     def _admin(self, backend: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """GET (or POST `body` to) a fake backend's /admin/config over one kept-alive client per site."""
         provider = self.backend(backend)
-        verify: Any = True
-        if provider.scheme == "https":
-            verify = ssl.create_default_context(cafile=str(self.grid.backend.pki.ca_path))
+        if self._admin_client is None:
+            # one client (and one certificate store load) for every admin call of this site, plain or TLS
+            context = ssl.create_default_context(cafile=str(self.grid.backend.pki.ca_path))
+            self._admin_client = httpx.Client(timeout=5.0, verify=context)
         url = f"{provider.url}/admin/config"
-        resp = httpx.post(url, json=body, timeout=5.0, verify=verify) if body is not None else httpx.get(
-            url, timeout=5.0, verify=verify)
+        resp = self._admin_client.post(url, json=body) if body is not None else self._admin_client.get(url)
         if resp.status_code != 200:
             raise AssertionError(f"{backend} /admin/config answered {resp.status_code}: {resp.text[:200]}")
         result: dict[str, Any] = resp.json()
         return result
 
-    def set_pool_metrics(self, backend: str, pool: str, **signals: float | str | None) -> None:
-        """Set the EPP series of one pool on a fake backend; other pools keep theirs.
+    def set_pools(self, backend: str, pools: Mapping[str, Mapping[str, float | str | None]],
+                  extra: Sequence[Mapping[str, Any]] = ()) -> None:
+        """Set the EPP series of several pools on a fake backend in one round trip; other pools keep theirs.
 
-        `signals` are queueDepth, kvCacheUtilization and healthy (ready pods): a number, "NaN", "+Inf"
-        or "-Inf"; None removes the series so the signal is missing.
+        `pools` maps a pool name to signals (queueDepth, kvCacheUtilization, healthy = ready pods): a number,
+        "NaN", "+Inf" or "-Inf"; None removes the series so the signal is missing. `extra` appends raw
+        samples ({name, labels, value}), e.g. a series under a name of the test's choosing.
         """
-        unknown = set(signals) - set(SIGNAL_METRICS)
+        unknown = {signal for signals in pools.values() for signal in signals} - set(SIGNAL_METRICS)
         if unknown:
             raise KeyError(f"unknown signals {sorted(unknown)} (known: {sorted(SIGNAL_METRICS)})")
+        replaced = {(SIGNAL_METRICS[signal], pool) for pool, signals in pools.items() for signal in signals}
+        added = [{"name": SIGNAL_METRICS[signal], "labels": {"name": pool}, "value": value}
+                 for pool, signals in pools.items() for signal, value in signals.items() if value is not None]
         current = self._admin(backend)["metrics"]
-        names = {SIGNAL_METRICS[signal]: value for signal, value in signals.items()}
-        kept = [m for m in current if not (m["labels"].get("name") == pool and m["name"] in names)]
-        added = [{"name": metric, "labels": {"name": pool}, "value": value}
-                 for metric, value in names.items() if value is not None]
-        self._admin(backend, {"metrics": kept + added})
+        kept = [m for m in current if (m["name"], m["labels"].get("name")) not in replaced]
+        self._admin(backend, {"metrics": kept + added + [dict(sample) for sample in extra]})
+
+    def set_pool_metrics(self, backend: str, pool: str, **signals: float | str | None) -> None:
+        """Set the EPP series of one pool on a fake backend (see `set_pools`)."""
+        self.set_pools(backend, {pool: signals})
 
     def set_metrics_failure(self, backend: str, status: int | None) -> None:
         """Make a fake backend's /metrics answer `status` (None restores it)."""
@@ -318,6 +326,9 @@ class Grid:
         for gateway in list(self._live):
             gateway.close()
         self._live.clear()
+        for site in self.sites.values():
+            if site._admin_client is not None:
+                site._admin_client.close()
         self.backend.supervisor.stop_all()
 
 

@@ -7,7 +7,7 @@ other's resources, and order-sensitive names (sites, clusters) keep their order 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness import resources
@@ -30,6 +30,7 @@ class Scenario:
         self.metrics_backend = METRICS_BACKEND
         self._applied: list[tuple[str, str]] = []
         self._chains: list[Chain] = []
+        self._failed_metrics: list[str] = []
 
     def name(self, short: str) -> str:
         """The test-unique name of a site or provider called `short` in the test."""
@@ -81,8 +82,25 @@ class Scenario:
         return name
 
     def set_metrics(self, short: str, **signals: float | str | None) -> None:
-        """Set the EPP series of provider `short`'s pool (see Site.set_pool_metrics)."""
-        self.site.set_pool_metrics(self.metrics_backend, self.name(short), **signals)
+        """Set the EPP series of provider `short`'s pool (see Site.set_pools)."""
+        self.site.set_pools(self.metrics_backend, {self.name(short): signals})
+
+    def set_pools(self, pools: Mapping[str, Mapping[str, float | str | None]], backend: str | None = None,
+                  extra: Sequence[Mapping[str, Any]] = ()) -> None:
+        """Set several providers' pools (keyed by short name) on one fake backend in one round trip."""
+        named = {self.name(short): signals for short, signals in pools.items()}
+        self.site.set_pools(backend or self.metrics_backend, named, extra)
+
+    def fail_metrics(self, backend: str) -> None:
+        """Make `backend`'s /metrics answer 503 until the scenario closes (or `restore_metrics`)."""
+        self.site.set_metrics_failure(backend, 503)
+        if backend not in self._failed_metrics:
+            self._failed_metrics.append(backend)
+
+    def restore_metrics(self, backend: str) -> None:
+        self.site.set_metrics_failure(backend, None)
+        if backend in self._failed_metrics:
+            self._failed_metrics.remove(backend)
 
     def delete(self, kind: str, short_or_name: str) -> None:
         name = short_or_name if short_or_name.startswith(self.tag) else self.name(short_or_name)
@@ -111,6 +129,8 @@ class Scenario:
         return chain
 
     def close(self) -> None:
+        for backend in list(self._failed_metrics):
+            self.restore_metrics(backend)
         for chain in self._chains:
             self.control.disconnect(chain)
         for kind, name in reversed(self._applied):

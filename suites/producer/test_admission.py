@@ -1,0 +1,324 @@
+"""Provider admission: instantaneous (admissionPolicy omitted) and stabilized, judged from the published states.
+
+Stabilized tests count observations with forced reconciles (each scrapes once) and bound time with the host's
+monotonic clock read around them, so "not before" and "by then" are judged without fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from harness import producer_oracle, resources
+from harness.producer_support import Scenario
+from harness.waiting import wait_until_elapsed
+
+ADMISSION = "routing-architecture-and-overlay-contract#admission-state-derivation"
+GUIDE_ADMISSION = "routing-guide#9-admission-and-failover"
+
+NEW = "new_and_existing"
+EXISTING = "existing_only"
+ABSENT = "absent"
+#: A second plaintext metrics backend, so one backend's /metrics can fail while the control provider keeps its.
+OTHER_BACKEND = "provider-b"
+#: Margin for comparing the harness clock with the operator's (both read the host's monotonic clock).
+CLOCK_SLACK = 0.1
+#: Upper bound for a stabilized transition that is due, in forced reconciles.
+MAX_RECONCILES = 40
+
+Signals = Mapping[str, float | str | None]
+
+
+def order(scenario: Scenario, envelope: dict[str, Any]) -> list[str]:
+    return producer_oracle.names(envelope, scenario.model)
+
+
+def states(envelope: dict[str, Any]) -> dict[str, str]:
+    return {str(c["cluster"]): str(c.get("admission_state")) for c in producer_oracle.candidates(envelope)}
+
+
+def state(envelope: dict[str, Any], cluster: str) -> str:
+    return states(envelope).get(cluster, ABSENT)
+
+
+def expect(scenario: Scenario, envelope: dict[str, Any], expected: dict[str, str], why: str) -> None:
+    """Exact admission states (ABSENT for removed providers); order and groups must match the states."""
+    seen = {cluster: state(envelope, cluster) for cluster in expected}
+    assert seen == expected, f"{why}: expected admission {expected}, got {seen} (order {order(scenario, envelope)})"
+    assert states(envelope).keys() <= expected.keys(), f"{why}: unexpected candidates {states(envelope)}"
+    producer_oracle.require(producer_oracle.group_problems(envelope), why)
+
+
+def two_providers(scenario: Scenario, admission: dict[str, Any] | None, *, queue_a: float = 1,
+                  healthy_a: float = 1, metrics_a: dict[str, Any] | None = None) -> float:
+    """Provider a on the test's metrics backend, control provider b (q=5) on another; returns the render time.
+
+    a with a short queue ranks first while both are admitted; b never changes.
+    """
+    scenario.set_pools({"a": {"queueDepth": queue_a, "healthy": healthy_a}})
+    scenario.set_pools({"b": {"queueDepth": 5, "healthy": 1}}, OTHER_BACKEND)
+    scenario.provider("a", metrics=metrics_a if metrics_a is not None else True)
+    scenario.provider("b", metrics={"url": scenario.site.backend(OTHER_BACKEND).url})
+    scenario.network(routing="scoreFirst", scoring="queueDepth", admission=admission)
+    scenario.envelope(what="a first overlay")
+    return time.monotonic()
+
+
+def set_queue(scenario: Scenario, queue: float | None) -> None:
+    scenario.set_pools({"a": {"queueDepth": queue}})
+
+
+# ------------------------------------------------------------------------------------- instantaneous
+
+
+@pytest.mark.conformance(id="PROD-ADM-INSTANT-UNHEALTHY-EXCLUDED", profile="producer", level="core",
+                         feature="admission", spec=ADMISSION)
+@pytest.mark.parametrize("strategy", ["queueDepth", "noMetrics"])
+def test_unhealthy_provider_is_removed_at_once(scenario: Scenario, strategy: str) -> None:
+    """Zero ready pods is a hard health failure: admission none, removed from the overlay at the next reconcile.
+
+    Provider a has no ready pods from the start and the best queue; c loses its pods later; both come back
+    as soon as pods are ready again. Fails if unhealthy providers are published (even existing_only), if
+    removal waits for more observations, or if health is ignored under noMetrics.
+    """
+    scenario.set_pools({"a": {"queueDepth": 0, "healthy": 0}, "b": {"queueDepth": 5, "healthy": 2},
+                         "c": {"queueDepth": 3, "healthy": 2}})
+    for short in ("a", "b", "c"):
+        scenario.provider(short, metrics=True)
+    scenario.network(routing="scoreFirst", scoring=strategy)
+    envelope = scenario.envelope(what="a first overlay")
+    expect(scenario, envelope, {"a": ABSENT, "b": NEW, "c": NEW}, "a has no ready pods")
+
+    scenario.set_pools({"c": {"healthy": 0}})
+    expect(scenario, scenario.reconcile(), {"a": ABSENT, "b": NEW, "c": ABSENT}, "c lost its ready pods")
+
+    scenario.set_pools({"a": {"healthy": 1}, "c": {"healthy": 1}})
+    envelope = scenario.reconcile()
+    expect(scenario, envelope, {"a": NEW, "b": NEW, "c": NEW}, "pods ready again, no admissionPolicy")
+    expected = ["a", "c", "b"] if strategy == "queueDepth" else ["a", "b", "c"]
+    assert order(scenario, envelope) == expected, f"recovered order: expected {expected}"
+
+
+@pytest.mark.conformance(id="PROD-ADM-INSTANT-PRESSURE", profile="producer", level="core", feature="admission",
+                         spec=ADMISSION)
+@pytest.mark.parametrize("routing", ["scoreFirst", "geographyFirst"])
+def test_pressure_restricts_to_existing_only(scenario: Scenario, routing: str) -> None:
+    """Normalized pressure at or over 0.85 publishes existing_only, after every admitted candidate, in its own group.
+
+    Queues 9 and 8.6 of 10 are pressured, 8.4 and 5 are not. Fails if the threshold is ignored or misplaced
+    (states differ), if admission does not dominate score, or if a group mixes admission states.
+    """
+    queues = {"a": 9, "b": 8.6, "c": 8.4, "d": 5}
+    scenario.set_pools({short: {"queueDepth": queue, "healthy": 1} for short, queue in queues.items()})
+    for short in queues:
+        scenario.provider(short, metrics=True)
+    scenario.network(routing=routing, scoring="queueDepth")
+    envelope = scenario.envelope(what="a first overlay")
+    expect(scenario, envelope, {"a": EXISTING, "b": EXISTING, "c": NEW, "d": NEW}, "queues 9, 8.6, 8.4, 5 of 10")
+    assert order(scenario, envelope) == ["d", "c", "b", "a"], "admitted first, each part by score"
+    groups = producer_oracle.groups(envelope, scenario.model)
+    assert groups == [["d", "c"], ["b", "a"]], f"one group per admission state; got {groups}"
+
+
+@pytest.mark.conformance(id="PROD-ADM-INSTANT-RECOVERY", profile="producer", level="core", feature="admission",
+                         spec=ADMISSION)
+def test_instantaneous_admission_follows_each_sample(scenario: Scenario) -> None:
+    """Without admissionPolicy every reconcile decides from its own sample: no hysteresis either way.
+
+    Fails if recovery or restriction needs more than one observation (stabilized behaviour by default).
+    """
+    two_providers(scenario, None, queue_a=9)
+    expect(scenario, scenario.envelope(what="a first overlay"), {"a": EXISTING, "b": NEW}, "a pressured")
+    set_queue(scenario, 1)
+    envelope = scenario.reconcile()
+    expect(scenario, envelope, {"a": NEW, "b": NEW}, "the first reconcile after a's queue dropped to 1")
+    assert order(scenario, envelope) == ["a", "b"], "a (0.9) before b (0.5)"
+    set_queue(scenario, 9)
+    envelope = scenario.reconcile()
+    expect(scenario, envelope, {"a": EXISTING, "b": NEW}, "the first reconcile after a's queue rose to 9")
+    assert order(scenario, envelope) == ["b", "a"], "admitted b before restricted a"
+
+
+# ---------------------------------------------------------------------------------------- stabilized
+
+
+def enter_existing_only(scenario: Scenario, rendered: float, minimum: float) -> tuple[float, float]:
+    """Pressure a until it is existing_only; returns monotonic times around the reconcile that restricted it."""
+    wait_until_elapsed(rendered, minimum + CLOCK_SLACK)
+    set_queue(scenario, 9)
+    for _ in range(MAX_RECONCILES):
+        begun = time.monotonic()
+        envelope = scenario.reconcile()
+        if state(envelope, "a") == EXISTING:
+            return begun, time.monotonic()
+        assert state(envelope, "a") == NEW, f"a pressured but healthy: {states(envelope)}"
+    raise AssertionError(f"a stayed {NEW} through {MAX_RECONCILES} pressured reconciles")
+
+
+@pytest.mark.conformance(id="PROD-ADM-STAB-ENTER-COUNT", profile="producer", level="extended",
+                         feature="stabilizedAdmission", spec=ADMISSION)
+def test_stabilized_enters_after_failure_threshold(scenario: Scenario) -> None:
+    """existing_only only after failureThreshold pressured observations, not after one fewer.
+
+    The minimum state duration has passed before pressure starts, so only the count holds the provider.
+    Fails if pressure restricts at once (instantaneous), after failureThreshold - 1, or never.
+    """
+    failures = 3
+    rendered = two_providers(scenario, resources.stabilized(failures=failures, successes=2, minimum="1s",
+                                                            hold_down="2s"))
+    wait_until_elapsed(rendered, 1.0 + CLOCK_SLACK)
+    set_queue(scenario, 9)
+    for count in range(1, failures):
+        expect(scenario, scenario.reconcile(), {"a": NEW, "b": NEW}, f"after {count} of {failures} pressured samples")
+    envelope = scenario.reconcile()
+    expect(scenario, envelope, {"a": EXISTING, "b": NEW}, f"after {failures} of {failures} pressured samples")
+    assert order(scenario, envelope) == ["b", "a"], "restricted a after admitted b"
+
+
+@pytest.mark.conformance(id="PROD-ADM-STAB-EXIT-HOLD-DOWN", profile="producer", level="extended",
+                         feature="stabilizedAdmission", spec=ADMISSION)
+def test_stabilized_exit_waits_for_hold_down(scenario: Scenario) -> None:
+    """Back to new_and_existing only after successThreshold low samples AND recoveryHoldDown since recovery began.
+
+    Low samples are taken back to back: the success count is met at once, the minimum state duration (1 s)
+    ends next, the hold-down (2 s) last. Fails if the provider returns before the hold-down has run, or not
+    soon after it has.
+    """
+    minimum, hold = 1.0, 2.0
+    rendered = two_providers(scenario, resources.stabilized(failures=2, successes=2, minimum="1s", hold_down="2s"))
+    _, entered = enter_existing_only(scenario, rendered, minimum)
+
+    set_queue(scenario, 2)
+    recovery_begun = time.monotonic()
+    envelope = scenario.reconcile()
+    recovery_seen = time.monotonic()
+    expect(scenario, envelope, {"a": EXISTING, "b": NEW}, "one low sample")
+    held_by_hold_down = 0
+    for count in range(2, MAX_RECONCILES * 2):
+        begun = time.monotonic()
+        envelope = scenario.reconcile()
+        finished = time.monotonic()
+        since_recovery = finished - recovery_begun
+        if finished < recovery_begun + hold - CLOCK_SLACK:
+            expect(scenario, envelope, {"a": EXISTING, "b": NEW},
+                   f"{count} low samples, {since_recovery:.2f}s into a {hold:.0f}s hold-down")
+            if begun > entered + minimum + CLOCK_SLACK:
+                held_by_hold_down += 1
+        elif begun > recovery_seen + hold + CLOCK_SLACK:
+            expect(scenario, envelope, {"a": NEW, "b": NEW},
+                   f"{count} low samples, {since_recovery:.2f}s after recovery began (hold-down {hold:.0f}s)")
+            break
+        elif state(envelope, "a") == NEW:
+            break
+    else:
+        raise AssertionError("the recovery sequence did not finish")
+    assert held_by_hold_down, "no reconcile fell between the minimum state duration and the hold-down"
+    assert order(scenario, envelope) == ["a", "b"], "recovered a (0.8) before b (0.5)"
+
+
+@pytest.mark.conformance(id="PROD-ADM-STAB-EXIT-COUNT", profile="producer", level="extended",
+                         feature="stabilizedAdmission", spec=ADMISSION)
+def test_stabilized_exit_needs_success_threshold(scenario: Scenario) -> None:
+    """With the hold-down and minimum state duration over, recovery still needs successThreshold low samples.
+
+    Fails if the provider returns after fewer low samples once the timers have run, or not at the count.
+    """
+    minimum, hold, successes = 1.0, 1.0, 3
+    rendered = two_providers(scenario, resources.stabilized(failures=2, successes=successes, minimum="1s",
+                                                            hold_down="1s"))
+    _, entered = enter_existing_only(scenario, rendered, minimum)
+    set_queue(scenario, 2)
+    expect(scenario, scenario.reconcile(), {"a": EXISTING, "b": NEW}, f"1 of {successes} low samples")
+    first_low = time.monotonic()
+    wait_until_elapsed(max(first_low + hold, entered + minimum), CLOCK_SLACK)
+    for count in range(2, successes):
+        expect(scenario, scenario.reconcile(), {"a": EXISTING, "b": NEW},
+               f"{count} of {successes} low samples, timers over")
+    expect(scenario, scenario.reconcile(), {"a": NEW, "b": NEW}, f"{successes} of {successes} low samples")
+
+
+@pytest.mark.conformance(id="PROD-ADM-STAB-MISSING-EXISTING-ONLY", profile="producer", level="extended",
+                         feature="stabilizedAdmission", spec=ADMISSION)
+@pytest.mark.parametrize("missing", ["series-absent", "scrape-failed"])
+def test_missing_signal_fails_closed_to_existing_only(scenario: Scenario,
+                                                      missing: str) -> None:
+    """A missing configured signal publishes existing_only (missingMetrics existingOnly) at the next reconcile.
+
+    Fails if the missing signal scores neutral and stays admitted (the compatibility behaviour applies only
+    without admissionPolicy), is removed, or waits for failureThreshold (3) observations.
+    """
+    two_providers(scenario, resources.stabilized(failures=3, successes=2, minimum="1s", hold_down="2s",
+                                                 missing="existingOnly"))
+    expect(scenario, scenario.envelope(what="a first overlay"), {"a": NEW, "b": NEW}, "a fresh low sample")
+    lose_signal(scenario, missing)
+    envelope = scenario.reconcile()
+    expect(scenario, envelope, {"a": EXISTING, "b": NEW}, f"{missing}: the first reconcile without a's queue")
+    assert order(scenario, envelope) == ["b", "a"], "restricted a after admitted b"
+
+
+@pytest.mark.conformance(id="PROD-ADM-STAB-MISSING-EXCLUDED", profile="producer", level="extended",
+                         feature="stabilizedAdmission", spec=ADMISSION)
+@pytest.mark.parametrize("missing", ["series-absent", "scrape-failed"])
+def test_missing_signal_excluded_when_configured(scenario: Scenario,
+                                                 missing: str) -> None:
+    """With missingMetrics excluded a missing configured signal removes the provider at the next reconcile.
+
+    Fails if the provider stays (neutral or existing_only) or removal waits for more observations.
+    """
+    two_providers(scenario, resources.stabilized(failures=3, successes=2, minimum="1s", hold_down="2s",
+                                                 missing="excluded"))
+    expect(scenario, scenario.envelope(what="a first overlay"), {"a": NEW, "b": NEW}, "a fresh low sample")
+    lose_signal(scenario, missing)
+    expect(scenario, scenario.reconcile(), {"a": ABSENT, "b": NEW}, f"{missing}: the first reconcile without a")
+
+
+def lose_signal(scenario: Scenario, how: str) -> None:
+    """Make a's queue signal missing: its series disappears, or its metrics endpoint fails."""
+    if how == "series-absent":
+        set_queue(scenario, None)
+    else:
+        scenario.fail_metrics(scenario.metrics_backend)
+
+
+@pytest.mark.conformance(id="PROD-ADM-STAB-HARD-FAILURE", profile="producer", level="extended",
+                         feature="stabilizedAdmission", spec=GUIDE_ADMISSION)
+@pytest.mark.parametrize("start", [NEW, EXISTING])
+def test_hard_failure_removes_at_once_despite_hysteresis(scenario: Scenario, start: str) -> None:
+    """Zero ready pods removes the provider at the next reconcile, whatever the pressure counters say.
+
+    Fails if health failures go through the failureThreshold (3) hysteresis or only restrict the provider.
+    """
+    minimum = 1.0
+    rendered = two_providers(scenario, resources.stabilized(failures=3, successes=3, minimum="1s", hold_down="2s"))
+    if start == EXISTING:
+        enter_existing_only(scenario, rendered, minimum)
+    scenario.set_pools({"a": {"healthy": 0}})
+    expect(scenario, scenario.reconcile(), {"a": ABSENT, "b": NEW}, f"a was {start}, then lost its ready pods")
+
+
+@pytest.mark.conformance(id="PROD-ADM-STAB-SAMPLE-ONCE", profile="producer", level="extended",
+                         feature="stabilizedAdmission", spec=ADMISSION)
+def test_reused_stale_sample_counts_once(scenario: Scenario) -> None:
+    """A sample reused from the stale window is not a new observation: it never advances the pressure count.
+
+    One pressured sample (failureThreshold 2) is followed by failed scrapes that reuse it; the provider must
+    stay admitted through them, and the next real pressured sample completes the count. Fails if a reused
+    sample counts again (restricted during the failures) or the pending count is lost.
+    """
+    minimum, window = 1.0, 5
+    rendered = two_providers(scenario, resources.stabilized(failures=2, successes=2, minimum="1s", hold_down="1s"),
+                             metrics_a={"stale_seconds": window})
+    wait_until_elapsed(rendered, minimum + CLOCK_SLACK)
+    set_queue(scenario, 9)
+    good = time.monotonic()
+    expect(scenario, scenario.reconcile(), {"a": NEW, "b": NEW}, "1 of 2 pressured samples")
+    scenario.fail_metrics(scenario.metrics_backend)
+    for attempt in range(1, 4):
+        envelope = scenario.reconcile()
+        assert time.monotonic() < good + window - CLOCK_SLACK, "the reconciles outran the stale window"
+        expect(scenario, envelope, {"a": NEW, "b": NEW}, f"failed scrape {attempt} reusing the pressured sample")
+    scenario.restore_metrics(scenario.metrics_backend)
+    expect(scenario, scenario.reconcile(), {"a": EXISTING, "b": NEW}, "a second, new pressured sample")

@@ -1,0 +1,397 @@
+"""Provider scoring and metrics ingestion, judged through the order the operator publishes.
+
+Candidates carry no score, so every expectation here is an exact order under scoreFirst (all providers at
+one site, no geography) with values chosen so that a wrong rule yields a different order. Cluster names are
+picked so the deterministic tie-break gives the opposite of the expected order: an operator that ignores
+scores cannot pass by accident.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import httpx
+import pytest
+
+from harness import producer_oracle, resources
+from harness.producer_support import Scenario
+from harness.waiting import wait_until_elapsed
+
+ORDERING = "routing-architecture-and-overlay-contract#candidate-scoring-and-ordering"
+SCORING_NO_METRICS = "provider-scoring#no-metrics-default"
+SCORING_QUEUE = "provider-scoring#queue-depth"
+SCORING_KV = "provider-scoring#kv-cache-pressure"
+NORMALIZATION = "routing-architecture-and-overlay-contract#metrics-normalization-contract"
+MISSING_DEFAULTS = "routing-architecture-and-overlay-contract#missing-value-defaults"
+NAN = "routing-architecture-and-overlay-contract#nan-and-infinity"
+STALE = "routing-architecture-and-overlay-contract#stale-metrics-grace-period"
+METRICS_CONFIG = "provider-scoring#metrics-configuration"
+MISSING_STALE = "provider-scoring#missing-and-stale-metrics"
+
+#: A second plaintext metrics backend, so one backend's /metrics can fail while comparison providers keep theirs.
+OTHER_BACKEND = "provider-b"
+#: Slack for comparing the harness clock with the operator's: both read the host's monotonic clock.
+CLOCK_SLACK = 0.25
+
+
+def order(scenario: Scenario, envelope: dict[str, Any]) -> list[str]:
+    return producer_oracle.names(envelope, scenario.model)
+
+
+def first_render(scenario: Scenario) -> dict[str, Any]:
+    """The first overlay of the test's network (apply providers before the network, so it holds them all)."""
+    return scenario.envelope(what="a first overlay")
+
+
+def assert_order(scenario: Scenario, envelope: dict[str, Any], expected: list[str], why: str) -> None:
+    seen = order(scenario, envelope)
+    assert seen == expected, f"{why}: expected candidate order {expected}, got {seen}"
+
+
+def wait_order(scenario: Scenario, expected: list[str], what: str, timeout: float = 10.0) -> dict[str, Any]:
+    """Force reconciles until the order is `expected` (metric changes are read only when reconciling)."""
+    return scenario.envelope(until=lambda env: order(scenario, env) == expected, what=what, force=True,
+                             timeout=timeout)
+
+
+def other_backend_metrics(scenario: Scenario, **options: Any) -> dict[str, Any]:
+    """metricsConfig options that scrape this provider's pool on the second plaintext backend."""
+    return {"url": scenario.site.backend(OTHER_BACKEND).url, **options}
+
+
+def set_other(scenario: Scenario, pools: Mapping[str, Mapping[str, float | str | None]]) -> None:
+    scenario.set_pools(pools, OTHER_BACKEND)
+
+
+def fail_metrics(scenario: Scenario, backend: str) -> float:
+    """Make `backend`'s /metrics answer 503 (until the test ends); returns when it was certainly failing."""
+    scenario.fail_metrics(backend)
+    return time.monotonic()
+
+
+# ------------------------------------------------------------------------------------------- scoring
+
+
+@pytest.mark.conformance(id="PROD-SCORE-NO-METRICS-NEUTRAL", profile="producer", level="core", feature="scoring",
+                         spec=SCORING_NO_METRICS)
+@pytest.mark.parametrize("strategy", ["noMetrics", "omitted"])
+def test_no_metrics_orders_by_tie_break_only(scenario: Scenario, strategy: str) -> None:
+    """noMetrics (or no scoringPolicy) gives every admitted candidate score 0: live queues change nothing.
+
+    Fails if the operator scores queues anyway (order c, b, a) or defaults to a metrics strategy.
+    """
+    scenario.set_pools({short: {"queueDepth": queue, "kvCacheUtilization": queue / 10, "healthy": 1}
+                         for short, queue in (("a", 8), ("b", 5), ("c", 1))})
+    for short in ("a", "b", "c"):
+        scenario.provider(short, metrics=True)
+    scenario.network(routing="scoreFirst", scoring=None if strategy == "omitted" else strategy)
+    envelope = first_render(scenario)
+    assert_order(scenario, envelope, ["a", "b", "c"], f"scoring {strategy}: equal scores leave the tie-break")
+    states = {c["cluster"]: c["admission_state"] for c in producer_oracle.candidates(envelope)}
+    assert set(states.values()) == {"new_and_existing"}, f"all providers are healthy and admitted: {states}"
+
+
+@pytest.mark.conformance(id="PROD-SCORE-QUEUE-DEPTH", profile="producer", level="core", feature="scoring",
+                         spec=SCORING_QUEUE)
+@pytest.mark.parametrize("routing", ["scoreFirst", "geographyFirst"])
+def test_queue_depth_score_orders_shortest_queue_first(scenario: Scenario, routing: str) -> None:
+    """score = 1 - queue/queueCapacity, ordered descending (same site, so both policies reduce to score).
+
+    Fails if scores are ignored (tie-break a, b, c), inverted (a, b, c) or the strategy reads another signal
+    (the KV values given rank the opposite way).
+    """
+    scenario.set_pools({short: {"queueDepth": queue, "kvCacheUtilization": kv, "healthy": 1}
+                         for short, queue, kv in (("a", 7, 0.1), ("b", 3, 0.5), ("c", 0, 0.8))})
+    for short in ("a", "b", "c"):
+        scenario.provider(short, metrics=True)
+    scenario.network(routing=routing, scoring="queueDepth")
+    assert_order(scenario, first_render(scenario), ["c", "b", "a"], "queues 0, 3 and 7 of 10")
+
+
+@pytest.mark.conformance(id="PROD-SCORE-QUEUE-CLAMP", profile="producer", level="core", feature="scoring",
+                         spec=NORMALIZATION)
+def test_queue_ratio_is_clamped(scenario: Scenario) -> None:
+    """queue/queueCapacity is clamped to [0, 1]: 25 and 12 of 10 both score 0, -5 and 0 both score 1.
+
+    Fails if the ratio is not clamped (12 of 10 would outrank 25 of 10; -5 would outrank 0) — equal clamped
+    scores must fall through to the tie-break.
+    """
+    queues = {"a": 25, "b": 12, "c": 5, "m": 0, "n": -5}
+    scenario.set_pools({short: {"queueDepth": queue, "healthy": 1} for short, queue in queues.items()})
+    for short in queues:
+        scenario.provider(short, metrics=True)
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    envelope = first_render(scenario)
+    # m, n score 1 (tie); c 0.5; a, b are over the admission threshold (existing_only) and score 0 (tie).
+    assert_order(scenario, envelope, ["m", "n", "c", "a", "b"], "clamped queue ratios tie")
+    states = {c["cluster"]: c["admission_state"] for c in producer_oracle.candidates(envelope)}
+    assert states["a"] == states["b"] == "existing_only", f"queues over capacity are pressured: {states}"
+
+
+@pytest.mark.conformance(id="PROD-SCORE-QUEUE-CAPACITY", profile="producer", level="core", feature="scoring",
+                         spec=NORMALIZATION)
+def test_queue_is_normalised_by_each_providers_capacity(scenario: Scenario) -> None:
+    """Each provider's raw queue is divided by its own queueCapacity: 10 of 40 (0.75) beats 4 of 10 (0.6).
+
+    Fails if raw queues are compared (4 < 10 would put p first) or one capacity is used for every provider
+    (10 of 10 would even be pressured).
+    """
+    scenario.set_pools({"p": {"queueDepth": 4, "healthy": 1}, "q": {"queueDepth": 10, "healthy": 1}})
+    scenario.provider("p", metrics=True)
+    scenario.provider("q", metrics={"queue_capacity": 40})
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    envelope = first_render(scenario)
+    assert_order(scenario, envelope, ["q", "p"], "normalised queues 0.25 (q) and 0.4 (p)")
+    states = {c["cluster"]: c["admission_state"] for c in producer_oracle.candidates(envelope)}
+    assert states == {"p": "new_and_existing", "q": "new_and_existing"}, f"neither pool is pressured: {states}"
+
+
+@pytest.mark.conformance(id="PROD-SCORE-QUEUE-RERANK", profile="producer", level="core", feature="scoring",
+                         spec=SCORING_QUEUE)
+def test_queue_change_reorders(scenario: Scenario) -> None:
+    """A new queue sample reorders the candidates on a later reconcile.
+
+    Fails if the operator scrapes only once, caches scores forever, or ignores scores.
+    """
+    scenario.set_pools({short: {"queueDepth": queue, "healthy": 1} for short, queue in (("a", 8), ("b", 5), ("c", 1))})
+    for short in ("a", "b", "c"):
+        scenario.provider(short, metrics=True)
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    assert_order(scenario, first_render(scenario), ["c", "b", "a"], "queues a=8, b=5, c=1")
+    scenario.set_pools({"a": {"queueDepth": 1}, "c": {"queueDepth": 8}})
+    wait_order(scenario, ["a", "b", "c"], "queues a=1, b=5, c=8 to reorder the candidates")
+
+
+@pytest.mark.conformance(id="PROD-SCORE-KV-RERANK", profile="producer", level="extended", feature="kvCachePressure",
+                         spec=SCORING_KV)
+def test_kv_cache_pressure_orders_and_reorders(scenario: Scenario) -> None:
+    """kvCachePressure scores 1 - kv_cache_utilization; a new sample reorders.
+
+    Fails if the strategy reads the queue (queues are set to rank the opposite way), ignores scores, or
+    never rescrapes.
+    """
+    scenario.set_pools({short: {"kvCacheUtilization": kv, "queueDepth": queue, "healthy": 1}
+                         for short, kv, queue in (("a", 0.7, 0), ("b", 0.5, 3), ("c", 0.1, 6))})
+    for short in ("a", "b", "c"):
+        scenario.provider(short, metrics=True)
+    scenario.network(routing="scoreFirst", scoring="kvCachePressure")
+    assert_order(scenario, first_render(scenario), ["c", "b", "a"], "kv a=0.7, b=0.5, c=0.1")
+    scenario.set_pools({"a": {"kvCacheUtilization": 0.1}, "c": {"kvCacheUtilization": 0.7}})
+    wait_order(scenario, ["a", "b", "c"], "kv a=0.1, b=0.5, c=0.7 to reorder the candidates")
+
+
+# ------------------------------------------------------------------------------------------- metrics
+
+
+@pytest.mark.conformance(id="PROD-METRICS-MISSING-NEUTRAL", profile="producer", level="core", feature="metrics",
+                         spec=MISSING_DEFAULTS)
+@pytest.mark.parametrize("missing", ["no-metrics-config", "series-absent"])
+def test_missing_metrics_score_neutral(scenario: Scenario, missing: str) -> None:
+    """A provider without live metrics scores the neutral 0.5: between a 0.6 and a 0.4 provider, and stays.
+
+    Fails if the neutral value is 0 (order c, a, b), 1 (b, c, a), or the provider is dropped.
+    """
+    pools: dict[str, dict[str, float | str | None]] = {"c": {"queueDepth": 4, "healthy": 1},
+                                                        "a": {"queueDepth": 6, "healthy": 1}}
+    if missing == "series-absent":
+        pools["b"] = {"queueDepth": None, "kvCacheUtilization": None, "healthy": 1}
+    scenario.set_pools(pools)
+    for short in pools:
+        scenario.provider(short, metrics=True)
+    if missing == "no-metrics-config":
+        scenario.provider("b")
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    envelope = first_render(scenario)
+    assert_order(scenario, envelope, ["c", "b", "a"], f"{missing}: neutral 0.5 between 0.6 and 0.4")
+    state = producer_oracle.by_cluster(envelope)["b"]["admission_state"]
+    assert state == "new_and_existing", f"a provider without telemetry is healthy and admitted; got {state}"
+
+
+@pytest.mark.conformance(id="PROD-METRICS-NAN-DISCARDED", profile="producer", level="core", feature="metrics",
+                         spec=NAN)
+def test_non_finite_samples_are_discarded(scenario: Scenario) -> None:
+    """NaN, +Inf and -Inf samples are dropped and the signal is neutral (0.5) instead.
+
+    Fails if +Inf is clamped to a full queue (c last and pressured), -Inf to an empty one (d first), or NaN
+    leaks into the ordering.
+    """
+    queues: dict[str, float | str] = {"e": 4, "b": "NaN", "c": "+Inf", "d": "-Inf", "a": 6}
+    scenario.set_pools({short: {"queueDepth": queue, "healthy": 1} for short, queue in queues.items()})
+    for short in queues:
+        scenario.provider(short, metrics=True)
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    envelope = first_render(scenario)
+    assert_order(scenario, envelope, ["e", "b", "c", "d", "a"], "non-finite queues score neutral 0.5")
+    states = {c["cluster"]: c["admission_state"] for c in producer_oracle.candidates(envelope)}
+    assert set(states.values()) == {"new_and_existing"}, f"non-finite samples carry no pressure: {states}"
+
+
+@pytest.mark.conformance(id="PROD-METRICS-STALE-WINDOW", profile="producer", level="core", feature="metrics",
+                         spec=STALE)
+def test_stale_sample_reused_only_within_window(scenario: Scenario) -> None:
+    """A failed plaintext scrape reuses the last good sample for staleMetricsSeconds, then falls back to neutral.
+
+    Provider c (q=1, 0.9) leads b (0.6) and a (0.4), whose metrics live on another backend. While c's
+    endpoint fails, every reconcile finishing inside the window still ranks c first; a reconcile started after
+    the window ranks it neutral, between b and a. Fails if the stale sample is never reused, or reused past
+    its window.
+    """
+    window = 2.0
+    scenario.set_pools({"c": {"queueDepth": 1, "healthy": 1}})
+    scenario.provider("c", metrics={"stale_seconds": int(window)})
+    set_other(scenario, {"b": {"queueDepth": 4, "healthy": 1}, "a": {"queueDepth": 6, "healthy": 1}})
+    scenario.provider("b", metrics=other_backend_metrics(scenario))
+    scenario.provider("a", metrics=other_backend_metrics(scenario))
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    assert_order(scenario, first_render(scenario), ["c", "b", "a"], "fresh samples 0.9, 0.6, 0.4")
+
+    # The last good scrape happens during this reconcile, so the window ends no earlier than started + window.
+    started = time.monotonic()
+    assert_order(scenario, scenario.reconcile(), ["c", "b", "a"], "a good scrape just before the failure")
+    failing_since = fail_metrics(scenario, scenario.metrics_backend)
+
+    reused = 0
+    while True:
+        envelope = scenario.reconcile()
+        finished = time.monotonic()
+        if finished >= started + window - CLOCK_SLACK:
+            break
+        assert_order(scenario, envelope, ["c", "b", "a"],
+                     f"{finished - started:.2f}s after the last good scrape, inside the {window:.0f}s window")
+        reused += 1
+    assert reused >= 1, "no reconcile finished inside the stale window; the check could not run"
+
+    # The window started at the last good scrape, which preceded the failure.
+    wait_until_elapsed(failing_since, window + CLOCK_SLACK)
+    envelope = scenario.reconcile()
+    assert_order(scenario, envelope, ["b", "c", "a"],
+                 "after the stale window a failed plaintext scrape scores neutral 0.5")
+    state = producer_oracle.by_cluster(envelope)["c"]["admission_state"]
+    assert state == "new_and_existing", f"plaintext scrape failure keeps the provider admitted; got {state}"
+
+
+@pytest.mark.conformance(id="PROD-METRICS-POOL-FILTER", profile="producer", level="core", feature="metrics",
+                         spec=METRICS_CONFIG)
+def test_samples_are_filtered_by_pool(scenario: Scenario) -> None:
+    """Pools sharing one endpoint each get their own series (label name=<poolName>).
+
+    A decoy pool with an empty queue is exposed first. Fails if the operator takes the first series of a
+    metric regardless of its pool label (both providers would tie and fall back to the tie-break a, b).
+    """
+    scenario.set_pools({"decoy": {"queueDepth": 0, "healthy": 1}})
+    scenario.set_pools({"a": {"queueDepth": 7, "healthy": 1}, "b": {"queueDepth": 2, "healthy": 1}})
+    scenario.provider("a", metrics=True)
+    scenario.provider("b", metrics=True)
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    assert_order(scenario, first_render(scenario), ["b", "a"], "pool b (q=2) before pool a (q=7)")
+
+
+@pytest.fixture
+def custom_metric(scenario: Scenario) -> Iterator[str]:
+    """A test-unique metric name on the metrics backend, removed again when the test ends."""
+    name = f"{scenario.tag}_waiting_requests"
+    url = scenario.site.backend(scenario.metrics_backend).url
+    try:
+        yield name
+    finally:
+        with httpx.Client(timeout=5.0, verify=False) as client:  # plaintext backend
+            kept = [m for m in client.get(f"{url}/admin/config").json()["metrics"] if m["name"] != name]
+            client.post(f"{url}/admin/config", json={"metrics": kept}).raise_for_status()
+
+
+@pytest.mark.conformance(id="PROD-METRICS-SIGNAL-NAMES", profile="producer", level="core", feature="metrics",
+                         spec=METRICS_CONFIG)
+def test_signal_names_select_the_metric(scenario: Scenario, custom_metric: str) -> None:
+    """metricsConfig.signalNames.queueDepth names the series to read, not a fixed default name.
+
+    Provider b maps queueDepth to a custom metric (q=1); its pool also exposes the usual queue series with
+    q=8. Fails if the operator reads the default name (b would score 0.2) or cannot find the custom one
+    (neutral 0.5): either puts a (0.6) first.
+    """
+    pool_b = scenario.name("b")
+    scenario.set_pools({"a": {"queueDepth": 4, "healthy": 1}, "b": {"queueDepth": 8, "healthy": 1}},
+              extra=[{"name": custom_metric, "labels": {"name": pool_b}, "value": 1}])
+    scenario.provider("a", metrics=True)
+    provider_b = resources.inference_provider(
+        pool_b, scenario.net, site=scenario.local, cluster="b", models=(scenario.model,),
+        metrics=resources.metrics_config(scenario.metrics_url(), pool_b))
+    provider_b["spec"]["metricsConfig"]["signalNames"]["queueDepth"] = custom_metric
+    scenario.apply(provider_b)
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    assert_order(scenario, first_render(scenario), ["b", "a"], f"b's queue is read from {custom_metric} (q=1)")
+
+
+@pytest.mark.conformance(id="PROD-METRICS-PLAINTEXT-FAILURE-NEUTRAL", profile="producer", level="core",
+                         feature="metrics", spec=STALE)
+def test_plaintext_scrape_failure_scores_neutral(scenario: Scenario) -> None:
+    """Without TLS and without staleMetricsSeconds a failed scrape scores neutral 0.5 at the next reconcile.
+
+    Fails if the provider keeps its last sample (c stays first), is dropped or restricted (fail closed is
+    for TLS only), or the failure scores 0 (c last).
+    """
+    scenario.set_pools({"c": {"queueDepth": 1, "healthy": 1}})
+    scenario.provider("c", metrics=True)
+    set_other(scenario, {"b": {"queueDepth": 4, "healthy": 1}, "a": {"queueDepth": 6, "healthy": 1}})
+    scenario.provider("b", metrics=other_backend_metrics(scenario))
+    scenario.provider("a", metrics=other_backend_metrics(scenario))
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    assert_order(scenario, first_render(scenario), ["c", "b", "a"], "fresh samples 0.9, 0.6, 0.4")
+    fail_metrics(scenario, scenario.metrics_backend)
+    envelope = scenario.reconcile()
+    assert_order(scenario, envelope, ["b", "c", "a"], "the reconcile after a plaintext scrape failure")
+    state = producer_oracle.by_cluster(envelope)["c"]["admission_state"]
+    assert state == "new_and_existing", f"plaintext scrape failure keeps the provider admitted; got {state}"
+
+
+@pytest.mark.conformance(id="PROD-METRICS-TLS-SCRAPED", profile="producer", level="extended", feature="tlsMetrics",
+                         spec=MISSING_STALE)
+def test_tls_metrics_are_scraped(scenario: Scenario) -> None:
+    """A metricsConfig.tls endpoint is scraped over HTTPS and its values score like any other.
+
+    Fails if the TLS endpoint is not scraped (the provider would be excluded or neutral) or its values are
+    read once and never again.
+    """
+    tls = scenario.site.tls_metrics()
+    scenario.metrics_backend = tls.spec.name
+    scenario.set_metrics("c", queueDepth=1, healthy=1)
+    scenario.provider("c", metrics={"url": tls.url, "tls": True})
+    set_other(scenario, {"b": {"queueDepth": 4, "healthy": 1}})
+    scenario.provider("b", metrics=other_backend_metrics(scenario))
+    scenario.provider("a")  # no metrics: neutral 0.5
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    assert_order(scenario, first_render(scenario), ["c", "b", "a"], "TLS sample q=1 scores 0.9")
+    scenario.set_metrics("c", queueDepth=8)
+    wait_order(scenario, ["b", "a", "c"], "TLS sample q=8 (0.2) to move c last")
+
+
+@pytest.mark.conformance(id="PROD-METRICS-TLS-FAILS-CLOSED", profile="producer", level="extended",
+                         feature="tlsMetrics", spec=STALE)
+def test_tls_scrape_failure_fails_closed_after_window(scenario: Scenario) -> None:
+    """A failing TLS metrics endpoint reuses its last good sample within staleMetricsSeconds, then is excluded.
+
+    Fails if the provider falls back to neutral like a plaintext one (it must disappear), disappears while
+    a good sample is still within the window, or stays past it.
+    """
+    window = 2.0
+    tls = scenario.site.tls_metrics()
+    scenario.metrics_backend = tls.spec.name
+    scenario.set_metrics("c", queueDepth=1, healthy=1)
+    scenario.provider("c", metrics={"url": tls.url, "tls": True, "stale_seconds": int(window)})
+    set_other(scenario, {"b": {"queueDepth": 4, "healthy": 1}})
+    scenario.provider("b", metrics=other_backend_metrics(scenario))
+    scenario.provider("a")  # no metrics: neutral 0.5
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    assert_order(scenario, first_render(scenario), ["c", "b", "a"], "TLS sample q=1 scores 0.9")
+
+    started = time.monotonic()
+    assert_order(scenario, scenario.reconcile(), ["c", "b", "a"], "a good TLS scrape just before the failure")
+    failing_since = fail_metrics(scenario, tls.spec.name)
+    envelope = scenario.reconcile()
+    assert time.monotonic() < started + window - CLOCK_SLACK, "the reconcile did not finish inside the window"
+    assert_order(scenario, envelope, ["c", "b", "a"], "inside the stale window the last TLS sample is reused")
+
+    wait_until_elapsed(failing_since, window + CLOCK_SLACK)
+    envelope = scenario.reconcile()
+    assert_order(scenario, envelope, ["b", "a"], "past the stale window a failing TLS endpoint is excluded")
