@@ -191,9 +191,12 @@ class Scraper:
         known = {t.provider for t in targets}
         for name in [n for n in self._cache if n not in known]:
             del self._cache[name]
+        for name in [n for n in self.last_errors if n not in known]:
+            del self.last_errors[name]  # a deleted provider is not failing, it is gone
         if not targets:
             return []
-        verify: ssl.SSLContext | bool = self._ssl if self._ssl is not None else True
-        async with httpx.AsyncClient(verify=verify, follow_redirects=False, trust_env=False) as client:
+        if self._ssl is None:
+            self._ssl = ssl.create_default_context()  # loading the trust store once, not per reconcile
+        async with httpx.AsyncClient(verify=self._ssl, follow_redirects=False, trust_env=False) as client:
             results = await asyncio.gather(*(self.scrape_one(client, t) for t in targets))
         return [sample for sample in results if sample is not None]
