@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-TIMEOUT_S = 60  # the quick run takes seconds; this bounds it on a loaded 2-core machine
+TIMEOUT_S = 120  # the quick run takes about 20 s idle (it starts real processes); a busy 2-core CI box is slower
 
 
 def _positive(value: Any, where: str) -> None:
@@ -34,7 +34,7 @@ def test_quick_run_writes_results(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     assert doc["quick"] is True
     benches = doc["benchmarks"]
-    assert set(benches) == {"selection", "validation", "proxy", "conformance_wall"}
+    assert set(benches) == {"selection", "validation", "proxy", "operator_render", "route_change", "conformance_wall"}
 
     cases = benches["selection"]["cases"]
     seen = {(c["path"], c["mode"], c["candidates"]) for c in cases}
@@ -61,9 +61,39 @@ def test_quick_run_writes_results(tmp_path: Path) -> None:
         for key in ("direct_rps", "gateway_rps", "ratio"):
             _positive(pair[key], f"proxy comparison {key}")
 
+    render = benches["operator_render"]
+    seen_render = {(c["routing"], c["providers"]) for c in render["cases"]}
+    routings, sizes = ("geographyFirst", "scoreFirst"), (10, 100, 1000)
+    assert seen_render == {(routing, count) for routing in routings for count in sizes}
+    for case in render["cases"]:
+        for key in ("median_ms", "p95_ms", "min_ms", "max_ms", "cpu_median_ms", "runs"):
+            _positive(case[key], f"operator_render {case['routing']}/{case['providers']} {key}")
+        assert case["min_ms"] <= case["median_ms"] <= case["p95_ms"] <= case["max_ms"], case
+    loading = render["dir_source"]
+    assert loading["resources"] == loading["files"] > loading["providers"] > 0
+    for step in ("load", "fingerprint"):
+        for key in ("median_ms", "p95_ms", "runs"):
+            _positive(loading[step][key], f"operator_render dir_source {step} {key}")
+
+    route = benches["route_change"]
+    assert route["ports_released"] is True
+    assert route["reload_debounce_ms"] == 500
+    assert len(route["iterations"]) == route["changes"] == 3
+    directions = [it["to"] for it in route["iterations"]]
+    assert all(a != b for a, b in zip(directions, directions[1:], strict=False)), directions
+    for it in route["iterations"]:
+        for key in ("rendered_s", "delivered_s", "served_s"):
+            _positive(it[key], f"route_change iteration {it['iteration']} {key}")
+        # each stage feeds the next: the gateway cannot serve a revision before it was delivered
+        assert it["rendered_s"] <= it["delivered_s"] <= it["served_s"], it
+    for stage in ("rendered_s", "delivered_s", "served_s"):
+        for key in ("median_s", "p95_s", "max_s"):
+            _positive(route["summary"][stage][key], f"route_change {stage} {key}")
+
     assert benches["conformance_wall"]["skipped"]
     summary = [row for row in doc["summary"] if "value" in row]
-    assert {row["benchmark"] for row in summary} == {"selection", "validation", "proxy"}
+    assert {row["benchmark"] for row in summary} == {"selection", "validation", "proxy", "operator_render",
+                                                     "route_change"}
     for row in summary:
         assert row["status"] in ("PASS", "MISS"), row
         assert isinstance(row["value"], int | float), row
