@@ -12,11 +12,14 @@ from dataclasses import dataclass, field
 
 from reference.gateway.config import ChainConfig, FilterSpec, GatewayConfig
 from reference.gateway.filters.base import Filter
+from reference.gateway.filters.credential_inject import CredentialInjectFilter
 from reference.gateway.filters.intelligent_route import IntelligentRouteFilter
 from reference.gateway.filters.intelligent_route_config import IntelligentRouteConfig
 from reference.gateway.filters.json_body_field import JsonBodyFieldFilter
 from reference.gateway.filters.load_balancer import LoadBalancerFilter
 from reference.gateway.filters.mcp import McpFilter
+from reference.gateway.filters.peer_identity_trust import PeerIdentityTrustFilter
+from reference.gateway.filters.provider_route import ProviderRouteFilter
 from reference.gateway.metrics import GatewayMetrics
 from reference.gateway.pipeline import Pipeline
 from reference.gateway.reload import load_cold_start
@@ -56,6 +59,12 @@ def build_filter(spec: FilterSpec, metrics: GatewayMetrics, rng: random.Random) 
         return McpFilter(spec.options)
     if spec.type == "load_balancer":
         return LoadBalancerFilter(spec.options)
+    if spec.type == "peer_identity_trust":
+        return PeerIdentityTrustFilter(spec.options)
+    if spec.type == "provider_route":
+        return ProviderRouteFilter(spec.options)
+    if spec.type == "credential_inject":
+        return CredentialInjectFilter(spec.options)
     if spec.type == "intelligent_route":
         snapshot = initial_snapshot(spec.options, spec.path)
         return IntelligentRouteFilter(

@@ -14,9 +14,18 @@ from typing import Any
 
 import yaml
 
-from reference.gateway.filters import intelligent_route_config, json_body_field, load_balancer, mcp
+from reference.gateway.filters import (
+    credential_inject,
+    intelligent_route_config,
+    json_body_field,
+    load_balancer,
+    mcp,
+    peer_identity_trust,
+    provider_route,
+)
 from reference.gateway.filters.intelligent_route_config import IntelligentRouteConfig
 from reference.gateway.filters.load_balancer import LoadBalancerConfig
+from reference.gateway.filters.provider_route import ProviderRouteConfig
 from reference.gateway.schema import (
     ConfigError,
     address,
@@ -29,6 +38,7 @@ from reference.gateway.schema import (
     string,
     string_list,
 )
+from reference.gateway.tls import ListenerTls, parse_listener_tls
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 MAX_LISTENERS = 64
@@ -54,6 +64,9 @@ PARSERS: dict[str, Callable[[dict[str, Any], str], Any]] = {
     mcp.TYPE: mcp.parse,
     intelligent_route_config.TYPE: intelligent_route_config.parse,
     load_balancer.TYPE: load_balancer.parse,
+    peer_identity_trust.TYPE: peer_identity_trust.parse,
+    provider_route.TYPE: provider_route.parse,
+    credential_inject.TYPE: credential_inject.parse,
 }
 
 
@@ -77,6 +90,7 @@ class ListenerConfig:
     host: str
     port: int
     chains: tuple[str, ...]
+    tls: ListenerTls | None = None
 
 
 @dataclass(frozen=True)
@@ -183,6 +197,8 @@ def parse_config(raw: Any) -> GatewayConfig:
     )
     _check_addresses(config)
     _check_clusters(config)
+    _check_cluster_tls(config)
+    _check_provider_boundary(config)
     return config
 
 
@@ -234,8 +250,6 @@ def _listeners(raw: Any, chains: dict[str, ChainConfig]) -> tuple[ListenerConfig
     for index, entry in enumerate(sequence(raw, "listeners", max_items=MAX_LISTENERS, min_items=1)):
         path = item("listeners", index)
         mapping(entry, path, required=("name", "address"), optional=("filter_chains", "tls"))
-        if "tls" in entry:
-            raise ConfigError(key(path, "tls"), "tls is not supported by this gateway build")
         name = string(entry["name"], key(path, "name"))
         if name in names:
             raise ConfigError(key(path, "name"), f"duplicate listener {name!r}")
@@ -247,7 +261,8 @@ def _listeners(raw: Any, chains: dict[str, ChainConfig]) -> tuple[ListenerConfig
         for i, chain in enumerate(chain_names):
             if chain not in chains:
                 raise ConfigError(item(key(path, "filter_chains"), i), f"unknown filter chain {chain!r}")
-        out.append(ListenerConfig(name=name, host=host, port=port, chains=tuple(chain_names)))
+        tls = parse_listener_tls(entry["tls"], key(path, "tls")) if entry.get("tls") is not None else None
+        out.append(ListenerConfig(name=name, host=host, port=port, chains=tuple(chain_names), tls=tls))
     return tuple(out)
 
 
@@ -277,12 +292,12 @@ def _check_clusters(config: GatewayConfig) -> None:
     ]
     for label, specs in pipelines:
         for position, spec in enumerate(specs):
-            if spec.type != intelligent_route_config.TYPE:
+            if spec.type not in (intelligent_route_config.TYPE, provider_route.TYPE):
                 continue
-            route: IntelligentRouteConfig = spec.options
+            route: IntelligentRouteConfig | ProviderRouteConfig = spec.options
             later = [s.options for s in specs[position + 1 :] if s.type == load_balancer.TYPE]
             if not later:
-                raise ConfigError(spec.path, f"intelligent_route needs a load_balancer after it in {label}")
+                raise ConfigError(spec.path, f"{spec.type} needs a load_balancer after it in {label}")
             declared = frozenset().union(*(lb.names for lb in later if isinstance(lb, LoadBalancerConfig)))
             for path, cluster in route.reported:
                 if cluster not in declared:
@@ -290,3 +305,53 @@ def _check_clusters(config: GatewayConfig) -> None:
                         path,
                         f"cluster {cluster!r} is not declared by a later load_balancer in {label}",
                     )
+
+
+def _check_cluster_tls(config: GatewayConfig) -> None:
+    """Upstream TLS with verification needs a name to verify: an sni, or a DNS-name endpoint."""
+    if "allow_tls_without_sni" in config.insecure_options:
+        return
+    for chain in config.chains.values():
+        for spec in chain.filters:
+            if not isinstance(spec.options, LoadBalancerConfig):
+                continue
+            for index, cluster in enumerate(spec.options.clusters):
+                tls = cluster.tls
+                if tls is None or not tls.verify or tls.sni is not None or not cluster.ip_endpoints:
+                    continue
+                raise ConfigError(
+                    key(item(key(spec.path, "clusters"), index), "tls"),
+                    f"upstream tls is not supported without a name to verify: cluster {cluster.name!r} verifies "
+                    f"the upstream certificate but has no sni, and endpoint {cluster.ip_endpoints[0]} is an IP "
+                    "address; set tls.sni (or insecure_options.allow_tls_without_sni: true)",
+                )
+
+
+def _check_provider_boundary(config: GatewayConfig) -> None:
+    """A listener running provider_route must demand client certificates and run an unconditional
+    peer_identity_trust as its very first filter. No option relaxes this: the x-ai-routing-* fields
+    provider_route trusts are only as good as the peer that sent them."""
+    for index, listener in enumerate(config.listeners):
+        specs = config.pipeline(listener)
+        providers = [i for i, spec in enumerate(specs) if spec.type == provider_route.TYPE]
+        if not providers:
+            continue
+        where = item("listeners", index)
+        tls = listener.tls
+        if tls is None or tls.client_ca is None or tls.client_cert_mode != "require":
+            path = key(where, "tls") if tls is None else key(where, "tls.client_cert_mode")
+            raise ConfigError(
+                path, f"listener {listener.name!r}: provider_route requires tls.client_cert_mode: require"
+            )
+        for position in providers:
+            peers = [i for i in range(position) if specs[i].type == peer_identity_trust.TYPE]
+            if not peers:
+                raise ConfigError(
+                    key(specs[position].path, "filter"),
+                    f"listener {listener.name!r}: provider_route requires a preceding peer_identity_trust",
+                )
+            if peers[-1] != 0:
+                raise ConfigError(
+                    key(specs[peers[-1]].path, "filter"),
+                    f"listener {listener.name!r}: peer_identity_trust must be the first filter in a provider chain",
+                )

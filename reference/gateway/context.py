@@ -23,9 +23,13 @@ class RequestContext:
 
     `headers` is the mutable copy that will be forwarded upstream, so a filter that sets or removes a
     header here changes what the upstream sees. `metadata` is in-process only and never forwarded.
+    `peer` is the downstream mTLS identity on a TLS listener that verified a client certificate.
     """
 
-    __slots__ = ("method", "path", "raw_path", "headers", "body", "cluster", "upstream", "metadata", "_json")
+    __slots__ = (
+        "method", "path", "raw_path", "headers", "body", "cluster", "upstream", "metadata", "peer",
+        "response_headers", "_json",
+    )
 
     def __init__(self, method: str, path: str, raw_path: str, headers: CIMultiDict[str], body: bytes) -> None:
         self.method = method
@@ -36,6 +40,8 @@ class RequestContext:
         self.cluster: str | None = None
         self.upstream: Any = None
         self.metadata: dict[str, Any] = {}
+        self.peer: Any = None  # the verified TLS client identity (reference.gateway.tls.PeerIdentity), if any
+        self.response_headers: list[tuple[str, str]] = []  # set on the upstream's response to the client
         self._json: Any = _UNPARSED
 
     def json_body(self) -> Any:

@@ -9,6 +9,7 @@ length are relayed whole; larger, chunked or close-delimited ones are streamed.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -95,14 +96,19 @@ class Forwarder:
         endpoint = cluster.next_endpoint()
         if endpoint is None:
             return text_response(503, "no endpoints available for the selected cluster\n")
-        url = URL.build(scheme="http", host=endpoint[0], port=endpoint[1], encoded=True).join(
-            URL(ctx.raw_path, encoded=True)
-        )
+        tls = getattr(cluster, "ssl", None)
+        url = URL.build(scheme="https" if tls is not None else "http", host=endpoint[0], port=endpoint[1],
+                        encoded=True).join(URL(ctx.raw_path, encoded=True))
         timeout = aiohttp.ClientTimeout(sock_connect=cluster.connect_timeout, sock_read=cluster.read_timeout)
+        extra: dict[str, Any] = {}
+        if tls is not None:
+            extra["ssl"] = tls
+            if cluster.sni is not None:
+                extra["server_hostname"] = cluster.sni
         try:
             upstream = await self._client(cluster.idle_timeout).request(
                 ctx.method, url, headers=request_headers(ctx.headers), data=ctx.body or None,
-                timeout=timeout, allow_redirects=False,
+                timeout=timeout, allow_redirects=False, **extra,
             )
         except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
             log.warning("upstream timeout %s", kv(cluster=cluster.name, endpoint=_fmt(endpoint), error=str(exc)))
@@ -117,6 +123,10 @@ class Forwarder:
                 log.warning("upstream response too large %s", kv(cluster=cluster.name, length=length))
                 return text_response(502, "upstream response too large\n")
             headers = response_headers([(k.decode("latin-1"), v.decode("latin-1")) for k, v in upstream.raw_headers])
+            added = getattr(ctx, "response_headers", None)
+            if added:
+                names = {name.lower() for name, _ in added}
+                headers = [(k, v) for k, v in headers if k.lower() not in names] + list(added)
             if length is not None and length <= _WHOLE_BODY:
                 try:
                     body = await upstream.read()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -26,6 +27,7 @@ from reference.gateway.metrics import GatewayMetrics
 from reference.gateway.pipeline import Pipeline
 from reference.gateway.proxy import Forwarder, text_response
 from reference.gateway.reload import OverlayReloader
+from reference.gateway.tls import peer_identity
 
 log = logging.getLogger("agn.gateway")
 access_log = logging.getLogger("agn.gateway.access")
@@ -60,7 +62,7 @@ def _format_address(host: str, port: int) -> str:
 
 
 def make_listener_handler(
-    pipeline: Pipeline, forwarder: Forwarder, max_body: int = MAX_BODY_BYTES
+    pipeline: Pipeline, forwarder: Forwarder, max_body: int = MAX_BODY_BYTES, *, tls: bool = False
 ) -> Handler:
     run = pipeline.run
 
@@ -76,6 +78,8 @@ def make_listener_handler(
         ctx = RequestContext(
             request.method, request.path, request.raw_path, CIMultiDict(request.headers), body
         )
+        if tls:
+            ctx.peer = peer_identity(request.transport)
         try:
             rejection = run(ctx)
         except Exception:
@@ -159,10 +163,14 @@ class Gateway:
             for listener in self.config.listeners:
                 runner, bound = await self._serve(
                     make_listener_handler(
-                        built.pipelines[listener.name], forwarder, self.config.max_request_bytes
+                        built.pipelines[listener.name],
+                        forwarder,
+                        self.config.max_request_bytes,
+                        tls=listener.tls is not None,
                     ),
                     (listener.host, listener.port),
                     shutdown_timeout=self.config.shutdown_timeout_secs,
+                    ssl_context=listener.tls.context if listener.tls is not None else None,
                 )
                 self._runners.append(runner)
                 self.listener_addresses[listener.name] = bound
@@ -178,12 +186,18 @@ class Gateway:
         self._announce()
 
     async def _serve(
-        self, handler: Handler, addr: tuple[str, int], shutdown_timeout: float = 1.0
+        self,
+        handler: Handler,
+        addr: tuple[str, int],
+        shutdown_timeout: float = 1.0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> tuple[web.BaseRunner, tuple[str, int]]:
         server = web.Server(handler, access_log=None)
         runner = web.ServerRunner(server, shutdown_timeout=max(0.1, shutdown_timeout * 0.8))
         await runner.setup()
-        site = web.TCPSite(runner, addr[0], addr[1], reuse_address=True, backlog=1024)
+        site = web.TCPSite(
+            runner, addr[0], addr[1], reuse_address=True, backlog=1024, ssl_context=ssl_context
+        )
         try:
             await site.start()
         except BaseException:

@@ -21,6 +21,7 @@ from reference.gateway.schema import (
     sequence,
     string,
 )
+from reference.gateway.tls import ClusterTls, parse_cluster_tls
 
 TYPE = "load_balancer"
 MAX_CLUSTERS = 1024
@@ -49,6 +50,19 @@ class ClusterConfig:
     write_timeout_ms: int = DEFAULT_WRITE_MS
     idle_timeout_ms: int = DEFAULT_IDLE_MS
     total_connection_timeout_ms: int | None = None
+    tls: ClusterTls | None = None
+
+    @property
+    def ip_endpoints(self) -> tuple[str, ...]:
+        """Endpoints given as IP literals (TLS to them needs an explicit sni for name verification)."""
+        out = []
+        for endpoint in self.endpoints:
+            try:
+                ipaddress.ip_address(endpoint.rpartition(":")[0].strip("[]"))
+            except ValueError:
+                continue
+            out.append(endpoint)
+        return tuple(out)
 
     @property
     def private_endpoints(self) -> tuple[str, ...]:
@@ -92,8 +106,7 @@ def _parse_cluster(raw: Any, path: str) -> ClusterConfig:
         required=("name", "endpoints"),
         optional=(*_TIMEOUT_KEYS, "load_balancer_strategy", "tls"),
     )
-    if "tls" in raw:
-        raise ConfigError(key(path, "tls"), "tls is not supported by this gateway build")
+    tls = parse_cluster_tls(raw["tls"], key(path, "tls")) if "tls" in raw else None
     if "load_balancer_strategy" in raw:
         _strategy(raw["load_balancer_strategy"], key(path, "load_balancer_strategy"))
     endpoints: list[str] = []
@@ -107,7 +120,9 @@ def _parse_cluster(raw: Any, path: str) -> ClusterConfig:
     timeouts = {
         name: integer(raw[name], key(path, name), 1, MAX_TIMEOUT_MS) for name in _TIMEOUT_KEYS if name in raw
     }
-    return ClusterConfig(name=string(raw["name"], key(path, "name")), endpoints=tuple(endpoints), **timeouts)
+    return ClusterConfig(
+        name=string(raw["name"], key(path, "name")), endpoints=tuple(endpoints), tls=tls, **timeouts
+    )
 
 
 def parse(raw: dict[str, Any], path: str) -> LoadBalancerConfig:
@@ -127,9 +142,10 @@ def parse(raw: dict[str, Any], path: str) -> LoadBalancerConfig:
 
 
 class Cluster:
-    """A cluster at run time: its endpoints, a round-robin cursor and its timeouts in seconds."""
+    """A cluster at run time: its endpoints, a round-robin cursor, its timeouts in seconds and, for TLS
+    clusters, the client SSLContext and the server name to verify (the configured sni, else the host)."""
 
-    __slots__ = ("name", "endpoints", "connect_timeout", "read_timeout", "idle_timeout", "_next")
+    __slots__ = ("name", "endpoints", "connect_timeout", "read_timeout", "idle_timeout", "ssl", "sni", "_next")
 
     def __init__(self, config: ClusterConfig) -> None:
         self.name = config.name
@@ -140,6 +156,8 @@ class Cluster:
         self.connect_timeout = connect_ms / 1000
         self.read_timeout = config.read_timeout_ms / 1000
         self.idle_timeout = config.idle_timeout_ms / 1000
+        self.ssl = config.tls.context if config.tls is not None else None
+        self.sni = config.tls.sni if config.tls is not None else None
         self._next = 0
 
     def next_endpoint(self) -> tuple[str, int] | None:
