@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 GATEWAY_PORT = 18080
 ADMIN_PORT = 19901
 BACKEND_PORT = 18000
+#: A listening socket on 127.<run>.<worker*16>.254 at this port claims the run octet for one session.
+CLAIM_PORT = 19999
+CLAIM_ROLE = 254
 
 
 def worker_index() -> int:
@@ -47,10 +50,34 @@ class AddressPlan:
     run_octet: int = 0
     _next_role: dict[int, int] = field(default_factory=dict)
     _fallback_port: int = 0
+    _claim: socket.socket | None = None
 
     def __post_init__(self) -> None:
         rng = random.Random(self.seed if self.seed is not None else os.getpid())
-        self.run_octet = rng.randrange(20, 250)
+        start = rng.randrange(20, 250)
+        self.run_octet = start
+        if not loopback_aliases_work():
+            return
+        # Two sessions that drew the same octet would hand out the same addresses and race to bind them;
+        # holding a listening socket in the block makes the octet this session's alone until it ends.
+        for offset in range(230):
+            octet = 20 + (start - 20 + offset) % 230
+            claim = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                claim.bind((f"127.{octet}.{worker_index() * 16}.{CLAIM_ROLE}", CLAIM_PORT))
+                claim.listen(1)
+            except OSError:
+                claim.close()
+                continue
+            self.run_octet, self._claim = octet, claim
+            return
+        raise RuntimeError("every loopback run block is claimed by another session")
+
+    def close(self) -> None:
+        """Give the run octet back (it is also released when the process exits)."""
+        if self._claim is not None:
+            self._claim.close()
+            self._claim = None
 
     def allocate(self, site_index: int, port: int) -> tuple[str, int]:
         """A free address for one component of site `site_index` on `port`."""

@@ -108,3 +108,185 @@ def render_gateway_config(
         "insecure_options": {"allow_private_endpoints": True},
     }
     return yaml.safe_dump(config, sort_keys=False)
+
+
+# ------------------------------------------------------------------------------------------- provider hop
+
+PROVIDER_CHAIN = "provider-inference"
+#: Filter order of a provider pipeline; `peer_identity_trust` must stay first (startup validation).
+PROVIDER_FILTER_ORDER = ("peer_identity_trust", "json_body_field", "provider_route", "credential_inject",
+                         "load_balancer")
+
+
+@dataclass(frozen=True)
+class CredentialRef:
+    """Where a provider credential lives (a Secret's name/namespace/key); never the token itself."""
+
+    name: str
+    namespace: str
+    key: str = "token"
+    strategy: str = "bearer_token"
+
+    def as_ref(self) -> dict[str, Any]:
+        """The overlay / provider_route form: strategy plus secretRef."""
+        return {"strategy": self.strategy,
+                "secretRef": {"name": self.name, "namespace": self.namespace, "key": self.key}}
+
+
+@dataclass(frozen=True)
+class CredentialSource:
+    """One credential_inject entry: the reference and exactly one token source (file, env_var or value)."""
+
+    ref: CredentialRef
+    file: str | None = None
+    env_var: str | None = None
+    value: str | None = None
+
+    def as_entry(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"strategy": self.ref.strategy, "name": self.ref.name,
+                                 "namespace": self.ref.namespace, "key": self.ref.key}
+        sources = {k: v for k, v in (("file", self.file), ("env_var", self.env_var), ("value", self.value))
+                   if v is not None}
+        if len(sources) != 1:
+            raise ValueError(f"credential {self.ref.name}: exactly one of file, env_var, value (got {sorted(sources)})")
+        entry.update(sources)
+        return entry
+
+
+@dataclass(frozen=True)
+class ProviderRoute:
+    """One exact provider_route entry: an edge candidate id, its model and paths, the local cluster."""
+
+    candidate_id: str
+    model: str
+    cluster: str
+    paths: tuple[str, ...] = ("/v1/chat/completions",)
+    credential: CredentialRef | None = None
+
+    def as_entry(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"candidate_id": self.candidate_id, "model": self.model,
+                                 "paths": list(self.paths), "cluster": self.cluster}
+        if self.credential is not None:
+            entry["credential"] = self.credential.as_ref()
+        return entry
+
+
+@dataclass(frozen=True)
+class TrustedPeer:
+    """One peer_identity_trust entry; every field given must match the client certificate."""
+
+    cert_digest: str | None = None
+    organization: str | None = None
+    serial_number: str | None = None
+
+    def as_entry(self) -> dict[str, str]:
+        entry = {k: v for k, v in (("cert_digest", self.cert_digest), ("organization", self.organization),
+                                   ("serial_number", self.serial_number)) if v is not None}
+        if not entry:
+            raise ValueError("a trusted peer entry needs at least one field")
+        return entry
+
+
+@dataclass(frozen=True)
+class ListenerTls:
+    """A listener's TLS: server certificate, client CA and client_cert_mode (None = omit the key)."""
+
+    cert: str
+    key: str
+    client_ca: str | None
+    client_cert_mode: str | None = "require"
+
+    def as_block(self) -> dict[str, Any]:
+        block: dict[str, Any] = {"certificates": [{"cert_path": self.cert, "key_path": self.key}]}
+        if self.client_ca is not None:
+            block["client_ca"] = {"ca_path": self.client_ca}
+        if self.client_cert_mode is not None:
+            block["client_cert_mode"] = self.client_cert_mode
+        return block
+
+
+@dataclass(frozen=True)
+class UpstreamTls:
+    """A cluster's upstream TLS: the CA that signs the server, the client certificate, and SNI."""
+
+    ca: str
+    cert: str
+    key: str
+    sni: str
+
+    def as_block(self) -> dict[str, Any]:
+        return {"ca": {"ca_path": self.ca}, "client_cert": {"cert_path": self.cert, "key_path": self.key},
+                "sni": self.sni, "verify": True}
+
+
+def render_provider_gateway_config(
+    *,
+    listen: str,
+    admin: str,
+    tls: ListenerTls | None,
+    trusted_peers: Sequence[TrustedPeer] | None,
+    provider_id: str,
+    routes: Sequence[ProviderRoute],
+    credentials: Sequence[CredentialSource],
+    clusters: Mapping[str, str],
+    filter_order: Sequence[str] = PROVIDER_FILTER_ORDER,
+    insecure_options: Mapping[str, bool] | None = None,
+) -> str:
+    """The Praxis YAML of a provider gateway: mTLS listener, trust, exact routes, credentials, backends.
+
+    `trusted_peers=None` leaves peer_identity_trust out; `filter_order` reorders the chain and
+    `insecure_options` adds flags, for configs a provider gateway must refuse to start with.
+    """
+    filters: dict[str, dict[str, Any]] = {
+        "json_body_field": {"filter": "json_body_field", "field": "model", "header": MODEL_HEADER},
+        "provider_route": {"filter": "provider_route", "provider_id": provider_id, "model_header": MODEL_HEADER,
+                           "routes": [r.as_entry() for r in routes]},
+        "credential_inject": {"filter": "credential_inject", "credentials": [c.as_entry() for c in credentials]},
+        "load_balancer": {"filter": "load_balancer",
+                          "clusters": [{"name": name, "endpoints": [ep]} for name, ep in clusters.items()]},
+    }
+    if trusted_peers is not None:
+        filters["peer_identity_trust"] = {"filter": "peer_identity_trust",
+                                          "trusted_peers": [p.as_entry() for p in trusted_peers]}
+    listener: dict[str, Any] = {"name": "provider", "address": listen, "filter_chains": [PROVIDER_CHAIN]}
+    if tls is not None:
+        listener["tls"] = tls.as_block()
+    config = {
+        "listeners": [listener],
+        "filter_chains": [{"name": PROVIDER_CHAIN, "filters": [filters[n] for n in filter_order if n in filters]}],
+        "admin": {"address": admin},
+        "shutdown_timeout_secs": 5,
+        "insecure_options": {"allow_private_endpoints": True, **dict(insecure_options or {})},
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def render_hop_consumer_config(
+    variant: Variant,
+    *,
+    listen: str,
+    admin: str,
+    overlay_file: str,
+    scope: ScopeSpec,
+    clusters: Mapping[str, str],
+    hop_tls: Mapping[str, UpstreamTls],
+) -> str:
+    """A consumer gateway whose provider_hop_clusters are peer provider gateways reached over mTLS.
+
+    Every cluster in `hop_tls` is a provider hop cluster and gets upstream TLS with the client certificate;
+    the other clusters stay plain local backends.
+    """
+    missing = sorted(set(hop_tls) - set(clusters))
+    if missing:
+        raise ValueError(f"hop clusters without an endpoint: {missing}")
+    text = render_gateway_config(variant, listen=listen, admin=admin, overlay_file=overlay_file, scope=scope,
+                                 clusters=clusters, hop_clusters=list(hop_tls), management_cluster=None)
+    config = yaml.safe_load(text)
+    for chain in config["filter_chains"]:
+        for entry in chain["filters"]:
+            if entry.get("filter") != "load_balancer":
+                continue
+            for cluster in entry["clusters"]:
+                if cluster["name"] in hop_tls:
+                    cluster["tls"] = hop_tls[cluster["name"]].as_block()
+    return yaml.safe_dump(config, sort_keys=False)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import secrets
 import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,7 +18,21 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness import contract, traffic
 from harness.backends.local import GatewayProcess, GatewayStartFailed, LocalBackend, ProviderProcess
 from harness.control import ControlPlane
-from harness.gateway_config import MODEL_HEADER, VARIANTS, render_gateway_config
+from harness.gateway_config import (
+    MODEL_HEADER,
+    PROVIDER_FILTER_ORDER,
+    VARIANTS,
+    CredentialRef,
+    CredentialSource,
+    ListenerTls,
+    ProviderRoute,
+    TrustedPeer,
+    UpstreamTls,
+    render_gateway_config,
+    render_hop_consumer_config,
+    render_provider_gateway_config,
+)
+from harness.pki import ClientFiles, GridPKI, client_context
 from harness.projection import project
 from harness.resources import SIGNAL_METRICS
 from harness.topology import SiteSpec, Topology
@@ -24,6 +40,10 @@ from harness.waiting import poll_until
 
 OVERLAY_FILE = "routing-overlay.json"
 REVISION_HEADER = "x-ai-routing-revision"
+CANDIDATE_HEADER = "x-ai-routing-candidate"
+REQUEST_ID_HEADER = "x-ai-routing-request-id"
+#: What a provider gateway sets for its backend from the revision the edge sent.
+PROVIDER_REVISION_HEADER = "x-ai-provider-routing-revision"
 PLACEHOLDER_MODEL = "agn-placeholder"
 
 
@@ -61,6 +81,10 @@ class Reply:
 class Gateway:
     """A running gateway under test and the overlay directory it watches."""
 
+    #: The backend-side header carrying the serving revision; a consumer gateway whose candidates sit
+    #: behind a provider gateway sees it as the provider's x-ai-provider-routing-revision.
+    revision_header = REVISION_HEADER
+
     def __init__(self, site: Site, variant: str, proc: GatewayProcess) -> None:
         self.site = site
         self.variant = variant
@@ -95,7 +119,7 @@ class Gateway:
 
     def serving_revision(self, model: str) -> str | None:
         reply = self.request(model)
-        return reply.forwarded_headers.get(REVISION_HEADER) if reply.status == 200 else None
+        return reply.forwarded_headers.get(self.revision_header) if reply.status == 200 else None
 
     def wait_serving(self, revision: str, model: str, timeout: float = 10.0) -> None:
         """Poll until requests for `model` are selected from the snapshot with `revision`."""
@@ -136,6 +160,84 @@ class Gateway:
 
     def close(self) -> None:
         self.client.close()
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A request the TLS layer refused: the handshake failed or the connection closed before any answer."""
+
+    reason: str
+
+    def describe(self) -> str:
+        return f"refused ({self.reason})"
+
+
+def is_refusal(outcome: Reply | Refused) -> bool:
+    """403 or a failed handshake: how a provider gateway turns away an untrusted peer."""
+    return isinstance(outcome, Refused) or outcome.status == 403
+
+
+class ProviderGateway(Gateway):
+    """A provider gateway under test: an mTLS listener in front of its site's backends."""
+
+    def __init__(self, site: Site, proc: GatewayProcess, routes: Sequence[ProviderRoute],
+                 tokens: Mapping[CredentialRef, str], sni: str) -> None:
+        super().__init__(site, "provider", proc)
+        self.routes = tuple(routes)
+        self.tokens = dict(tokens)
+        self.sni = sni
+
+    @property
+    def cluster(self) -> str:
+        """The cluster name consumer gateways of other sites give this provider gateway."""
+        return self.site.spec.provider_gateway_cluster
+
+    @property
+    def pki(self) -> GridPKI:
+        return self.site.grid.backend.pki
+
+    def route(self, candidate_id: str) -> ProviderRoute:
+        for route in self.routes:
+            if route.candidate_id == candidate_id:
+                return route
+        raise KeyError(candidate_id)
+
+    def call(self, model: str | None, *, client: ClientFiles | None, headers: Mapping[str, str] | None = None,
+             path: str = "/v1/chat/completions", body: Any = None) -> Reply | Refused:
+        """Send one request straight to the provider gateway presenting `client` (None: no certificate).
+
+        A TLS failure or a connection closed without an answer is a Refused; a refused TCP connection
+        (nothing listening) raises, since that is a dead gateway rather than a refusal.
+        """
+        content = json.dumps(body if body is not None else traffic.chat_body(model)).encode()
+        send_headers = {"content-type": "application/json", **dict(headers or {})}
+        verify = client_context(self.pki.ca_path, client)
+        try:
+            with httpx.Client(base_url=self.url, verify=verify, timeout=10.0) as http:
+                resp = http.post(path, content=content, headers=send_headers)
+        except (httpx.ConnectError, httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError) as exc:
+            if _caused_by(exc, ConnectionRefusedError):
+                raise
+            return Refused(f"{type(exc).__name__}: {exc}")
+        return Reply(resp.status_code, resp.headers, resp.content)
+
+    def hop_headers(self, candidate_id: str | None, *, revision: str | None = None,
+                    request_id: str | None = None) -> dict[str, str]:
+        """Well-formed x-ai-routing-* headers as a consumer gateway would send them (None leaves one out)."""
+        headers = {REQUEST_ID_HEADER: request_id or secrets.token_hex(16),
+                   REVISION_HEADER: revision or secrets.token_hex(32)}
+        if candidate_id is not None:
+            headers[CANDIDATE_HEADER] = candidate_id
+        return headers
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 @dataclass
@@ -272,6 +374,99 @@ class Site:
         """Make a fake backend's /metrics answer `status` (None restores it)."""
         self._admin(backend, {"metrics_error_status": status})
 
+    # ------------------------------------------------------------------------------ provider hop
+
+    def backend_requests(self, name: str) -> int:
+        """How many model API requests a fake backend of this site has answered."""
+        resp = httpx.get(f"{self.backend(name).url}/admin/stats", timeout=5.0)
+        return int(resp.json()["requests"])
+
+    def remote_candidate(self, peer: ProviderGateway, route: ProviderRoute, **extra: Any) -> dict[str, Any]:
+        """An overlay candidate of this site that reaches `route` through the peer's provider gateway."""
+        extra.setdefault("stable_id", route.candidate_id)
+        return contract.candidate(route.model, peer.site.spec.name, peer.cluster, **extra)
+
+    def start_provider_gateway(
+        self, *, trusted_peers: Sequence[TrustedPeer] | None, routes: Sequence[ProviderRoute],
+        tokens: Mapping[CredentialRef, str], source: str = "file", client_cert_mode: str | None = "require",
+        tls: bool = True, filter_order: Sequence[str] = PROVIDER_FILTER_ORDER,
+        insecure_options: Mapping[str, bool] | None = None,
+    ) -> ProviderGateway:
+        """Start this site's provider gateway; raises GatewayStartFailed when it refuses to start.
+
+        `tokens` maps each credential reference to its token; `source` says how credential_inject gets
+        it: "file" (written under the run's credentials directory), "env_var" or "value" (inline in the
+        config, so only for tests that expect the token in the config).
+        """
+        if self.spec.provider_gateway is None:
+            raise KeyError(f"site {self.spec.name} runs no provider gateway in this topology")
+        backend = self.grid.backend
+        listen, admin, workdir = backend.allocate_gateway(self.index)
+        host = listen.rsplit(":", 1)[0]
+        sni = f"{self.spec.provider_gateway}.{self.spec.name}.grid.test"
+        server = backend.pki.server(f"{workdir.name}-{self.spec.provider_gateway}", host, sni)
+        listener_tls = ListenerTls(str(server.cert), str(server.key), str(backend.pki.ca_path),
+                                   client_cert_mode) if tls else None
+        credentials, env = self._credential_sources(workdir.name, tokens, source)
+        config = render_provider_gateway_config(
+            listen=listen, admin=admin, tls=listener_tls, trusted_peers=trusted_peers,
+            provider_id=f"{self.spec.name}-{self.spec.provider_gateway}", routes=routes, credentials=credentials,
+            clusters={name: p.address for name, p in self.providers.items()}, filter_order=filter_order,
+            insecure_options=insecure_options,
+        )
+        proc = backend.start_gateway(f"provider-{self.spec.name}-{workdir.name}", listen, admin, workdir, config,
+                                     workdir, env=env, scheme="https")
+        gateway = ProviderGateway(self, proc, routes, tokens, sni)
+        self.grid.track(gateway)
+        return gateway
+
+    def _credential_sources(self, tag: str, tokens: Mapping[CredentialRef, str],
+                            source: str) -> tuple[list[CredentialSource], dict[str, str]]:
+        sources: list[CredentialSource] = []
+        env: dict[str, str] = {}
+        for i, (ref, token) in enumerate(tokens.items()):
+            if source == "file":
+                path = self.grid.credentials_dir / tag / ref.name / ref.key
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w") as handle:
+                    handle.write(token + "\n")
+                sources.append(CredentialSource(ref, file=str(path)))
+            elif source == "env_var":
+                name = f"AGN_PROVIDER_TOKEN_{i}"
+                env[name] = token
+                sources.append(CredentialSource(ref, env_var=name))
+            elif source == "value":
+                sources.append(CredentialSource(ref, value=token))
+            else:
+                raise ValueError(f"unknown credential source {source!r} (file, env_var, value)")
+        return sources, env
+
+    def start_hop_consumer(self, peers: Sequence[ProviderGateway], overlay: bytes | None, client: ClientFiles,
+                           variant: str = "core") -> Gateway:
+        """Start this site's consumer gateway reaching each peer provider gateway over mTLS as `client`."""
+        backend = self.grid.backend
+        listen, admin, workdir = backend.allocate_gateway(self.index)
+        overlay_dir = workdir / "overlay"
+        if overlay is not None:
+            project(overlay_dir, {OVERLAY_FILE: overlay})
+        else:
+            overlay_dir.mkdir(parents=True, exist_ok=True)
+        clusters = {name: p.address for name, p in self.providers.items()}
+        clusters.update({peer.cluster: peer.proc.listen for peer in peers})
+        hop_tls = {peer.cluster: UpstreamTls(str(backend.pki.ca_path), str(client.cert), str(client.key), peer.sni)
+                   for peer in peers}
+        config = render_hop_consumer_config(VARIANTS[variant], listen=listen, admin=admin,
+                                            overlay_file=str(overlay_dir / OVERLAY_FILE), scope=self.scope,
+                                            clusters=clusters, hop_tls=hop_tls)
+        proc = backend.start_gateway(f"gateway-{self.spec.name}-hop-{workdir.name}", listen, admin, workdir,
+                                     config, overlay_dir)
+        gateway = Gateway(self, variant, proc)
+        gateway.revision_header = PROVIDER_REVISION_HEADER
+        gateway.last_overlay = overlay
+        self.grid.track(gateway)
+        return gateway
+
     def stop_gateway(self, gateway: Gateway) -> int | None:
         gateway.close()
         self.grid.untrack(gateway)
@@ -298,6 +493,38 @@ class Grid:
             site.providers = self.backend.start_providers(index, spec)
             self.sites[spec.name] = site
         return self
+
+    @property
+    def workdir(self) -> Path:
+        """Everything the run writes: logs, rendered configs, overlays, certificates, credentials."""
+        return Path(self.backend.workdir)
+
+    @property
+    def credentials_dir(self) -> Path:
+        """Where provider credential files are written; the only place a token may be stored."""
+        return self.workdir / "credentials"
+
+    @property
+    def gateways(self) -> tuple[Gateway, ...]:
+        """The gateways running now (consumer and provider)."""
+        return tuple(self._live)
+
+    def files_containing(self, needle: bytes, *, exclude: Sequence[Path] = ()) -> list[Path]:
+        """Files under the run's work directory that contain `needle`, except under `exclude`."""
+        skipped = [Path(p).resolve() for p in exclude]
+        found = []
+        for path in sorted(self.workdir.rglob("*")):
+            if not path.is_file() or path.is_symlink():
+                continue
+            resolved = path.resolve()
+            if any(resolved.is_relative_to(root) for root in skipped):
+                continue
+            try:
+                if needle in resolved.read_bytes():
+                    found.append(path)
+            except OSError:
+                continue
+        return found
 
     def site(self, name: str | None = None) -> Site:
         return self.sites[name] if name else next(iter(self.sites.values()))
@@ -330,6 +557,7 @@ class Grid:
             if site._admin_client is not None:
                 site._admin_client.close()
         self.backend.supervisor.stop_all()
+        self.backend.plan.close()
 
 
 def unique_model(request_name: str, suffix: str = "") -> str:
@@ -340,4 +568,5 @@ def unique_model(request_name: str, suffix: str = "") -> str:
 
 
 
-__all__ = ["Gateway", "GatewayStartFailed", "Grid", "MODEL_HEADER", "Reply", "Site", "unique_model"]
+__all__ = ["Gateway", "GatewayStartFailed", "Grid", "MODEL_HEADER", "ProviderGateway", "Refused", "Reply", "Site",
+           "is_refusal", "unique_model"]

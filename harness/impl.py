@@ -50,6 +50,9 @@ EXTENDED_FEATURES: frozenset[str] = frozenset({
     "kvCachePressure",
     "tlsMetrics",
     "toolCandidates",
+    # provider profile (a provider gateway): credential_inject token sources besides `file`
+    "credentialValueSource",
+    "credentialEnvSource",
 })
 
 #: Placeholders allowed in gateway command and environment templates.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from harness.addresses import AddressPlan
 from harness.process import Supervisor
+from harness.waiting import WAIT_SCALE_ENV
 
 PROFILES = ("consumer", "producer", "provider", "mesh")
 LEVELS = ("core", "extended")
@@ -28,6 +30,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--grid-keep", action="store_true", help="keep process logs and work directories")
     group.addoption("--grid-seed", type=int, default=None, help="seed for address choice and gateway randomness")
     group.addoption("--grid-topology", default="single-site", help="bundled topology name or a topology file")
+    group.addoption("--grid-wait-scale", type=float, default=None,
+                    help="multiply every wait deadline by this factor (e.g. 2 on a slow machine)")
     group.addoption("--impl", default="reference", help="implementation descriptor: 'reference' or a YAML file")
     group.addoption("--conformance-report", default=None, help="write the conformance report (YAML) here")
     group.addoption("--conformance-html", default=None, help="write an HTML conformance report here")
@@ -41,6 +45,12 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[_RESULTS_KEY] = {}
     config.pluginmanager.register(_Recorder(config), "agn-conformance-recorder")
+    scale = config.getoption("--grid-wait-scale", None)
+    if scale is not None:
+        if not scale > 0:
+            raise pytest.UsageError("--grid-wait-scale must be a positive number")
+        # the environment carries it to xdist workers started after this point as well
+        os.environ[WAIT_SCALE_ENV] = repr(scale)
 
 
 def conformance_meta(item: pytest.Item) -> dict[str, str] | None:

@@ -33,6 +33,14 @@ class SiteSpec:
     region: str
     zone: str
     providers: tuple[ProviderSpec, ...]
+    provider_gateway: str | None = None  # the name of this site's provider gateway, when it serves peers
+
+    @property
+    def provider_gateway_cluster(self) -> str:
+        """The cluster name other sites' consumer gateways give this site's provider gateway."""
+        if self.provider_gateway is None:
+            raise KeyError(f"site {self.name} runs no provider gateway")
+        return f"{self.name}-{self.provider_gateway}"
 
     def provider(self, name: str) -> ProviderSpec:
         for p in self.providers:
@@ -56,6 +64,11 @@ class Topology:
             if s.name == name:
                 return s
         raise KeyError(name)
+
+    @property
+    def provider_sites(self) -> tuple[SiteSpec, ...]:
+        """Sites that run a provider gateway for peers in other sites."""
+        return tuple(s for s in self.sites if s.provider_gateway is not None)
 
 
 def _topology_dir() -> Path:
@@ -91,9 +104,12 @@ def parse_topology(raw: Any, source: str) -> Topology:
                          site=str(p.get("site", need(s, "name", where))), role=str(p.get("role", "model")))
             for j, p in enumerate(need(s, "providers", where))
         )
+        provider_gateway = s.get("provider_gateway")
+        if provider_gateway is not None and (not isinstance(provider_gateway, str) or not provider_gateway.strip()):
+            raise TopologyError(f"{source}: {where}provider_gateway must be a non-empty name")
         sites.append(SiteSpec(
             name=str(need(s, "name", where)), namespace=str(s.get("namespace", "agn-system")),
             gateway=str(s.get("gateway", "edge-gateway")), region=str(s.get("region", "")),
-            zone=str(s.get("zone", "")), providers=providers,
+            zone=str(s.get("zone", "")), providers=providers, provider_gateway=provider_gateway,
         ))
     return Topology(name=str(need(raw, "name", "")), network=str(need(raw, "network", "")), sites=tuple(sites))

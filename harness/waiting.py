@@ -6,11 +6,24 @@ A wait names what it waits for and, on timeout, reports the last thing it saw, s
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+#: Environment variable that scales every wait deadline (the plugin's --grid-wait-scale sets it).
+WAIT_SCALE_ENV = "AGN_CONFORMANCE_WAIT_SCALE"
+
+
+def wait_scale() -> float:
+    """The factor applied to every deadline: above 1 on slow machines; 1 when unset or unreadable."""
+    try:
+        scale = float(os.environ.get(WAIT_SCALE_ENV, "1"))
+    except ValueError:
+        return 1.0
+    return scale if scale > 0 else 1.0
 
 
 class WaitTimeout(AssertionError):
@@ -33,6 +46,7 @@ def poll_until(
     `describe` renders the last observation for the timeout message; exceptions listed in `fatal`
     (such as the component under test having exited) end the wait at once instead of being observed.
     """
+    timeout *= wait_scale()
     deadline = time.monotonic() + timeout
     last: Any = "<nothing observed>"
     while True:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from harness import contract
-from harness.addresses import AddressPlan, port_free
+from harness.addresses import AddressPlan, port_free, worker_index
 from harness.gateway_config import VARIANTS, render_gateway_config
 from harness.process import Supervisor
 from harness.projection import project
@@ -67,13 +67,31 @@ def test_address_plan_hands_out_distinct_free_addresses() -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-site loopback blocks need Linux")
 def test_address_plan_skips_an_address_in_use() -> None:
     plan = AddressPlan(seed=11)
-    probe = AddressPlan(seed=11)
-    host, port = probe.allocate(2, 18123)
-    with socket.socket() as sock:
-        sock.bind((host, port))
-        sock.listen()
-        other = plan.allocate(2, 18123)
-    assert other != (host, port)
+    try:
+        host = f"127.{plan.run_octet}.{worker_index() * 16 + 2}.1"  # the first address site 2 would get
+        with socket.socket() as sock:
+            sock.bind((host, 18123))
+            sock.listen()
+            other = plan.allocate(2, 18123)
+        assert other == (f"127.{plan.run_octet}.{worker_index() * 16 + 2}.2", 18123)
+    finally:
+        plan.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-site loopback blocks need Linux")
+def test_concurrent_sessions_never_share_a_run_block() -> None:
+    """Two sessions that draw the same octet (same seed) still get blocks of their own."""
+    first, second = AddressPlan(seed=11), AddressPlan(seed=11)
+    try:
+        assert first.run_octet != second.run_octet
+    finally:
+        first.close()
+        second.close()
+    again = AddressPlan(seed=11)
+    try:
+        assert again.run_octet == first.run_octet, "a closed session gives its block back"
+    finally:
+        again.close()
 
 
 def test_supervisor_stops_process_group_and_frees_port(tmp_path: Path) -> None:

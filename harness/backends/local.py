@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ssl
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,10 +56,11 @@ class GatewayProcess:
     config_path: Path
     overlay_dir: Path
     process: ManagedProcess
+    scheme: str = "http"  # "https" for a listener with TLS (a provider gateway)
 
     @property
     def url(self) -> str:
-        return f"http://{self.listen}"
+        return f"{self.scheme}://{self.listen}"
 
     @property
     def admin_url(self) -> str:
@@ -163,15 +165,18 @@ class LocalBackend:
         return f"{host}:{port}", f"{host}:{ADMIN_PORT}", workdir
 
     def start_gateway(self, name: str, listen: str, admin: str, workdir: Path, config_text: str,
-                      overlay_dir: Path) -> GatewayProcess:
+                      overlay_dir: Path, *, env: Mapping[str, str] | None = None,
+                      scheme: str = "http") -> GatewayProcess:
+        """Write the config and start the gateway; `env` adds variables (credential sources)."""
         config_path = workdir / "praxis.yaml"
         config_path.write_text(config_text)
-        argv, env = self.impl.gateway.render(config_path, workdir)
+        argv, env_vars = self.impl.gateway.render(config_path, workdir)
+        env = {**env_vars, **dict(env or {})}
         if self.seed is not None:
             # --grid-seed also fixes the reference gateway's random choices (other gateways ignore it)
             env = {"AGN_GATEWAY_SEED": f"{self.seed}-{self._gateway_count}", **env}
         proc = self.supervisor.start(name, argv, env=env, cwd=workdir)
-        gateway = GatewayProcess(name, listen, admin, config_path, overlay_dir, proc)
+        gateway = GatewayProcess(name, listen, admin, config_path, overlay_dir, proc, scheme)
         try:
             self._wait_ready(proc, f"{gateway.admin_url}/ready", f"gateway {name} /ready",
                              float(self.impl.gateway.startup_timeout_s))

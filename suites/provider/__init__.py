@@ -1,0 +1,1 @@
+"""Provider profile: a provider gateway behind the mTLS provider hop (trust, exact routes, credentials)."""

@@ -1,0 +1,122 @@
+"""Fixtures of the provider suites: a two-site grid whose site-b runs the provider gateway under test.
+
+The provider profile always runs on the bundled two-site topology (site-a consumes, site-b provides),
+whatever --grid-topology names, since it judges the hop between two sites. Site-b's provider gateways
+and site-a's edge gateway are shared by the session; tests that need a gateway of their own start it and
+stop it themselves.
+"""
+
+from __future__ import annotations
+
+import secrets
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import contract
+from harness.addresses import AddressPlan
+from harness.gateway_config import ProviderRoute, TrustedPeer
+from harness.grid import Gateway, Grid, ProviderGateway
+from harness.process import Supervisor
+from suites.provider.support import MODEL, OTHER_MODEL, PROVIDER_CREDENTIAL, ProviderHop
+
+TOPOLOGY = "two-site"
+_GRID_KEY = pytest.StashKey[Grid]()
+
+
+@pytest.fixture(scope="session")
+def provider_grid(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Grid]:
+    """A two-site grid for this session (local backend), torn down at the end, pass or fail."""
+    from harness.backends.local import LocalBackend
+    from harness.topology import load_topology
+
+    backend_name = pytestconfig.getoption("--grid-backend")
+    if backend_name != "local":
+        pytest.skip(f"the {backend_name} backend is not available in this build; use --grid-backend=local")
+    keep = pytestconfig.getoption("--grid-keep")
+    workdir = Path(tempfile.mkdtemp(prefix="agn-provider-grid-")) if keep else tmp_path_factory.mktemp("provider-grid")
+    seed = pytestconfig.getoption("--grid-seed")
+    backend = LocalBackend(workdir, Supervisor(workdir / "logs"), AddressPlan(seed=seed), impl, seed)
+    grid = Grid(load_topology(TOPOLOGY), backend, impl.features)
+    pytestconfig.stash[_GRID_KEY] = grid
+    try:
+        grid.start()
+        yield grid
+    finally:
+        del pytestconfig.stash[_GRID_KEY]
+        grid.close()
+        if keep:
+            print(f"\nagn-conformance: provider grid work directory kept at {workdir}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Attach the provider grid's gateways (last overlay, log tails) to a failing test."""
+    report = yield
+    grid = item.config.stash.get(_GRID_KEY, None)
+    if report.failed and grid is not None and item.get_closest_marker("conformance") is not None:
+        report.sections.append(("agn-conformance provider grid", grid.diagnostics()))
+    return report
+
+
+@pytest.fixture(scope="session")
+def hop(provider_grid: Grid) -> ProviderHop:
+    grid = provider_grid
+    a, b = grid.site("site-a"), grid.site("site-b")
+    pki = grid.backend.pki
+    token = f"agn-provider-token-{secrets.token_hex(16)}"
+    primary = ProviderRoute("prov-cand-b2", MODEL, "model-b2", credential=PROVIDER_CREDENTIAL)
+    spoof_target = ProviderRoute("prov-cand-b1", MODEL, "model-b1", credential=PROVIDER_CREDENTIAL)
+    plain = ProviderRoute("prov-cand-plain", OTHER_MODEL, "model-b1")
+    routes = (primary, spoof_target, plain)
+    consumer = pki.client("consumer-site-a")
+    pinned_wrong_org = pki.wrong_organization_client("pinned-wrong-org")
+    tokens = {PROVIDER_CREDENTIAL: token}
+    by_org = b.start_provider_gateway(trusted_peers=[TrustedPeer(organization="ai-grid")], routes=routes,
+                                      tokens=tokens)
+    pinned = b.start_provider_gateway(
+        trusted_peers=[TrustedPeer(cert_digest=consumer.digest),
+                       TrustedPeer(cert_digest=pinned_wrong_org.digest, organization="ai-grid")],
+        routes=routes, tokens=tokens)
+    overlay = a.envelope([a.remote_candidate(by_org, primary), a.remote_candidate(by_org, plain)])
+    edge = a.start_hop_consumer([by_org], contract.encode(overlay), consumer)
+    revision = contract.revision_of(overlay)
+    edge.wait_serving(revision, MODEL)
+    return ProviderHop(grid, a, b, token, primary, spoof_target, plain, consumer, pinned_wrong_org, by_org, pinned,
+                       edge, revision)
+
+
+@pytest.fixture
+def start_provider(hop: ProviderHop) -> Iterator[Callable[..., ProviderGateway]]:
+    """Start one-off provider gateways in site-b inside a test; all are stopped when it ends."""
+    started: list[ProviderGateway] = []
+
+    def start(**kwargs: Any) -> ProviderGateway:
+        kwargs.setdefault("trusted_peers", [TrustedPeer(organization="ai-grid")])
+        kwargs.setdefault("routes", hop.routes)
+        kwargs.setdefault("tokens", {PROVIDER_CREDENTIAL: hop.token})
+        gateway = hop.b.start_provider_gateway(**kwargs)
+        started.append(gateway)
+        return gateway
+
+    yield start
+    for gateway in started:
+        hop.b.stop_gateway(gateway)
+
+
+@pytest.fixture
+def start_edge(hop: ProviderHop) -> Iterator[Callable[[bytes | None], Gateway]]:
+    """Start one-off consumer gateways in site-a (provider hop to site-b) inside a test."""
+    started: list[Gateway] = []
+
+    def start(overlay: bytes | None) -> Gateway:
+        gateway = hop.a.start_hop_consumer([hop.by_org], overlay, hop.consumer)
+        started.append(gateway)
+        return gateway
+
+    yield start
+    for gateway in started:
+        hop.a.stop_gateway(gateway)
