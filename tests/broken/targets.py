@@ -1,12 +1,13 @@
-"""Which consumer conformance tests each breakage must make fail.
+"""Which conformance tests each breakage must make fail, and how to select exactly those tests.
 
 Targets are conformance ids as the report names them: ``ID`` for a plain test, ``ID[param]`` for one
-parametrized case and ``ID[*]`` for every case of a parametrized test. Together the breakages must cover
-every conformance test of the consumer suite.
+parametrized case and ``ID[*]`` for every case of a parametrized test. ``TARGETS`` is the table of the
+broken gateways (tests/broken/breakages.py); together they must cover every conformance test of the
+consumer suite. The broken operators have their own table in tests/broken/operator_targets.py.
 
-Run as ``python -m tests.broken.targets`` (from the repository root) to print, as JSON, every consumer
-conformance id with the module and the pytest item name that run it; the judge uses them to select exactly
-the target tests of a breakage.
+Run as ``python -m tests.broken.targets [PACKAGE]`` (from the repository root; PACKAGE defaults to the
+consumer suite) to print, as JSON, every conformance id of the suite with the module and the pytest item
+name that run it; the judge uses them to select exactly the target tests of a breakage.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["SUITE", "TARGETS", "SuiteTest", "Targets", "collect_ids", "expand", "keyword_expression", "load_ids",
-           "modules"]
+           "modules", "must_fail"]
 
 SUITE = "suites.consumer"
 DID_NOT_RAISE = "DID NOT RAISE"
@@ -32,7 +33,8 @@ class Targets:
     """The tests a breakage must fail, and how a failure for the right reason reads.
 
     `expect`: text every failure report must contain. `startup_failure`: the broken behaviour is a
-    refusal to start, so a failed gateway start is the expected symptom rather than a wrong reason.
+    refusal to start (or, for an operator, to write the ConfigMap where the suite looks for it), so that
+    is the expected symptom rather than a wrong reason.
     """
 
     ids: tuple[str, ...]
@@ -40,8 +42,12 @@ class Targets:
     startup_failure: bool = False
 
 
-def _t(*ids: str, expect: str | None = None, startup_failure: bool = False) -> Targets:
+def must_fail(*ids: str, expect: str | None = None, startup_failure: bool = False) -> Targets:
+    """Targets written the way the tables read: the ids, then how their failures must read."""
     return Targets(ids, expect, startup_failure)
+
+
+_t = must_fail
 
 
 TARGETS: dict[str, Targets] = {
@@ -98,8 +104,8 @@ TARGETS: dict[str, Targets] = {
 }
 
 
-def expand(patterns: Iterable[str], known: Iterable[str]) -> list[str]:
-    """The conformance ids `patterns` name among `known`; ValueError for a pattern that names none."""
+def expand(patterns: Iterable[str], known: Iterable[str], suite: str = SUITE) -> list[str]:
+    """The conformance ids `patterns` name among `known` (the ids of `suite`); ValueError for one naming none."""
     known_ids = list(known)
     out: list[str] = []
     for pattern in patterns:
@@ -109,7 +115,7 @@ def expand(patterns: Iterable[str], known: Iterable[str]) -> list[str]:
         else:
             matched = [pattern] if pattern in known_ids else []
         if not matched:
-            raise ValueError(f"target {pattern!r} names no conformance test of {SUITE}")
+            raise ValueError(f"target {pattern!r} names no conformance test of {suite}")
         out.extend(test_id for test_id in matched if test_id not in out)
     return out
 
@@ -185,9 +191,13 @@ def load_ids(text: str) -> dict[str, SuiteTest]:
     return {test_id: SuiteTest(**fields) for test_id, fields in json.loads(text).items()}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) > 1:
+        print("usage: python -m tests.broken.targets [PACKAGE]", file=sys.stderr)
+        return 2
     try:
-        tests = collect_ids()
+        tests = collect_ids(args[0] if args else SUITE)
     except RuntimeError as exc:
         print(exc, file=sys.stderr)
         return 1

@@ -1,0 +1,398 @@
+"""Judging a conformance suite with deliberately broken implementations, for any profile.
+
+A profile names the suite, its breakages and their targets, and how a broken implementation is plugged
+in through an implementation descriptor (a broken gateway for the consumer suite, the reference gateway
+with a broken operator for the producer suite). Each breakage's target tests run in a subprocess against
+the broken implementation; every target must fail inside its test body, not because the broken
+component could not start (unless refusing to start is the breakage). A target that passes means the
+suite cannot see that breakage, and the targets of all breakages together must cover the whole suite.
+
+Runs execute as subprocesses, a few at a time, all started when the first test of a judge module needs
+them; under pytest-xdist each worker runs its own breakages one after another instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+import yaml
+
+from harness.impl import EXTENDED_FEATURES, Implementation, load_impl
+from harness.report.model import TestResult
+from harness.report.writer import ReportError, build_report, load_report
+from tests.broken.targets import SuiteTest, Targets, expand, keyword_expression, load_ids, modules
+
+#: Targets are expected to fail; many can only fail by waiting out a deadline, so the judge halves every
+#: deadline (the reference, judged by `tox -e conformance`, keeps the full ones).
+JUDGE_WAIT_SCALE = 0.5
+REPO = Path(__file__).resolve().parents[2]
+RUN_TIMEOUT_S = 240.0
+COLLECT_TIMEOUT_S = 120.0
+JOBS_ENV = "AGN_JUDGE_JOBS"
+DEFAULT_JOBS = 3
+TESTS_FAILED = int(pytest.ExitCode.TESTS_FAILED)
+JUDGE_TEST = "test_suite_fails_every_target"
+# A component command that never starts: the judge must not take its failures for a verdict.
+CANNOT_START = "cannot-start"
+NO_SUCH_BREAKAGE = "no-such-breakage"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Everything that differs between judging the consumer suite and judging the producer suite.
+
+    `components(breakage)` gives the descriptor sections (``gateway``, ``operator``) that plug the broken
+    implementation in. `startup_failures` are texts a failure carries when the broken component never
+    came up (or, for an operator, never rendered where the suite looks), and `cannot_start_symptom` what
+    the judge says of a run whose component never started. `launcher` is the module that applies a
+    breakage and starts the component, with `launch_args` the arguments that would start it;
+    `registered` lists the breakages the launcher knows.
+    """
+
+    name: str
+    suite: str
+    component: str
+    targets: Mapping[str, Targets]
+    components: Callable[[str], dict[str, Any]]
+    startup_failures: tuple[str, ...]
+    launcher: str
+    launch_args: tuple[str, ...]
+    registered: Callable[[], Iterable[str]]
+    cannot_start_targets: Targets
+    cannot_start_test: str
+    cannot_start_symptom: str
+    slow_first: tuple[str, ...] = ()
+
+
+def env() -> dict[str, str]:
+    out = dict(os.environ)
+    out["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), out.get("PYTHONPATH", "")) if p)
+    return out
+
+
+def tail(text: str, lines: int = 60) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+# ------------------------------------------------------------------------------------------ one run
+
+
+@dataclass
+class CaseResult:
+    """One pytest item of a run, from the JUnit XML: where it failed and the full failure text."""
+
+    name: str
+    failures: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    skipped: bool = False
+
+
+@dataclass
+class SuiteRun:
+    label: str
+    expected: list[str]
+    keyword: str
+    returncode: int | None
+    output: str
+    seconds: float
+    report: dict[str, Any] | None
+    report_problem: str
+    cases: dict[str, CaseResult]
+
+    def describe(self) -> str:
+        return (f"run {self.label}: pytest exit {self.returncode} after {self.seconds:.1f}s, -k {self.keyword!r}\n"
+                f"--- output (tail) ---\n{tail(self.output)}")
+
+
+def write_descriptor(profile: Profile, path: Path, breakage: str) -> Path:
+    """An implementation descriptor for the broken implementation, claiming every extended feature."""
+    descriptor = {
+        "implementation": {"organization": "agn-conformance", "project": f"broken-{profile.component}-{breakage}",
+                           "version": "0.0.0", "contact": ["tests/broken"]},
+        **profile.components(breakage),
+        "features": sorted(EXTENDED_FEATURES),
+    }
+    path.write_text(yaml.safe_dump(descriptor, sort_keys=False))
+    load_impl(str(path))  # the harness must accept it exactly as it accepts a vendor's
+    return path
+
+
+def junit_cases(path: Path) -> dict[str, CaseResult]:
+    if not path.is_file():
+        return {}
+    cases: dict[str, CaseResult] = {}
+    for element in ET.parse(path).getroot().iter("testcase"):
+        name = element.get("name", "?")
+        case = cases.setdefault(name, CaseResult(name))
+        for child in element:
+            text = f"{child.get('message', '')}\n{child.text or ''}"
+            if child.tag == "failure":
+                case.failures.append(text)
+            elif child.tag == "error":
+                case.errors.append(text)
+            elif child.tag == "skipped":
+                case.skipped = True
+    return cases
+
+
+def _stop_group(proc: subprocess.Popen[bytes], grace: float = 15.0) -> None:
+    """Interrupt a run (pytest then tears its grid down), and kill it if it lingers."""
+    for sig in (signal.SIGINT, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+class SuiteRuns:
+    """Runs a profile's suite against broken implementations in subprocesses, a few at a time."""
+
+    def __init__(self, profile: Profile, workdir: Path, tests: Mapping[str, SuiteTest], jobs: int) -> None:
+        self.profile = profile
+        self.workdir = workdir
+        self.tests = dict(tests)
+        self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix=f"{profile.name}-run")
+        self._futures: dict[str, Future[SuiteRun]] = {}
+        self._live: set[subprocess.Popen[bytes]] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(self, label: str, breakage: str, targets: Targets) -> Future[SuiteRun]:
+        """Start (once per label) a run of `targets` against the implementation broken by `breakage`."""
+        with self._lock:
+            if label not in self._futures:
+                self._futures[label] = self._pool.submit(self._run, label, breakage, targets)
+            return self._futures[label]
+
+    def close(self) -> None:
+        """Cancel queued runs, interrupt running ones and wait for their processes to end."""
+        with self._lock:
+            self._closed = True
+            for future in self._futures.values():
+                future.cancel()
+            live = list(self._live)
+        for proc in live:
+            _stop_group(proc)
+        self._pool.shutdown(wait=True)
+
+    def _run(self, label: str, breakage: str, targets: Targets) -> SuiteRun:
+        directory = self.workdir / label
+        directory.mkdir(parents=True, exist_ok=True)
+        descriptor = write_descriptor(self.profile, directory / "impl.yaml", breakage)
+        report, junit = directory / "report.yaml", directory / "junit.xml"
+        expected = expand(targets.ids, self.tests, self.profile.suite)
+        keyword = keyword_expression(expected, self.tests)
+        # Only the suite modules holding the targets are imported; -k picks the targets inside them.
+        argv = [sys.executable, "-m", "pytest", "--pyargs", *modules(expected, self.tests), "-p", "no:cacheprovider",
+                "-q", "--impl", str(descriptor), "--conformance-report", str(report), "--junitxml", str(junit),
+                "-k", keyword, "--grid-wait-scale", str(JUDGE_WAIT_SCALE)]
+        started = time.monotonic()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the suite runs were closed before this run started")
+            proc = subprocess.Popen(argv, cwd=REPO, env=env(), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+            self._live.add(proc)
+        try:
+            try:
+                out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                _stop_group(proc)
+                out, _ = proc.communicate()
+                out += f"\n[stopped after {RUN_TIMEOUT_S:.0f}s]".encode()
+        finally:
+            with self._lock:
+                self._live.discard(proc)
+        loaded: dict[str, Any] | None = None
+        problem = ""
+        try:
+            loaded = load_report(report)
+        except ReportError as exc:
+            problem = str(exc)
+        return SuiteRun(label, expected, keyword, proc.returncode, out.decode(errors="replace"),
+                        time.monotonic() - started, loaded, problem, junit_cases(junit))
+
+
+# ------------------------------------------------------------------------------------------- judging
+
+
+def report_outcomes(report: Mapping[str, Any]) -> tuple[int, dict[str, str], list[str]]:
+    """(tests run, failed id -> message, skipped ids) over every profile and level of a report."""
+    total = 0
+    failed: dict[str, str] = {}
+    skipped: list[str] = []
+    for profile in report.get("profiles") or []:
+        for level in ("core", "extended"):
+            section = profile.get(level) or {}
+            stats = section.get("statistics") or {}
+            total += sum(int(stats.get(key, 0)) for key in ("passed", "failed", "skipped"))
+            messages = {f["id"]: f.get("message", "") for f in section.get("failures") or []}
+            for test_id in section.get("failedTests") or []:
+                failed[test_id] = messages.get(test_id, "")
+            skipped.extend(section.get("skippedTests") or [])
+    return total, failed, skipped
+
+
+def judge(run: SuiteRun, targets: Targets, tests: Mapping[str, SuiteTest], profile: Profile) -> list[str]:
+    """Why `run` does not show that every target fails for the right reason; empty when it does."""
+    if run.report is None:
+        return [f"no conformance report ({run.report_problem})"]
+    total, failed, skipped = report_outcomes(run.report)
+    problems: list[str] = []
+    passed = [test_id for test_id in run.expected if test_id not in failed and test_id not in skipped]
+    if passed:
+        problems.append(f"the suite cannot see this breakage: these conformance tests passed against it: {passed}")
+    if skipped:
+        problems.append(f"targets were skipped, so nothing was judged: {skipped}")
+    unexpected = sorted((set(failed) | set(skipped)) - set(run.expected))
+    if unexpected or total != len(run.expected):
+        problems.append(f"{total} conformance tests ran ({unexpected} not targets); targets: {run.expected}")
+    if run.returncode != TESTS_FAILED:
+        problems.append(f"pytest ended with exit code {run.returncode}, not {TESTS_FAILED} (tests failed)")
+    for test_id in sorted(set(run.expected) & set(failed)):
+        case = run.cases.get(tests[test_id].name)
+        if case is None or not case.failures:
+            errors = tail(case.errors[0], 12) if case is not None and case.errors else "nothing recorded"
+            problems.append(f"{test_id}: did not fail inside the test body: {errors}")
+            continue
+        text = "\n".join(case.failures + case.errors)
+        if case.errors:
+            problems.append(f"{test_id}: error outside the test body: {tail(case.errors[0], 12)}")
+        marker = next((m for m in profile.startup_failures if m in text), None)
+        if marker is not None and not targets.startup_failure:
+            problems.append(f"{test_id}: the {profile.component} failed to start ({marker!r}): {tail(text, 12)}")
+        if targets.expect is not None and targets.expect not in text:
+            problems.append(f"{test_id}: the failure does not mention {targets.expect!r}: {tail(text, 12)}")
+    return problems
+
+
+def hand_made_run(profile: Profile, test_id: str, outcome: Literal["passed", "failed"], case: CaseResult,
+                  returncode: int = TESTS_FAILED) -> SuiteRun:
+    """A run of one test as the judge would read it back, for checking what each verdict looks like."""
+    result = TestResult(id=test_id, profile=profile.name, level="core", feature="f", spec="s",
+                        outcome=outcome, duration_s=0.1, message="m" if outcome == "failed" else "")
+    report = build_report([result], Implementation("o", "p", "1"), backend="local", harness_version="0",
+                          profiles=[profile.name], features_claimed=())
+    return SuiteRun("hand-made", [test_id], case.name, returncode, "", 0.0, report, "", {case.name: case})
+
+
+# ------------------------------------------------------------------------------------------- fixtures
+
+
+def collect_suite_ids(profile: Profile) -> dict[str, SuiteTest]:
+    """Every conformance id (``ID`` or ``ID[param]``) of the suite -> the module and pytest item that run it."""
+    done = subprocess.run([sys.executable, "-m", "tests.broken.targets", profile.suite], cwd=REPO, env=env(),
+                          capture_output=True, timeout=COLLECT_TIMEOUT_S, check=False)
+    assert done.returncode == 0, f"collecting {profile.suite} failed:\n{done.stderr.decode(errors='replace')}"
+    tests = load_ids(done.stdout.decode())
+    assert tests, f"{profile.suite} has no conformance tests"
+    return tests
+
+
+def _selected(items: Sequence[pytest.Item], module: Any, profile: Profile) -> tuple[list[str], bool]:
+    """The breakages whose judge test this session runs from `module`, and whether it runs cannot-start."""
+    breakages: set[str] = set()
+    cannot_start = False
+    for item in items:
+        if getattr(item, "module", None) is not module:
+            continue
+        name = getattr(item, "originalname", None)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if name == JUDGE_TEST and "breakage" in params:
+            breakages.add(params["breakage"])
+        cannot_start = cannot_start or name == profile.cannot_start_test
+    order = profile.slow_first
+    return sorted(breakages, key=lambda b: order.index(b) if b in order else len(order)), cannot_start
+
+
+def fixtures(profile: Profile) -> tuple[Any, Any]:
+    """The ``suite_ids`` and ``suite_runs`` fixtures of a judge module for `profile`."""
+
+    @pytest.fixture(scope="module", name="suite_ids")
+    def suite_ids_fixture() -> dict[str, SuiteTest]:
+        return collect_suite_ids(profile)
+
+    @pytest.fixture(scope="module", name="suite_runs")
+    def suite_runs_fixture(request: pytest.FixtureRequest, suite_ids: dict[str, SuiteTest],
+                           tmp_path_factory: pytest.TempPathFactory) -> Iterator[SuiteRuns]:
+        under_xdist = "PYTEST_XDIST_WORKER" in os.environ
+        jobs = 1 if under_xdist else max(1, int(os.environ.get(JOBS_ENV, DEFAULT_JOBS)))
+        runs = SuiteRuns(profile, tmp_path_factory.mktemp(f"{profile.name}-runs"), suite_ids, jobs)
+        if not under_xdist:  # start every selected run now, longest first; the tests then wait for theirs
+            breakages, cannot_start = _selected(request.session.items, request.module, profile)
+            for name in breakages:
+                runs.submit(name, name, profile.targets[name])
+            if cannot_start:
+                runs.submit(CANNOT_START, NO_SUCH_BREAKAGE, profile.cannot_start_targets)
+        try:
+            yield runs
+        finally:
+            runs.close()
+
+    return suite_ids_fixture, suite_runs_fixture
+
+
+# --------------------------------------------------------------------------------------- test bodies
+
+
+def check_breakage(profile: Profile, breakage: str, runs: SuiteRuns, tests: Mapping[str, SuiteTest]) -> None:
+    """Every target of `breakage` fails, for the right reason."""
+    targets = profile.targets[breakage]
+    run = runs.submit(breakage, breakage, targets).result()
+    problems = judge(run, targets, tests, profile)
+    assert not problems, f"breakage {breakage}:\n" + "\n".join(problems) + "\n" + run.describe()
+
+
+def check_coverage(profile: Profile, tests: Mapping[str, SuiteTest]) -> None:
+    """The targets of all breakages together name every conformance test of the suite."""
+    covered: set[str] = set()
+    for breakage, targets in profile.targets.items():
+        try:
+            covered.update(expand(targets.ids, tests, profile.suite))
+        except ValueError as exc:
+            pytest.fail(f"breakage {breakage}: {exc}")
+    uncovered = sorted(set(tests) - covered)
+    assert not uncovered, f"no breakage shows that these conformance tests can fail: {uncovered}"
+
+
+def check_registered(profile: Profile) -> None:
+    """Every registered breakage has targets, and every table entry is a registered breakage."""
+    registered = set(profile.registered())
+    assert registered == set(profile.targets), (
+        f"without targets: {sorted(registered - set(profile.targets))}; "
+        f"not registered: {sorted(set(profile.targets) - registered)}")
+    assert all(targets.ids for targets in profile.targets.values())
+
+
+def check_unknown_refused(profile: Profile) -> None:
+    """The launcher exits 2 on an unknown breakage and lists the known ones."""
+    done = subprocess.run([sys.executable, "-m", profile.launcher, "--break", NO_SUCH_BREAKAGE,
+                           *profile.launch_args], cwd=REPO, env=env(), capture_output=True, timeout=60, check=False)
+    stderr = done.stderr.decode(errors="replace")
+    assert done.returncode == 2, stderr
+    assert NO_SUCH_BREAKAGE in stderr, stderr
+    assert all(name in stderr for name in profile.registered()), stderr
+
+
+def check_cannot_start(profile: Profile, runs: SuiteRuns, tests: Mapping[str, SuiteTest]) -> None:
+    """Targets failing because the component never started must not count as the suite seeing a breakage."""
+    run = runs.submit(CANNOT_START, NO_SUCH_BREAKAGE, profile.cannot_start_targets).result()
+    problems = judge(run, profile.cannot_start_targets, tests, profile)
+    assert run.report is not None and report_outcomes(run.report)[0] == len(run.expected), run.describe()
+    assert any(profile.cannot_start_symptom in p for p in problems), problems

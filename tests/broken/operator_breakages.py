@@ -1,0 +1,713 @@
+"""Named breakages of the reference operator, each a monkeypatch of one behaviour the producer suite judges.
+
+A breakage is applied in the operator process before it starts (see ``tests.broken.operator_launch``). Each
+one reproduces a mistake a real operator could make (locality compared before admission, a stale sample
+reused forever, a timestamp in the digest) while the operator still starts, reads the same resources and
+renders an envelope, so a producer test that fails against it fails because of the broken behaviour.
+
+Patches replace module or class attributes that the operator looks up at call time; they never edit files.
+A breakage whose output the consumer contract forbids (a wrong digest, weights outside weightedRandom, group
+numbers shared between capabilities) also drops the reference operator's self-check: a vendor operator
+with that bug would publish the overlay, and the suite must see it in what is published.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import functools
+import hashlib
+import importlib
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import rfc8785
+import yaml
+
+from reference.operator import cli, scrape, sinks
+from reference.operator.core import admission, candidates, configmap, model, ordering, scoring
+from reference.operator.core.admission import (
+    EXISTING_ONLY,
+    FRESH,
+    MISSING,
+    NEW_AND_EXISTING,
+    NOT_CONFIGURED,
+    AdmissionMemory,
+    Observation,
+    Policy,
+)
+from reference.operator.core.locality import CROSS_REGION, SAME_REGION, SAME_ZONE, TIER_ORDER, UNKNOWN
+from reference.operator.core.model import GatewayRef, GridNetworkSpec, GridSiteSpec, MetricSample
+from reference.operator.core.ordering import ADMISSION_ORDER, Entry
+from reference.operator.scrape import Scraper, ScrapeTarget
+from reference.operator.sources import DirSource, Loaded, resource_files
+from reference.overlay.digest import semantic_payload
+
+__all__ = ["BREAKAGES", "Breakage", "apply"]
+
+# The package re-exports its `render` function under the submodule's name, so reach the module directly.
+render = importlib.import_module("reference.operator.core.render")
+
+
+@dataclass(frozen=True)
+class Breakage:
+    name: str
+    summary: str
+    apply: Callable[[], None]
+
+
+BREAKAGES: dict[str, Breakage] = {}
+
+
+def breakage(name: str, summary: str) -> Callable[[Callable[[], None]], Callable[[], None]]:
+    """Register the decorated function as the breakage `name`."""
+
+    def register(func: Callable[[], None]) -> Callable[[], None]:
+        if name in BREAKAGES:
+            raise ValueError(f"breakage {name!r} is registered twice")
+        BREAKAGES[name] = Breakage(name, summary, func)
+        return func
+
+    return register
+
+
+def apply(name: str) -> None:
+    """Apply the named breakage to the imported operator modules; KeyError for an unknown name."""
+    BREAKAGES[name].apply()
+
+
+def _patch(owner: Any, attribute: str, value: Any) -> None:
+    if not hasattr(owner, attribute):
+        raise AttributeError(f"{owner!r} has no attribute {attribute!r} to patch")
+    setattr(owner, attribute, value)
+
+
+def _unchecked() -> None:
+    """Publish what was rendered without running the consumer's validator over it first."""
+    _patch(render, "check", lambda envelope, *args, **kwargs: None)
+
+
+# -------------------------------------------------------------------------------------------- ordering
+
+_SPEC_KEYS = {"geographyFirst": ("admission", "tier", "stale", "score"),
+              "scoreFirst": ("admission", "stale", "score", "tier")}
+
+
+@functools.total_ordering
+class _Descending:
+    """A string that sorts in reverse."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Descending) and self.text == other.text
+
+    def __lt__(self, other: _Descending) -> bool:
+        return self.text > other.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+
+def _tie(entry: Entry) -> tuple[Any, ...]:
+    return (entry.site, entry.name, entry.cluster, entry.kind)
+
+
+def _sort_by(keys: Mapping[str, tuple[str, ...]], tie: Callable[[Entry], tuple[Any, ...]] = _tie,
+             ascending_score: bool = False) -> None:
+    """Replace the order of the sort keys per policy (names from `_SPEC_KEYS`) or the tie-break."""
+
+    def sort_key(entry: Entry, routing_policy: str) -> tuple[Any, ...]:
+        parts = {"admission": ADMISSION_ORDER[entry.admission_state], "tier": TIER_ORDER[entry.tier],
+                 "stale": 0 if entry.fresh else 1, "score": entry.score if ascending_score else -entry.score}
+        return (*(parts[name] for name in keys[routing_policy]), *tie(entry))
+
+    _patch(ordering, "sort_key", sort_key)
+
+
+@breakage("locality-before-admission", "locality is compared before admission under both policies")
+def _locality_before_admission() -> None:
+    _sort_by({policy: ("tier", *(k for k in keys if k != "tier")) for policy, keys in _SPEC_KEYS.items()})
+
+
+@breakage("freshness-ignored", "Degraded (stale) candidates are ordered as if they were fresh")
+def _freshness_ignored() -> None:
+    _sort_by({policy: tuple(k for k in keys if k != "stale") for policy, keys in _SPEC_KEYS.items()})
+
+
+@breakage("score-ascending", "candidates are ordered by score ascending: the more loaded provider first")
+def _score_ascending() -> None:
+    _sort_by(_SPEC_KEYS, ascending_score=True)
+
+
+@breakage("tie-break-reversed", "the (site, name, cluster) tie-break is applied in descending order")
+def _tie_break_reversed() -> None:
+    _sort_by(_SPEC_KEYS, tie=lambda e: tuple(_Descending(part) for part in _tie(e)))
+
+
+@breakage("score-splits-groups", "a change of score starts a new selection group")
+def _score_splits_groups() -> None:
+    original = ordering.group_key
+    _patch(ordering, "group_key", lambda entry, routing_policy: (*original(entry, routing_policy), entry.score))
+
+
+def _reorder(fix: Callable[[list[Entry]], list[Entry]]) -> None:
+    """Post-process the ordered entries (ranks and groups assigned) before they become candidates."""
+    original = candidates.order
+    _patch(candidates, "order", lambda entries, routing_policy: fix(original(entries, routing_policy)))
+
+
+@breakage("ranks-per-capability", "ranks restart at 0 for every model instead of counting the whole list")
+def _ranks_per_capability() -> None:
+    def fix(entries: list[Entry]) -> list[Entry]:
+        seen: dict[tuple[str, str], int] = {}
+        out = []
+        for entry in entries:
+            capability = (entry.kind, entry.name)
+            out.append(dataclasses.replace(entry, rank=seen.get(capability, 0)))
+            seen[capability] = seen.get(capability, 0) + 1
+        return out
+
+    _reorder(fix)
+
+
+@breakage("groups-across-capabilities", "selection groups are numbered over the whole list, not per capability")
+def _groups_across_capabilities() -> None:
+    def fix(entries: list[Entry]) -> list[Entry]:
+        out: list[Entry] = []
+        number, previous = 0, None
+        for entry in entries:
+            key = (entry.admission_state, entry.tier, entry.fresh)
+            if previous is not None and key != previous:
+                number += 1
+            previous = key
+            out.append(dataclasses.replace(entry, selection_group=number))
+        return out
+
+    _reorder(fix)
+    _unchecked()
+
+
+# -------------------------------------------------------------------------------------------- locality
+
+Tier = Callable[[str, str, Mapping[str, GridSiteSpec]], str]
+
+
+def _tier(fix: Callable[[str, GridSiteSpec | None, GridSiteSpec | None], str]) -> None:
+    original: Tier = candidates.derive_tier
+
+    def derive_tier(consumer_site: str, provider_site: str, sites: Mapping[str, GridSiteSpec]) -> str:
+        return fix(original(consumer_site, provider_site, sites), sites.get(consumer_site), sites.get(provider_site))
+
+    _patch(candidates, "derive_tier", derive_tier)
+
+
+@breakage("zone-without-region", "a shared zone name counts as same_zone even in another region")
+def _zone_without_region() -> None:
+    def fix(tier: str, consumer: GridSiteSpec | None, provider: GridSiteSpec | None) -> str:
+        same_zone = consumer is not None and provider is not None and consumer.zone is not None \
+            and consumer.zone == provider.zone
+        return SAME_ZONE if same_zone and tier in (CROSS_REGION, UNKNOWN) else tier
+
+    _tier(fix)
+
+
+@breakage("same-region-as-cross-region", "another zone of the consumer's region is ranked as cross_region")
+def _same_region_as_cross_region() -> None:
+    _tier(lambda tier, consumer, provider: CROSS_REGION if tier == SAME_REGION else tier)
+
+
+@breakage("missing-region-matches", "two GridSites without a region count as the same region")
+def _missing_region_matches() -> None:
+    def fix(tier: str, consumer: GridSiteSpec | None, provider: GridSiteSpec | None) -> str:
+        both_blank = consumer is not None and provider is not None and consumer.region is None \
+            and provider.region is None
+        return SAME_REGION if tier == UNKNOWN and both_blank else tier
+
+    _tier(fix)
+
+
+# ------------------------------------------------------------------------------- exclusion and access
+
+
+@breakage("unavailable-kept", "an Unavailable provider is kept as a Degraded (stale) candidate")
+def _unavailable_kept() -> None:
+    original = model.provider_from_resource
+
+    def provider_from_resource(obj: Mapping[str, Any]) -> model.ProviderSpec:
+        spec = original(obj)
+        return dataclasses.replace(spec, phase="Degraded") if spec.phase == "Unavailable" else spec
+
+    _patch(model, "provider_from_resource", provider_from_resource)
+
+
+@breakage("unhealthy-kept", "a provider reporting no ready pods is not excluded")
+def _unhealthy_kept() -> None:
+    _patch(Observation, "hard_failure", property(lambda self: False))
+
+
+Allowed = Callable[[Mapping[str, str], GatewayRef, Mapping[str, GridSiteSpec]], bool]
+
+
+@breakage("access-fails-open", "a siteSelector lets an unknown consumer site (no GridSite) see the provider")
+def _access_fails_open() -> None:
+    original: Allowed = candidates.consumer_allowed
+
+    def consumer_allowed(selector: Mapping[str, str], gateway: GatewayRef, sites: Mapping[str, GridSiteSpec]) -> bool:
+        return gateway.local_site not in sites or original(selector, gateway, sites)
+
+    _patch(candidates, "consumer_allowed", consumer_allowed)
+
+
+@breakage("access-selector-ignored", "accessPolicy.siteSelector is ignored: every consumer sees every provider")
+def _access_selector_ignored() -> None:
+    _patch(candidates, "consumer_allowed", lambda selector, gateway, sites: True)
+
+
+@breakage("tools-allowlist-ignored", "every discovered tool becomes a candidate whatever spec.tools allows")
+def _tools_allowlist_ignored() -> None:
+    _patch(candidates, "allowed_tools", lambda provider: list(dict.fromkeys(provider.discovered_tools)))
+
+
+# -------------------------------------------------------------------------------------------- envelope
+
+
+def _wrap_envelope(fix: Callable[[dict[str, Any], datetime], None], source_generation: int | None = None) -> None:
+    """Post-process each envelope; `source_generation` replaces the GridNetwork's generation when given."""
+    original = render.build_envelope
+
+    def build_envelope(overlay: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        if source_generation is not None:
+            kwargs["generation"] = source_generation
+        envelope: dict[str, Any] = original(overlay, **kwargs)
+        fix(envelope, kwargs["rendered_at"])
+        return envelope
+
+    _patch(render, "build_envelope", build_envelope)
+
+
+@breakage("timestamp-in-digest", "the revision and content digest cover provenance.rendered_at as well")
+def _timestamp_in_digest() -> None:
+    def fix(envelope: dict[str, Any], rendered_at: datetime) -> None:
+        stamp = rendered_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        envelope["provenance"]["rendered_at"] = stamp
+        digested = {**semantic_payload(envelope["overlay"]), "rendered_at": stamp}
+        digest = hashlib.sha256(rfc8785.dumps(digested)).hexdigest()
+        envelope["revision"]["value"] = envelope["content_digest"]["value"] = digest
+
+    _wrap_envelope(fix)
+    _unchecked()
+
+
+@breakage("generation-fixed", "provenance.source_generation is always 1 instead of the GridNetwork's generation")
+def _generation_fixed() -> None:
+    _wrap_envelope(lambda envelope, rendered_at: None, source_generation=1)
+
+
+@breakage("configmap-rewritten", "the ConfigMap is rewritten on every reconcile, even when its revision is unchanged")
+def _configmap_rewritten() -> None:
+    _patch(sinks, "needs_write", lambda existing, rendered: True)
+
+
+def _name_rule(rule: Callable[[str, str, str], str]) -> None:
+    """Replace the ConfigMap name rule wherever the operator applies it (object and status)."""
+
+    def configmap_name(network: str, gateway: str, kind: str = "grid-overlay") -> str:
+        return rule(network, gateway, kind)
+
+    _patch(configmap, "configmap_name", configmap_name)
+    _patch(sinks, "configmap_name", configmap_name)
+
+
+@breakage("long-name-truncated-wrong", "a ConfigMap name over 63 characters is cut at 63, without the hash")
+def _long_name_truncated_wrong() -> None:
+    _name_rule(lambda network, gateway, kind: f"{kind}-{network}-{gateway}"[: configmap.MAX_NAME].rstrip("-"))
+
+
+@breakage("configmap-named-after-network", "the ConfigMap is named grid-overlay-{network}, without the gateway")
+def _configmap_named_after_network() -> None:
+    _name_rule(lambda network, gateway, kind: f"{kind}-{network}")
+
+
+@breakage("legacy-key-frozen", "routing-config.json keeps the overlay of the ConfigMap's first write")
+def _legacy_key_frozen() -> None:
+    original = render.build_configmap
+    first: dict[tuple[str, str], str] = {}
+
+    def build_configmap(envelope: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        built: dict[str, Any] = original(envelope, *args, **kwargs)
+        metadata = built["metadata"]
+        key = (metadata["namespace"], metadata["name"])
+        built["data"][configmap.LEGACY_KEY] = first.setdefault(key, built["data"][configmap.LEGACY_KEY])
+        return built
+
+    _patch(render, "build_configmap", build_configmap)
+
+
+@breakage("legacy-key-missing", "the ConfigMap carries routing-overlay.json only, without routing-config.json")
+def _legacy_key_missing() -> None:
+    original = render.build_configmap
+
+    def build_configmap(envelope: dict[str, Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        built: dict[str, Any] = original(envelope, *args, **kwargs)
+        built["data"].pop(configmap.LEGACY_KEY, None)
+        return built
+
+    _patch(render, "build_configmap", build_configmap)
+
+
+@breakage("selection-policy-dropped", "selectionPolicy.mode never reaches overlay.selection_policy")
+def _selection_policy_dropped() -> None:
+    original = render.build_overlay
+    _patch(render, "build_overlay",
+           lambda network, local_site, found, selection_mode, *args: original(network, local_site, found, None, *args))
+    _unchecked()
+
+
+def _network(fix: Callable[[GridNetworkSpec], GridNetworkSpec]) -> None:
+    original = model.network_from_resource
+    _patch(model, "network_from_resource", lambda obj: fix(original(obj)))
+
+
+@breakage("default-mode-invented", "a network without selectionPolicy is published as roundRobin")
+def _default_mode_invented() -> None:
+    _network(lambda spec: spec if spec.selection_mode else dataclasses.replace(spec, selection_mode="roundRobin"))
+
+
+@breakage("first-gateway-only", "only the first gatewayRef of a network is rendered")
+def _first_gateway_only() -> None:
+    _network(lambda spec: dataclasses.replace(spec, gateway_refs=spec.gateway_refs[:1]))
+
+
+@breakage("one-perspective", "every gateway of a network is ranked from the first gateway's local site")
+def _one_perspective() -> None:
+    original = render.build_candidates
+
+    def build_candidates(network: GridNetworkSpec, gateway: GatewayRef, *args: Any) -> list[dict[str, Any]]:
+        first = network.gateway_refs[0].local_site
+        found: list[dict[str, Any]] = original(network, dataclasses.replace(gateway, local_site=first), *args)
+        return found
+
+    _patch(render, "build_candidates", build_candidates)
+
+
+# ---------------------------------------------------------------------------------------------- status
+
+
+GatewayEntry = Callable[..., dict[str, Any]]
+
+
+def _wrap_status(fix: Callable[[dict[str, Any]], None]) -> None:
+    original: GatewayEntry = sinks.DirSink._gateway
+
+    def gateway(self: sinks.DirSink, *args: Any) -> dict[str, Any]:
+        entry = original(self, *args)
+        fix(entry)
+        return entry
+
+    _patch(sinks.DirSink, "_gateway", gateway)
+
+
+@breakage("status-not-distributed", "status never reports a distributed revision or phase Distributed")
+def _status_not_distributed() -> None:
+    def fix(entry: dict[str, Any]) -> None:
+        entry.pop("distributedRevision", None)
+        if entry.get("phase") == "Distributed":
+            entry.update(phase="Rendered", reason="Rendered")
+
+    _wrap_status(fix)
+
+
+@breakage("candidate-count-providers", "status.candidateCount counts providers (site, cluster), not candidates")
+def _candidate_count_providers() -> None:
+    original = cli.render
+
+    def render_(*args: Any, **kwargs: Any) -> list[Any]:
+        out = []
+        for rendered in original(*args, **kwargs):
+            rows = rendered.envelope["overlay"]["candidates"]
+            providers = len({(row["site"], row["cluster"]) for row in rows})
+            out.append(dataclasses.replace(rendered, candidate_count=providers))
+        return out
+
+    _patch(cli, "render", render_)
+
+
+@breakage("invalid-not-reported", "resources that break their CRD schema are skipped without a log line")
+def _invalid_not_reported() -> None:
+    original = DirSource.load
+
+    def load(self: DirSource) -> Loaded:
+        loaded = original(self)
+        return Loaded(loaded.resources, loaded.objects, ())
+
+    _patch(DirSource, "load", load)
+
+
+# ------------------------------------------------------------------------------ credentials and weights
+
+
+@breakage("credential-dropped", "the provider's auth secretRef never reaches its candidate")
+def _credential_dropped() -> None:
+    _patch(candidates, "credential_dict", lambda credential: None)
+
+
+def _secret_values(directory: Path) -> dict[str, str]:
+    """Every value of every Secret in the resource directory, by secret/key."""
+    values: dict[str, str] = {}
+    for path in resource_files(directory):
+        try:
+            documents = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        for doc in documents:
+            if not isinstance(doc, dict) or doc.get("kind") != "Secret":
+                continue
+            name = str((doc.get("metadata") or {}).get("name"))
+            for key, value in (doc.get("stringData") or {}).items():
+                values[f"{name}/{key}"] = str(value)
+            for key, value in (doc.get("data") or {}).items():
+                values[f"{name}/{key}"] = base64.b64decode(str(value)).decode(errors="replace")
+    return values
+
+
+@breakage("token-leak", "the resolved credential token values are written into the GridNetwork status")
+def _token_leak() -> None:
+    resolved: dict[str, str] = {}
+    original = cli.Operator.reconcile
+
+    async def reconcile(self: cli.Operator, loaded: Loaded) -> bool:
+        resolved.clear()
+        resolved.update(_secret_values(self.source.directory))
+        result: bool = await original(self, loaded)
+        return result
+
+    def fix(entry: dict[str, Any]) -> None:
+        if resolved:
+            entry["resolvedCredentials"] = dict(resolved)
+
+    _patch(cli.Operator, "reconcile", reconcile)
+    _wrap_status(fix)
+
+
+@breakage("weights-not-copied", "traffic_weight is always 1 instead of the provider's capacityWeight")
+def _weights_not_copied() -> None:
+    original = candidates.to_dicts
+
+    def to_dicts(entries: list[Entry], network: GridNetworkSpec) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = original(entries, network)
+        for row in rows:
+            if "traffic_weight" in row:
+                row["traffic_weight"] = 1
+        return rows
+
+    _patch(candidates, "to_dicts", to_dicts)
+
+
+@breakage("weights-always", "traffic_weight is published whatever the placement and selection mode")
+def _weights_always() -> None:
+    _patch(candidates, "weighted", lambda network: True)
+    _unchecked()
+    _unchecked()
+
+
+# --------------------------------------------------------------------------------------------- scoring
+
+
+@breakage("neutral-zero", "a provider without a usable sample scores 0 instead of the neutral 0.5")
+def _neutral_zero() -> None:
+    _patch(scoring, "NEUTRAL", 1.0)  # score = 1 - NEUTRAL; admission keeps its own neutral pressure
+
+
+def _score(fix: Callable[[Callable[[str, Any], float], str, Any], float]) -> None:
+    original = candidates.score
+    _patch(candidates, "score", lambda strategy, signals: fix(original, strategy, signals))
+
+
+@breakage("no-metrics-scored", "scoringPolicy noMetrics (or none) still scores providers by queue depth")
+def _no_metrics_scored() -> None:
+    _score(lambda score, strategy, signals: score("queueDepth" if strategy == "noMetrics" else strategy, signals))
+
+
+@breakage("queue-capacity-ignored", "raw queue depths are scored without dividing by queueCapacity")
+def _queue_capacity_ignored() -> None:
+    original = render.normalise_queue
+    _patch(render, "normalise_queue", lambda raw, queue_capacity: original(raw, None))
+
+
+@breakage("no-clamp", "queue/queueCapacity is not clamped to [0, 1]")
+def _no_clamp() -> None:
+    def normalise_queue(raw: float | None, queue_capacity: int | None) -> float | None:
+        value = scoring.finite(raw)
+        return None if value is None else value / (queue_capacity or 1)
+
+    _patch(render, "normalise_queue", normalise_queue)
+
+
+@breakage("nan-kept", "NaN and infinite samples are used as values instead of being discarded")
+def _nan_kept() -> None:
+    def finite(value: float | None) -> float | None:
+        return None if value is None or isinstance(value, bool) else float(value)
+
+    _patch(scrape, "math", types.SimpleNamespace(isfinite=lambda value: True))
+    _patch(scoring, "finite", finite)
+
+
+# --------------------------------------------------------------------------------------------- metrics
+
+OnFailure = Callable[[Scraper, ScrapeTarget], MetricSample | None]
+
+
+def _on_failure(fix: Callable[[OnFailure, Scraper, ScrapeTarget], MetricSample | None]) -> None:
+    original: OnFailure = Scraper._on_failure
+    _patch(Scraper, "_on_failure", lambda self, target: fix(original, self, target))
+
+
+@breakage("stale-sample-reused", "after a failed scrape the last good sample is reused forever")
+def _stale_sample_reused() -> None:
+    def fix(original: OnFailure, self: Scraper, target: ScrapeTarget) -> MetricSample | None:
+        cached = self._cache.get(target.provider)
+        return dataclasses.replace(cached.sample, expires_at=None) if cached else original(self, target)
+
+    _on_failure(fix)
+
+
+@breakage("stale-sample-dropped", "a failed scrape never reuses the last good sample, even inside its window")
+def _stale_sample_dropped() -> None:
+    def fix(original: OnFailure, self: Scraper, target: ScrapeTarget) -> MetricSample | None:
+        self._cache.pop(target.provider, None)
+        return original(self, target)
+
+    _on_failure(fix)
+
+
+@breakage("plaintext-fails-closed", "a failed plaintext scrape excludes the provider, as if it were TLS")
+def _plaintext_fails_closed() -> None:
+    _on_failure(lambda original, self, target: original(self, dataclasses.replace(target, tls=True)))
+
+
+@breakage("tls-fails-open", "a failed TLS scrape scores neutral like a plaintext one instead of failing closed")
+def _tls_fails_open() -> None:
+    _on_failure(lambda original, self, target: original(self, dataclasses.replace(target, tls=False)))
+
+
+@breakage("metrics-ca-ignored", "TLS metrics endpoints are verified against the system CAs, not --metrics-ca")
+def _metrics_ca_ignored() -> None:
+    original = Scraper.__init__
+
+    def init(self: Scraper, clock: model.Clock, ssl_context: Any = None) -> None:
+        original(self, clock, None)
+
+    _patch(Scraper, "__init__", init)
+
+
+@breakage("scrape-once", "each provider is scraped once; later reconciles reuse that first sample")
+def _scrape_once() -> None:
+    original = Scraper.scrape_one
+
+    async def scrape_one(self: Scraper, client: Any, target: ScrapeTarget) -> MetricSample | None:
+        cached = self._cache.get(target.provider)
+        if cached is not None:
+            return dataclasses.replace(cached.sample, expires_at=None)
+        sample: MetricSample | None = await original(self, client, target)
+        return sample
+
+    _patch(Scraper, "scrape_one", scrape_one)
+
+
+def _extract(fix: Callable[[ScrapeTarget], ScrapeTarget]) -> None:
+    original = scrape.extract
+    _patch(scrape, "extract", lambda text, target: original(text, fix(target)))
+
+
+@breakage("pool-filter-ignored", "the first series of a metric is read whatever its pool label")
+def _pool_filter_ignored() -> None:
+    _extract(lambda target: dataclasses.replace(target, pool_name=None))
+
+
+#: The metric names a careless operator hard-codes instead of reading metricsConfig.signalNames.
+_DEFAULT_NAMES = {"queueDepth": "inference_pool_average_queue_size",
+                  "kvCacheUtilization": "inference_pool_average_kv_cache_utilization",
+                  "healthy": "inference_pool_ready_pods"}
+
+
+@breakage("signal-names-ignored", "metricsConfig.signalNames is ignored; fixed default metric names are read")
+def _signal_names_ignored() -> None:
+    _extract(lambda target: dataclasses.replace(target, signal_names=dict(_DEFAULT_NAMES)))
+
+
+# ------------------------------------------------------------------------------------------- admission
+
+Evaluate = Callable[[AdmissionMemory, str, Observation, Policy, float], str]
+
+
+def _evaluate(fix: Callable[[Evaluate, AdmissionMemory, str, Observation, Policy, float], str]) -> None:
+    original: Evaluate = AdmissionMemory.evaluate
+
+    def evaluate(self: AdmissionMemory, key: str, observation: Observation, policy: Policy, now: float) -> str:
+        return fix(original, self, key, observation, policy, now)
+
+    _patch(AdmissionMemory, "evaluate", evaluate)
+
+
+@breakage("pressure-ignored", "instantaneous admission never restricts a pressured provider to existing_only")
+def _pressure_ignored() -> None:
+    original = admission.instantaneous_state
+
+    def instantaneous_state(observation: Observation, policy: Policy) -> str:
+        state: str = original(observation, policy)
+        return NEW_AND_EXISTING if state == EXISTING_ONLY and observation.kind == FRESH else state
+
+    _patch(admission, "instantaneous_state", instantaneous_state)
+
+
+@breakage("pressure-latched", "under instantaneous admission an existing_only provider never recovers")
+def _pressure_latched() -> None:
+    def fix(original: Evaluate, self: AdmissionMemory, key: str, observation: Observation, policy: Policy,
+            now: float) -> str:
+        before = self.state_of(key)
+        state = original(self, key, observation, policy, now)
+        if policy.mode == "instantaneous" and before == EXISTING_ONLY and state == NEW_AND_EXISTING:
+            self._entries[key].state = state = EXISTING_ONLY
+        return state
+
+    _evaluate(fix)
+
+
+def _stabilized_as(change: Callable[[Policy], Policy]) -> None:
+    _evaluate(lambda original, self, key, observation, policy, now: original(
+        self, key, observation, change(policy) if policy.mode == "stabilized" else policy, now))
+
+
+@breakage("hysteresis-ignored", "a stabilized admissionPolicy behaves like instantaneous admission")
+def _hysteresis_ignored() -> None:
+    _stabilized_as(lambda policy: dataclasses.replace(policy, mode="instantaneous"))
+
+
+@breakage("hold-down-ignored", "stabilized recovery does not wait for recoveryHoldDown")
+def _hold_down_ignored() -> None:
+    _stabilized_as(lambda policy: dataclasses.replace(policy, recovery_hold_down=0.0))
+
+
+def _observed_as(change: Callable[[Observation], Observation | None]) -> None:
+    def fix(original: Evaluate, self: AdmissionMemory, key: str, observation: Observation, policy: Policy,
+            now: float) -> str:
+        changed = change(observation) if policy.mode == "stabilized" else None
+        return original(self, key, changed or observation, policy, now)
+
+    _evaluate(fix)
+
+
+@breakage("missing-metrics-ignored", "a stabilized provider whose signal is missing is admitted as new_and_existing")
+def _missing_metrics_ignored() -> None:
+    _observed_as(lambda o: dataclasses.replace(o, kind=NOT_CONFIGURED) if o.kind == MISSING else None)
+
+
+@breakage("sample-counted-twice", "a sample reused inside the stale window counts as a new stabilized observation")
+def _sample_counted_twice() -> None:
+    _observed_as(lambda o: dataclasses.replace(o, revision=None) if o.kind == FRESH else None)

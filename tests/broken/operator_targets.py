@@ -1,0 +1,93 @@
+"""Which producer conformance tests each operator breakage must make fail.
+
+Targets are conformance ids as the report names them (``ID``, ``ID[param]``, ``ID[*]``; see
+tests/broken/targets.py). Together the breakages of tests/broken/operator_breakages.py must cover every
+conformance test of the producer suite. A target is listed only where the breakage certainly changes what
+the test asserts; where waiting for the right overlay is the only way a test can see a breakage (a missing
+ConfigMap, a status that never arrives) the run takes that test's full wait. ``startup_failure`` marks the
+breakages whose symptom is a ConfigMap missing where the suite looks for it, which otherwise means that the
+broken operator could not render at all.
+"""
+
+from __future__ import annotations
+
+from tests.broken.targets import Targets, must_fail
+
+__all__ = ["SUITE", "TARGETS"]
+
+SUITE = "suites.producer"
+
+TARGETS: dict[str, Targets] = {
+    # ordering and groups
+    "locality-before-admission": must_fail("PROD-ORD-ADMISSION-FIRST[*]"),
+    "freshness-ignored": must_fail("PROD-ORD-FRESHNESS[*]", "PROD-GRP-GEO-BOUNDARIES"),
+    "score-ascending": must_fail("PROD-ORD-GEO-SCORE-WITHIN-TIER", "PROD-ORD-SCORE-FIRST-CROSS-SITE",
+                                 "PROD-SCORE-QUEUE-DEPTH[*]", "PROD-SCORE-QUEUE-CAPACITY", "PROD-SCORE-KV-RERANK",
+                                 "PROD-METRICS-POOL-FILTER"),
+    "tie-break-reversed": must_fail("PROD-ORD-TIE-BREAK", "PROD-SCORE-QUEUE-CLAMP"),
+    "score-splits-groups": must_fail("PROD-GRP-SCORES-NEVER-SPLIT", "PROD-GRP-SCORE-FIRST-SHARED",
+                                     "PROD-ORD-GEO-SCORE-WITHIN-TIER"),
+    "ranks-per-capability": must_fail("PROD-ORD-RANKS"),
+    "groups-across-capabilities": must_fail("PROD-GRP-PER-CAPABILITY"),
+    # locality
+    "zone-without-region": must_fail("PROD-ORD-ZONE-NEEDS-REGION"),
+    "same-region-as-cross-region": must_fail("PROD-ORD-GEO-TIERS", "PROD-ORD-ZONE-NEEDS-REGION"),
+    "missing-region-matches": must_fail("PROD-ORD-UNKNOWN-GEOGRAPHY"),
+    # exclusion and access
+    "unavailable-kept": must_fail("PROD-ORD-UNAVAILABLE-EXCLUDED"),
+    "unhealthy-kept": must_fail("PROD-ORD-UNAVAILABLE-EXCLUDED", "PROD-ADM-INSTANT-UNHEALTHY-EXCLUDED[*]",
+                                "PROD-ADM-STAB-HARD-FAILURE[*]"),
+    "access-fails-open": must_fail("PROD-ACCESS-UNKNOWN-SITE-FAILS-CLOSED"),
+    "access-selector-ignored": must_fail("PROD-ACCESS-SITE-SELECTOR", "PROD-ACCESS-UNKNOWN-SITE-FAILS-CLOSED"),
+    "tools-allowlist-ignored": must_fail("PROD-TOOL-ALLOWLIST"),
+    # envelope and ConfigMap
+    "timestamp-in-digest": must_fail("PROD-ENV-CONTRACT", "PROD-ENV-REVISION-STABLE", "PROD-ENV-PROVENANCE-GENERATION",
+                                     "PROD-CRED-ROTATION-KEEPS-REVISION"),
+    "generation-fixed": must_fail("PROD-ENV-PROVENANCE-GENERATION"),
+    "configmap-rewritten": must_fail("PROD-ENV-REVISION-STABLE"),
+    "long-name-truncated-wrong": must_fail("PROD-ENV-CONFIGMAP-NAME-LONG", startup_failure=True),
+    "configmap-named-after-network": must_fail("PROD-ENV-CONFIGMAP-NAME", startup_failure=True),
+    "legacy-key-frozen": must_fail("PROD-ENV-REVISION-CHANGES[*]"),
+    "legacy-key-missing": must_fail("PROD-ENV-CONFIGMAP-KEYS"),
+    "selection-policy-dropped": must_fail("PROD-ENV-CONTRACT", "PROD-ENV-SELECTION-POLICY[deterministic]",
+                                          "PROD-ENV-SELECTION-POLICY[roundRobin]", "PROD-ENV-SELECTION-POLICY[random]",
+                                          "PROD-ENV-SELECTION-POLICY[weightedRandom]"),
+    "default-mode-invented": must_fail("PROD-ENV-SELECTION-POLICY[omitted]"),
+    "first-gateway-only": must_fail("PROD-ENV-MULTI-GATEWAY", startup_failure=True),
+    "one-perspective": must_fail("PROD-ENV-MULTI-GATEWAY-PERSPECTIVE"),
+    # status and resources
+    "status-not-distributed": must_fail("PROD-STATUS-DISTRIBUTED", "PROD-ENV-REVISION-STABLE",
+                                        "PROD-E2E-REVISION-STAGES"),
+    "candidate-count-providers": must_fail("PROD-STATUS-CANDIDATE-COUNT"),
+    "invalid-not-reported": must_fail("PROD-RES-INVALID-REJECTED[*]"),
+    # credentials and weights
+    "credential-dropped": must_fail("PROD-CRED-REFERENCE"),
+    "token-leak": must_fail("PROD-CRED-NO-TOKEN"),
+    "weights-not-copied": must_fail("PROD-WEIGHT-STATIC"),
+    "weights-always": must_fail("PROD-WEIGHT-ABSENT-WITHOUT-STATIC[*]"),
+    # scoring
+    "neutral-zero": must_fail("PROD-METRICS-MISSING-NEUTRAL[*]", "PROD-METRICS-NAN-DISCARDED",
+                              "PROD-METRICS-PLAINTEXT-FAILURE-NEUTRAL"),
+    "no-metrics-scored": must_fail("PROD-SCORE-NO-METRICS-NEUTRAL[*]"),
+    "queue-capacity-ignored": must_fail("PROD-SCORE-QUEUE-CAPACITY", "PROD-SCORE-QUEUE-DEPTH[*]"),
+    "no-clamp": must_fail("PROD-SCORE-QUEUE-CLAMP"),
+    "nan-kept": must_fail("PROD-METRICS-NAN-DISCARDED"),
+    # metrics scraping
+    "stale-sample-reused": must_fail("PROD-METRICS-STALE-WINDOW", "PROD-METRICS-PLAINTEXT-FAILURE-NEUTRAL",
+                                     "PROD-METRICS-TLS-FAILS-CLOSED"),
+    "stale-sample-dropped": must_fail("PROD-METRICS-STALE-WINDOW", "PROD-METRICS-TLS-FAILS-CLOSED"),
+    "plaintext-fails-closed": must_fail("PROD-METRICS-PLAINTEXT-FAILURE-NEUTRAL"),
+    "tls-fails-open": must_fail("PROD-METRICS-TLS-FAILS-CLOSED"),
+    "metrics-ca-ignored": must_fail("PROD-METRICS-TLS-SCRAPED", "PROD-METRICS-TLS-FAILS-CLOSED"),
+    "scrape-once": must_fail("PROD-SCORE-QUEUE-RERANK", "PROD-E2E-METRIC-MOVES-TRAFFIC"),
+    "pool-filter-ignored": must_fail("PROD-METRICS-POOL-FILTER"),
+    "signal-names-ignored": must_fail("PROD-METRICS-SIGNAL-NAMES"),
+    # admission
+    "pressure-ignored": must_fail("PROD-ADM-INSTANT-PRESSURE[*]", "PROD-ORD-ADMISSION-FIRST[*]"),
+    "pressure-latched": must_fail("PROD-ADM-INSTANT-RECOVERY"),
+    "hysteresis-ignored": must_fail("PROD-ADM-STAB-ENTER-COUNT", "PROD-ADM-STAB-EXIT-HOLD-DOWN",
+                                    "PROD-ADM-STAB-EXIT-COUNT"),
+    "hold-down-ignored": must_fail("PROD-ADM-STAB-EXIT-HOLD-DOWN"),
+    "missing-metrics-ignored": must_fail("PROD-ADM-STAB-MISSING-EXISTING-ONLY[*]", "PROD-ADM-STAB-MISSING-EXCLUDED[*]"),
+    "sample-counted-twice": must_fail("PROD-ADM-STAB-SAMPLE-ONCE"),
+}
