@@ -18,13 +18,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import conformance_wall, operator_render, proxy, route_change, selection, validation
+from bench import conformance_wall, operator_render, provider_hop, proxy, route_change, selection, validation
 from bench.core import BenchResult, emit, fmt, table
 
 BENCHMARKS: dict[str, Callable[[bool], BenchResult]] = {
     "selection": selection.run,
     "validation": validation.run,
     "proxy": proxy.run,
+    "provider_hop": provider_hop.run,
     "operator_render": operator_render.run,
     "route_change": route_change.run,
     "conformance_wall": conformance_wall.run,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-TIMEOUT_S = 120  # the quick run takes about 20 s idle (it starts real processes); a busy 2-core CI box is slower
+TIMEOUT_S = 180  # the quick run takes about 35 s idle (it starts real processes); a busy 2-core CI box is slower
 
 
 def _positive(value: Any, where: str) -> None:
@@ -34,7 +34,8 @@ def test_quick_run_writes_results(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     assert doc["quick"] is True
     benches = doc["benchmarks"]
-    assert set(benches) == {"selection", "validation", "proxy", "operator_render", "route_change", "conformance_wall"}
+    assert set(benches) == {"selection", "validation", "proxy", "provider_hop", "operator_render", "route_change",
+                            "conformance_wall"}
 
     cases = benches["selection"]["cases"]
     seen = {(c["path"], c["mode"], c["candidates"]) for c in cases}
@@ -60,6 +61,27 @@ def test_quick_run_writes_results(tmp_path: Path) -> None:
     for pair in proxy["comparison"]:
         for key in ("direct_rps", "gateway_rps", "ratio"):
             _positive(pair[key], f"proxy comparison {key}")
+
+    hop = benches["provider_hop"]
+    assert hop["ports_released"] is True and hop["notes"], hop.get("notes")
+    assert {(r["path"], r["load"]) for r in hop["runs"]} == {("plaintext", "1x16"), ("mtls", "1x16")}
+    for run in hop["runs"]:
+        for key in ("rps", "p50_ms", "p99_ms", "requests", "hop_connections_open"):
+            _positive(run[key], f"provider_hop {run['path']} {key}")
+        assert run["p50_ms"] <= run["p99_ms"], run
+        # keep-alive to B: A holds at most one pooled connection per load-generator connection
+        assert run["hop_connections_open"] <= 16, run
+    assert [(c["path"], c["load"]) for c in hop["comparison"]] == [("mtls", "1x16")]
+    _positive(hop["headline"]["ratio"], "provider_hop headline ratio")
+    runs = {h["client"]: h for h in hop["handshake"]["runs"]}
+    assert set(runs) == {"keep-alive", "fresh"}
+    for client, run in runs.items():
+        for key in ("rps", "p50_ms", "p99_ms", "requests"):
+            _positive(run[key], f"provider_hop handshake {client} {key}")
+    # the fresh client handshakes for every request it completes; the keep-alive one reuses its connection
+    assert runs["fresh"]["connections_in_window"] >= runs["fresh"]["requests"] - 1, runs["fresh"]
+    assert runs["keep-alive"]["connections_in_window"] <= 1, runs["keep-alive"]
+    assert len(hop["handshake"]["cost"]) == 1
 
     render = benches["operator_render"]
     seen_render = {(c["routing"], c["providers"]) for c in render["cases"]}
@@ -92,8 +114,8 @@ def test_quick_run_writes_results(tmp_path: Path) -> None:
 
     assert benches["conformance_wall"]["skipped"]
     summary = [row for row in doc["summary"] if "value" in row]
-    assert {row["benchmark"] for row in summary} == {"selection", "validation", "proxy", "operator_render",
-                                                     "route_change"}
+    assert {row["benchmark"] for row in summary} == {"selection", "validation", "proxy", "provider_hop",
+                                                     "operator_render", "route_change"}
     for row in summary:
         assert row["status"] in ("PASS", "MISS"), row
         assert isinstance(row["value"], int | float), row
