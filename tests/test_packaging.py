@@ -19,7 +19,7 @@ def test_every_package_in_the_tree_is_declared() -> None:
         for init in (ROOT / top).rglob("__init__.py"):
             if "__pycache__" not in init.parts:
                 found.add(".".join(init.parent.relative_to(ROOT).parts))
-    found |= {"harness.clusters", "harness.crds_data"}
+    found |= {"harness.clusters", "harness.crds_data", "harness.manifests_data"}
     assert found == _declared(), f"missing: {sorted(found - _declared())}; stale: {sorted(_declared() - found)}"
 
 

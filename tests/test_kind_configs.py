@@ -1,0 +1,128 @@
+"""The kind cluster configs: one per site, distinct subnets, distinct loopback host ports.
+
+Clusters of one grid share the `kind` Docker network, so their pod and service ranges must not overlap,
+and each cluster publishes the same NodePorts on its own host ports so the harness can reach every site.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+KIND_DIR = ROOT / "clusters" / "kind"
+CONFIGS = sorted(KIND_DIR.glob("*.yaml"))
+SITES = {"site-a", "site-b", "site-c"}
+MAPPED = {(30080, "TCP"), (30443, "TCP"), (30901, "TCP"), (30946, "UDP")}
+NODE_PORT_RANGE = range(30000, 32768)
+# Docker's default bridge and the range `kind` usually picks for its network.
+DOCKER_RANGES = [ipaddress.ip_network("172.17.0.0/16"), ipaddress.ip_network("172.18.0.0/16")]
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _load(path: Path) -> dict[str, Any]:
+    doc = yaml.safe_load(path.read_text())
+    assert isinstance(doc, dict), f"{path.name} is not a mapping"
+    return doc
+
+
+@pytest.fixture(scope="module")
+def configs() -> dict[str, dict[str, Any]]:
+    return {p.stem: _load(p) for p in CONFIGS}
+
+
+def _mappings(config: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for node in config["nodes"] for m in node.get("extraPortMappings", [])]
+
+
+def _subnets(configs: dict[str, dict[str, Any]]) -> list[tuple[str, Network]]:
+    return [(f"{site}.{field}", ipaddress.ip_network(config["networking"][field], strict=True))
+            for site, config in configs.items() for field in ("podSubnet", "serviceSubnet")]
+
+
+def test_one_config_per_site(configs: dict[str, dict[str, Any]]) -> None:
+    assert set(configs) == SITES
+
+
+def test_topology_sites_have_a_kind_config(configs: dict[str, dict[str, Any]]) -> None:
+    topologies = sorted((ROOT / "clusters").glob("*.yaml"))
+    assert topologies, "no topology files found"
+    for path in topologies:
+        sites = {site["name"] for site in _load(path)["sites"]}
+        assert sites <= set(configs), f"{path.name}: no kind config for {sorted(sites - set(configs))}"
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_config_shape(path: Path) -> None:
+    config = _load(path)
+    assert config["kind"] == "Cluster"
+    assert config["apiVersion"] == "kind.x-k8s.io/v1alpha4"
+    assert set(config) <= {"kind", "apiVersion", "name", "networking", "nodes"}
+    assert config["name"] == f"agn-{path.stem}"
+    roles = [node["role"] for node in config["nodes"]]
+    assert roles.count("control-plane") == 1
+    assert set(config["networking"]) == {"podSubnet", "serviceSubnet"}
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_port_mappings(path: Path) -> None:
+    mappings = _mappings(_load(path))
+    assert {(m["containerPort"], m["protocol"]) for m in mappings} == MAPPED
+    assert len(mappings) == len(MAPPED)
+    for mapping in mappings:
+        assert set(mapping) == {"containerPort", "hostPort", "listenAddress", "protocol"}
+        assert mapping["listenAddress"] == "127.0.0.1", mapping
+        assert mapping["containerPort"] in NODE_PORT_RANGE, mapping
+        assert 1024 < mapping["hostPort"] < 65536, mapping
+
+
+def test_host_ports_distinct_across_sites(configs: dict[str, dict[str, Any]]) -> None:
+    ports = [(site, m["hostPort"]) for site, config in configs.items() for m in _mappings(config)]
+    seen: dict[int, str] = {}
+    for site, port in ports:
+        assert port not in seen, f"host port {port} used by {seen[port]} and {site}"
+        seen[port] = site
+    assert len(seen) == len(SITES) * len(MAPPED)
+
+
+def test_host_ports_follow_the_site_pattern(configs: dict[str, dict[str, Any]]) -> None:
+    for index, site in enumerate(sorted(configs), start=1):
+        for mapping in _mappings(configs[site]):
+            assert mapping["hostPort"] == 30000 + index * 1000 + mapping["containerPort"] % 1000, (site, mapping)
+
+
+def test_subnets_distinct_and_non_overlapping(configs: dict[str, dict[str, Any]]) -> None:
+    subnets = _subnets(configs)
+    assert len(subnets) == 2 * len(SITES)
+    for (name_a, a), (name_b, b) in itertools.combinations(subnets, 2):
+        assert not a.overlaps(b), f"{name_a} {a} overlaps {name_b} {b}"
+    for name, net in subnets:
+        assert net.is_private, f"{name} {net} is not a private range"
+        assert net.num_addresses >= 2**16, f"{name} {net} is too small for a cluster"
+        for docker in DOCKER_RANGES:
+            assert not net.overlaps(docker), f"{name} {net} overlaps Docker's {docker}"
+
+
+def test_overlap_check_catches_a_clash(configs: dict[str, dict[str, Any]]) -> None:
+    clashing = {site: {**config, "networking": dict(config["networking"])} for site, config in configs.items()}
+    clashing["site-b"]["networking"]["podSubnet"] = "10.11.128.0/17"
+    pairs = itertools.combinations(_subnets(clashing), 2)
+    assert [(a[0], b[0]) for a, b in pairs if a[1].overlaps(b[1])] == [("site-a.podSubnet", "site-b.podSubnet")]
+
+
+def test_manifest_node_ports_are_published(configs: dict[str, dict[str, Any]]) -> None:
+    published = {port for port, _ in MAPPED}
+    node_ports = set()
+    for path in (ROOT / "manifests" / "base").glob("*.yaml"):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") == "Service" and doc["spec"].get("type") == "NodePort":
+                node_ports |= {p["nodePort"] for p in doc["spec"]["ports"]}
+    assert node_ports == published - {30946}, "every NodePort Service port is mapped, and only those plus SWIM"
+    for config in configs.values():
+        assert node_ports <= {m["containerPort"] for m in _mappings(config)}
