@@ -51,7 +51,7 @@ __all__ = [
 
 PROG = "agn-conformance"
 PROFILES: tuple[str, ...] = ("consumer", "producer", "provider", "mesh")
-BACKENDS: tuple[str, ...] = ("local", "kind")
+BACKENDS: tuple[str, ...] = ("local", "kind", "existing")
 DEFAULT_REPORT = "conformance-report.yaml"
 SUITES_PACKAGE = "suites"
 
@@ -105,7 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Arguments after '--' are passed to pytest unchanged.",
     )
     run.add_argument("--backend", choices=BACKENDS, default="local",
-                     help="where the grid runs: local processes (default) or kind clusters")
+                     help="where the grid runs: local processes (default), kind clusters made for the run "
+                          "(needs Docker, kind, kubectl) or existing clusters (--kube-contexts)")
+    run.add_argument("--image", default=None, metavar="TAG",
+                     help="kind/existing: a prebuilt image to use instead of building reference/Dockerfile")
+    run.add_argument("--kube-contexts", default=None, metavar="SITE=CONTEXT,...",
+                     help="existing: the kubeconfig context of each site, e.g. site-a=ctx1,site-b=ctx2")
     _add_profile_arg(run)
     run.add_argument("--impl", default=REFERENCE, metavar="reference|FILE",
                      help="implementation descriptor: 'reference' (default, the bundled reference gateway) "
@@ -160,6 +165,8 @@ def build_pytest_args(
     seed: int | None = None,
     extra: Sequence[str] = (),
     package: str = SUITES_PACKAGE,
+    image: str | None = None,
+    kube_contexts: str | None = None,
 ) -> list[str]:
     """Arguments for ``pytest.main`` for a conformance run.
 
@@ -177,6 +184,10 @@ def build_pytest_args(
         args.append("--grid-keep")
     if seed is not None:
         args += ["--grid-seed", str(seed)]
+    if image:
+        args += ["--grid-image", image]
+    if kube_contexts:
+        args += ["--grid-kube-contexts", kube_contexts]
     return args + list(extra)
 
 
@@ -298,7 +309,7 @@ def _command_run(args: argparse.Namespace) -> int:
     pytest_args = build_pytest_args(
         suite_profiles=present, profiles=args.profiles, backend=args.backend, impl=impl_arg,
         report=str(report_path), html=html_path, keep=args.keep, seed=args.seed, extra=args.extra,
-        package=SUITES_PACKAGE)
+        package=SUITES_PACKAGE, image=args.image, kube_contexts=args.kube_contexts)
     rc = run_pytest(pytest_args)
 
     report: dict[str, Any] | None = None

@@ -16,7 +16,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness import contract, traffic
-from harness.backends.local import GatewayProcess, GatewayStartFailed, LocalBackend, ProviderProcess
+from harness.backends import Backend
+from harness.backends.local import GatewayProcess, GatewayStartFailed, ProviderProcess
 from harness.control import ControlPlane
 from harness.gateway_config import (
     MODEL_HEADER,
@@ -479,7 +480,7 @@ class Site:
 class Grid:
     """A running topology: sites with their providers, gateways started on demand."""
 
-    def __init__(self, topology: Topology, backend: LocalBackend, features: frozenset[str]) -> None:
+    def __init__(self, topology: Topology, backend: Backend, features: frozenset[str]) -> None:
         self.topology = topology
         self.backend = backend
         self.features = features

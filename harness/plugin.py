@@ -25,8 +25,13 @@ _UNSUPPORTED = "unsupported feature"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("agn-conformance", "AI Grid Network conformance")
-    group.addoption("--grid-backend", default="local", choices=("local", "kind"),
-                    help="where grid components run (default: local processes)")
+    group.addoption("--grid-backend", default="local", choices=("local", "kind", "existing"),
+                    help="where grid components run: local processes (default), kind clusters made for the run, "
+                         "or existing clusters (--grid-kube-contexts)")
+    group.addoption("--grid-image", default=None, metavar="TAG",
+                    help="kind/existing: use this prebuilt image instead of building reference/Dockerfile")
+    group.addoption("--grid-kube-contexts", default=None, metavar="SITE=CONTEXT,...",
+                    help="existing: the kubeconfig context of each site, e.g. site-a=ctx1,site-b=ctx2")
     group.addoption("--grid-keep", action="store_true", help="keep process logs and work directories")
     group.addoption("--grid-seed", type=int, default=None, help="seed for address choice and gateway randomness")
     group.addoption("--grid-topology", default="single-site", help="bundled topology name or a topology file")
@@ -104,31 +109,89 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.fixture(scope="session")
-def grid(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The running grid for this session (local backend), torn down at the end, pass or fail."""
+def grid(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPathFactory,
+         request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The running grid for this session on the chosen backend, torn down at the end, pass or fail."""
     from harness.backends.local import LocalBackend
     from harness.grid import Grid
     from harness.topology import load_topology
 
     backend_name = pytestconfig.getoption("--grid-backend")
+    topology = load_topology(pytestconfig.getoption("--grid-topology"))
+    cluster_backend = None
     if backend_name != "local":
-        pytest.skip(f"the {backend_name} backend is not available in this build; use --grid-backend=local")
+        reason = _cluster_preflight(pytestconfig, backend_name, topology)
+        if reason:
+            pytest.skip(reason)
     keep = pytestconfig.getoption("--grid-keep")
     workdir = Path(tempfile.mkdtemp(prefix="agn-grid-")) if keep else tmp_path_factory.mktemp("grid")
     supervisor = Supervisor(workdir / "logs")
     plan = AddressPlan(seed=pytestconfig.getoption("--grid-seed"))
-    topology = load_topology(pytestconfig.getoption("--grid-topology"))
     seed = pytestconfig.getoption("--grid-seed")
-    the_grid = Grid(topology, LocalBackend(workdir, supervisor, plan, impl, seed), impl.features)
+    if backend_name == "local":
+        backend: Any = LocalBackend(workdir, supervisor, plan, impl, seed)
+    else:
+        backend = cluster_backend = _cluster_backend(pytestconfig, backend_name, workdir, topology, impl,
+                                                     supervisor, plan)
+    the_grid = Grid(topology, backend, impl.features)
     pytestconfig.stash[_GRID_KEY] = the_grid
     try:
+        if cluster_backend is not None:
+            cluster_backend.start()
         the_grid.start()
         yield the_grid
     finally:
         del pytestconfig.stash[_GRID_KEY]
-        the_grid.close()
+        try:
+            the_grid.close()
+        finally:
+            if cluster_backend is not None:
+                _close_cluster_backend(cluster_backend, failed=bool(request.session.testsfailed))
         if keep:
             print(f"\nagn-conformance: grid work directory kept at {workdir}")
+
+
+def _close_cluster_backend(backend: Any, *, failed: bool) -> None:
+    """On failures save `kubectl logs` of every site under the work directory; then tear the clusters down."""
+    try:
+        if failed and backend.sites:
+            backend.collect_logs()
+    except Exception as exc:  # logs are a courtesy; teardown must still happen
+        print(f"\nagn-conformance: could not collect cluster logs: {exc}")
+    finally:
+        backend.close()
+
+
+def _cluster_preflight(config: pytest.Config, backend_name: str, topology: Any) -> str | None:
+    """Why the kind/existing backend cannot run on this machine (None: it can)."""
+    from harness.backends.existing import parse_contexts, preflight_existing
+    from harness.backends.kind import preflight_kind
+    from harness.backends.runner import Runner
+
+    if backend_name == "kind":
+        return preflight_kind(Runner())
+    try:
+        contexts = parse_contexts(config.getoption("--grid-kube-contexts"))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return preflight_existing(Runner(), topology, contexts)
+
+
+def _cluster_backend(config: pytest.Config, backend_name: str, workdir: Path, topology: Any, impl: Any,
+                     supervisor: Supervisor, plan: AddressPlan) -> Any:
+    from harness.backends.existing import ExistingBackend, parse_contexts
+    from harness.backends.kind import KindBackend
+    from harness.backends.runner import Runner
+
+    common: dict[str, Any] = {
+        "runner": Runner(log_path=workdir / "logs" / "commands.jsonl"), "image": config.getoption("--grid-image"),
+        "keep": config.getoption("--grid-keep"), "seed": config.getoption("--grid-seed"),
+        "supervisor": supervisor, "plan": plan,
+    }
+    if backend_name == "kind":
+        return KindBackend(workdir, topology, impl, **common)
+    contexts = parse_contexts(config.getoption("--grid-kube-contexts"))
+    return ExistingBackend(workdir, topology, impl, contexts=contexts, **common)
 
 
 _PROPERTY = "agn-conformance"

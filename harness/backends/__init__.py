@@ -1,0 +1,63 @@
+"""Where grid components run. `Backend` is what the Grid facade needs from any of them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from harness.backends.local import GatewayProcess, ProviderProcess
+    from harness.contract import ScopeSpec
+    from harness.control import OverlaySyncProcess
+    from harness.pki import GridPKI
+    from harness.process import ManagedProcess
+    from harness.topology import SiteSpec
+
+BACKEND_NAMES = ("local", "kind", "existing")
+
+
+class _Stoppable(Protocol):
+    def stop_all(self) -> None: ...
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+class Backend(Protocol):
+    """Starts fake providers, gateways and host-side control components for one run."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def workdir(self) -> Path: ...
+
+    @property
+    def supervisor(self) -> _Stoppable: ...
+
+    @property
+    def plan(self) -> _Closable: ...
+
+    @property
+    def pki(self) -> GridPKI: ...
+
+    def start_providers(self, site_index: int, site: SiteSpec) -> dict[str, ProviderProcess]: ...
+
+    def start_tls_metrics(self, site_index: int, site: SiteSpec) -> ProviderProcess: ...
+
+    def start_operator(self, site_index: int, name: str) -> tuple[ManagedProcess, Path, Path]: ...
+
+    def start_overlay_sync(self, site_index: int, configmap_file: Path, scope: ScopeSpec) -> OverlaySyncProcess: ...
+
+    def allocate_gateway(self, site_index: int) -> tuple[str, str, Path]: ...
+
+    def start_gateway(self, name: str, listen: str, admin: str, workdir: Path, config_text: str,
+                      overlay_dir: Path, *, env: Mapping[str, str] | None = None,
+                      scheme: str = "http") -> GatewayProcess: ...
+
+    def stop(self, process: ManagedProcess) -> int | None: ...
+
+
+__all__ = ["BACKEND_NAMES", "Backend"]
