@@ -52,13 +52,15 @@ class Breakage:
 BREAKAGES: dict[str, Breakage] = {}
 
 
-def breakage(name: str, summary: str) -> Callable[[Callable[[], None]], Callable[[], None]]:
-    """Register the decorated function as the breakage `name`."""
+def breakage(name: str, summary: str,
+             table: dict[str, Breakage] | None = None) -> Callable[[Callable[[], None]], Callable[[], None]]:
+    """Register the decorated function as the breakage `name` in `table` (default: the gateway breakages)."""
+    registry = BREAKAGES if table is None else table
 
     def register(func: Callable[[], None]) -> Callable[[], None]:
-        if name in BREAKAGES:
+        if name in registry:
             raise ValueError(f"breakage {name!r} is registered twice")
-        BREAKAGES[name] = Breakage(name, summary, func)
+        registry[name] = Breakage(name, summary, func)
         return func
 
     return register

@@ -59,7 +59,8 @@ class Profile:
     came up (or, for an operator, never rendered where the suite looks), and `cannot_start_symptom` what
     the judge says of a run whose component never started. `launcher` is the module that applies a
     breakage and starts the component, with `launch_args` the arguments that would start it;
-    `registered` lists the breakages the launcher knows.
+    `registered` lists the breakages the launcher knows. `pytest_args` go to every run's pytest: by
+    default they switch off plugins a judged run does not use, which only cost start-up time.
     """
 
     name: str
@@ -75,6 +76,7 @@ class Profile:
     cannot_start_test: str
     cannot_start_symptom: str
     slow_first: tuple[str, ...] = ()
+    pytest_args: tuple[str, ...] = ("-p", "no:xdist", "-p", "no:hypothesispytest", "-p", "no:pytest-kubernetes")
 
 
 def env() -> dict[str, str]:
@@ -201,7 +203,7 @@ class SuiteRuns:
         # Only the suite modules holding the targets are imported; -k picks the targets inside them.
         argv = [sys.executable, "-m", "pytest", "--pyargs", *modules(expected, self.tests), "-p", "no:cacheprovider",
                 "-q", "--impl", str(descriptor), "--conformance-report", str(report), "--junitxml", str(junit),
-                "-k", keyword, "--grid-wait-scale", str(JUDGE_WAIT_SCALE)]
+                "-k", keyword, "--grid-wait-scale", str(JUDGE_WAIT_SCALE), *self.profile.pytest_args]
         started = time.monotonic()
         with self._lock:
             if self._closed:

@@ -4,37 +4,44 @@
 
 The breakage is applied first, then ``reference.gateway.cli.main`` runs with the remaining arguments, so
 the broken gateway reads the same config and answers the same way as the real one except for the broken
-behaviour. An unknown NAME exits 2 and lists the known ones.
+behaviour. An unknown NAME exits 2 and lists the known ones. `launch` serves any table of gateway
+breakages (tests.broken.provider_launch starts the broken provider gateways with it).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 
-from tests.broken.breakages import BREAKAGES, apply
+from tests.broken.breakages import BREAKAGES, Breakage
 
 EXIT_USAGE = 2
 
 
-def main(argv: list[str] | None = None) -> int:
+def launch(breakages: Mapping[str, Breakage], prog: str, argv: list[str] | None = None) -> int:
+    """Apply the breakage ``--break`` names from `breakages`, then run the gateway with the other arguments."""
     parser = argparse.ArgumentParser(
-        prog="python -m tests.broken.launch",
+        prog=prog,
         description="Run the reference gateway with one behaviour deliberately broken.",
         epilog="Arguments other than --break go to agn-gateway unchanged.",
         allow_abbrev=False,
     )
     parser.add_argument("--break", dest="breakage", required=True, metavar="NAME",
-                        help="the breakage to apply: " + ", ".join(sorted(BREAKAGES)))
+                        help="the breakage to apply: " + ", ".join(sorted(breakages)))
     args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
-    if args.breakage not in BREAKAGES:
+    if args.breakage not in breakages:
         print(f"{parser.prog}: unknown breakage {args.breakage!r}; known breakages: "
-              + ", ".join(sorted(BREAKAGES)), file=sys.stderr)
+              + ", ".join(sorted(breakages)), file=sys.stderr)
         return EXIT_USAGE
-    apply(args.breakage)
+    breakages[args.breakage].apply()
     from reference.gateway.cli import main as gateway_main
 
     return gateway_main(rest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return launch(BREAKAGES, "python -m tests.broken.launch", argv)
 
 
 if __name__ == "__main__":
