@@ -2,8 +2,10 @@
 
 `agn-operator render --manifests DIR [--metrics FILE] [--gateway NAME] [--configmap]` renders overlays
 offline to stdout (golden overlays without a cluster). `agn-operator run --manifests DIR --out DIR [--once]`
-runs the reconcile loop with the `dir` source and sink, scraping each provider's configured metrics.
-Bad input exits 2 with the offending file and key named.
+runs the reconcile loop with the `dir` source and sink, scraping each provider's configured metrics;
+`agn-operator run --kubernetes [--namespace NS] [--kubeconfig PATH] [--context NAME]` runs the same loop
+against a cluster (the grid CRDs watched, ConfigMaps applied, status patched; in-cluster configuration
+unless a kubeconfig or context is given). Bad input exits 2 with the offending file, option or key named.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -28,7 +30,7 @@ from reference.operator.core.admission import AdmissionMemory
 from reference.operator.core.model import Clock, FixedClock, MetricSample, ResourceError, SystemClock
 from reference.operator.core.render import Rendered, render
 from reference.operator.scrape import SIGNALS, Scraper, targets_from_objects
-from reference.operator.sinks import DirSink
+from reference.operator.sinks import DirSink, OverlaySink
 from reference.operator.sources import DirSource, Loaded, resource_files
 from reference.operator.triggers import Triggers, fingerprint, force_tokens, refresh_interval
 
@@ -119,14 +121,39 @@ def _format(rendered: list[Rendered], configmap: bool) -> str:
     return json.dumps(documents, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
+class ResourceSource(Protocol):
+    """Where the loop reads grid resources from; `fingerprint` changes whenever `load` may differ."""
+
+    def ready(self) -> bool: ...
+
+    def fingerprint(self) -> str: ...
+
+    def load(self) -> Loaded: ...
+
+
+class WatchedDir(DirSource):
+    """The `dir` source for the loop: always ready, fingerprinted by its files' names, times and contents."""
+
+    def ready(self) -> bool:
+        return True
+
+    def fingerprint(self) -> str:
+        return fingerprint(resource_files(self.directory))
+
+
 class Operator:
     """The reconcile loop: source -> scrape -> render -> sink, whenever a trigger fires."""
 
     def __init__(
-        self, manifests: Path, out: Path, clock: Clock, poll: float = 0.5, ssl_context: ssl.SSLContext | None = None
+        self,
+        source: ResourceSource,
+        sink: OverlaySink,
+        clock: Clock,
+        poll: float = 0.5,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        self.source = DirSource(manifests)
-        self.sink = DirSink(out)
+        self.source = source
+        self.sink = sink
         self.clock = clock
         self.poll = poll
         self.scraper = Scraper(clock, ssl_context)
@@ -135,8 +162,15 @@ class Operator:
         self._loaded: tuple[str, Loaded] | None = None
         self._reported: tuple[str, ...] = ()
 
+    @classmethod
+    def for_directories(
+        cls, manifests: Path, out: Path, clock: Clock, poll: float = 0.5, ssl_context: ssl.SSLContext | None = None
+    ) -> Operator:
+        """The loop over a resource directory, writing into an output directory."""
+        return cls(WatchedDir(manifests), DirSink(out), clock, poll, ssl_context)
+
     def observe(self) -> tuple[str, Loaded]:
-        current = fingerprint(resource_files(self.source.directory))
+        current = self.source.fingerprint()
         if self._loaded is None or self._loaded[0] != current:
             loaded = self.source.load()
             reported = tuple(str(issue) for issue in loaded.issues)
@@ -164,6 +198,10 @@ class Operator:
 
     async def run(self, stop: asyncio.Event, once: bool = False) -> int:
         while not stop.is_set():
+            if not self.source.ready():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=self.poll)
+                continue
             current, loaded = self.observe()
             tokens = force_tokens(loaded.objects)
             interval = refresh_interval(loaded.objects)
@@ -186,13 +224,57 @@ async def _run_async(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     context = ssl.create_default_context(cafile=str(args.metrics_ca)) if args.metrics_ca else None
-    operator = Operator(args.manifests, args.out, SystemClock(), args.poll, context)
-    return await operator.run(stop, once=args.once)
+    if not args.kubernetes:
+        operator = Operator.for_directories(args.manifests, args.out, SystemClock(), args.poll, context)
+        return await operator.run(stop, once=args.once)
+    from reference.operator.kube import KubeSink, KubeSource  # the kubernetes client loads slowly: only here
+
+    source = KubeSource(args.api, args.namespace)
+    sink = KubeSink(args.api, network_namespace=source.network_namespace)
+    operator = Operator(source, sink, SystemClock(), args.poll, context)
+    source.start()
+    try:
+        return await operator.run(stop, once=args.once)
+    finally:
+        await asyncio.to_thread(source.stop)
+        args.api.close()
+
+
+def _check_mode(args: argparse.Namespace) -> None:
+    """--manifests/--out (files) or --kubernetes (a cluster), never both; the cluster options need the latter."""
+    if args.kubernetes:
+        from reference.operator.kube import KubeConfigError, api_client, check_namespace
+
+        given = [flag for flag, value in (("--manifests", args.manifests), ("--out", args.out)) if value is not None]
+        if given:
+            raise InputError(f"{'/'.join(given)}: cannot be combined with --kubernetes (the cluster is both)")
+        if args.namespace is not None:
+            try:
+                check_namespace(args.namespace)
+            except ValueError as exc:
+                raise InputError(f"--namespace: {exc}") from exc
+        if args.kubeconfig is not None and not args.kubeconfig.is_file():
+            raise InputError(f"--kubeconfig: {args.kubeconfig}: file not found")
+        try:
+            args.api = api_client(args.kubeconfig, args.context)
+        except KubeConfigError as exc:
+            raise InputError(f"--kubernetes: {exc}") from exc
+        return
+    cluster = [
+        f
+        for f, v in (("--namespace", args.namespace), ("--kubeconfig", args.kubeconfig), ("--context", args.context))
+        if v is not None
+    ]
+    if cluster:
+        raise InputError(f"{'/'.join(cluster)}: only meaningful with --kubernetes")
+    for flag, value in (("--manifests", args.manifests), ("--out", args.out)):
+        if value is None:
+            raise InputError(f"{flag}: required (or --kubernetes to reconcile a cluster)")
+    if not args.manifests.is_dir():
+        raise InputError(f"--manifests: {args.manifests}: directory not found")
 
 
 def _run_command(args: argparse.Namespace) -> int:
-    if not args.manifests.is_dir():
-        raise InputError(f"--manifests: {args.manifests}: directory not found")
     if args.poll <= 0:
         raise InputError("--poll: must be a positive number of seconds")
     if args.metrics_ca is not None:
@@ -200,6 +282,7 @@ def _run_command(args: argparse.Namespace) -> int:
             ssl.create_default_context(cafile=str(args.metrics_ca))
         except (OSError, ssl.SSLError) as exc:
             raise InputError(f"--metrics-ca: {args.metrics_ca}: not a readable PEM CA bundle ({exc})") from exc
+    _check_mode(args)
     logging.basicConfig(stream=sys.stderr, level=args.log_level, format=f"%(asctime)s {PROG} %(levelname)s %(message)s")
     return asyncio.run(_run_async(args))
 
@@ -214,9 +297,15 @@ def build_parser() -> argparse.ArgumentParser:
     offline.add_argument("--configmap", action="store_true", help="print the ConfigMap objects as YAML")
     offline.add_argument("--rendered-at", help="RFC 3339 time for provenance.rendered_at (default: now)")
     offline.set_defaults(handler=_render_command)
-    loop = commands.add_parser("run", help="reconcile a resource directory into an output directory")
-    loop.add_argument("--manifests", type=Path, required=True, help="directory of grid resource YAML files")
-    loop.add_argument("--out", type=Path, required=True, help="where ConfigMaps and status are written")
+    loop = commands.add_parser("run", help="reconcile a resource directory (or a cluster) continuously")
+    loop.add_argument("--manifests", type=Path, help="directory of grid resource YAML files")
+    loop.add_argument("--out", type=Path, help="where ConfigMaps and status are written")
+    loop.add_argument(
+        "--kubernetes", action="store_true", help="watch the grid resources of a cluster and write to it instead"
+    )
+    loop.add_argument("--namespace", help="with --kubernetes: watch namespaced grid kinds only in this namespace")
+    loop.add_argument("--kubeconfig", type=Path, help="with --kubernetes: kubeconfig file (default: in-cluster)")
+    loop.add_argument("--context", help="with --kubernetes: kubeconfig context (default: its current context)")
     loop.add_argument("--once", action="store_true", help="reconcile once and exit")
     loop.add_argument(
         "--metrics-ca", type=Path, help="PEM CA bundle trusted for TLS metrics endpoints (default: system CAs)"

@@ -1,4 +1,9 @@
-"""The `dir` sink: rendered ConfigMaps and GridNetwork status written to a directory.
+"""Sinks: where rendered ConfigMaps and GridNetwork status go; `OverlaySink` builds the status entries.
+
+Every sink shares `OverlaySink.publish`, so the `overlayStatus` entries (phase, reasons, the revision kept
+after a failure) are the same whether they land in files or in a cluster (`kube.KubeSink`).
+
+The `dir` sink writes rendered ConfigMaps and GridNetwork status to a directory.
 
 For each gateway it writes `<configmap>.configmap.yaml` (the object a cluster would store) and
 `<configmap>/`, the same data laid out the way kubelet projects a ConfigMap volume (timestamped data
@@ -9,6 +14,7 @@ the per-gateway overlay status; a failed render or write keeps the last distribu
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import os
 import shutil
@@ -77,48 +83,38 @@ class GatewayStatus:
         return value if isinstance(value, str) else None
 
 
-class DirSink:
-    """Writes overlays and status under `out`; every method is safe to repeat."""
+def entries_by_gateway(status: Mapping[str, Any] | None) -> dict[tuple[Any, Any], dict[str, Any]]:
+    """`status.overlayStatus` keyed by (gatewayName, gatewayNamespace); tolerant of missing or odd values."""
+    entries = (status or {}).get("overlayStatus") or []
+    if not isinstance(entries, list):
+        return {}
+    return {(e.get("gatewayName"), e.get("gatewayNamespace")): e for e in entries if isinstance(e, dict)}
 
-    def __init__(self, out: Path) -> None:
-        self.out = Path(out)
-        self.out.mkdir(parents=True, exist_ok=True)
 
-    def configmap_path(self, name: str) -> Path:
-        return self.out / f"{name}{CONFIGMAP_SUFFIX}"
+def status_body(network: GridNetworkSpec, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The GridNetwork `status` a sink stores: the generation it answers and one entry per gateway."""
+    return {"observedGeneration": network.generation, "overlayStatus": entries}
 
-    def status_path(self, network: str) -> Path:
-        return self.out / f"{network}{STATUS_SUFFIX}"
 
-    def read_configmap(self, name: str) -> dict[str, Any] | None:
-        try:
-            doc = yaml.safe_load(self.configmap_path(name).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
-            return None
-        return doc if isinstance(doc, dict) else None
+class OverlaySink(abc.ABC):
+    """What every sink shares: one status entry per gateway reference, built the same way everywhere.
 
-    def read_status(self, network: str) -> dict[str, Any]:
-        try:
-            doc = yaml.safe_load(self.status_path(network).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
-            return {}
-        return doc if isinstance(doc, dict) else {}
+    A sink says where ConfigMaps and status live: `previous_entries` (the status it stored last),
+    `write_configmap` (True when written, False when the revision is unchanged, OSError on failure) and
+    `write_status`.
+    """
 
-    def write_configmap(self, rendered: Rendered) -> bool:
-        """Write the object and its projected form when the revision changed; True when written."""
-        configmap = rendered.configmap
-        name = configmap["metadata"]["name"]
-        projected = self.out / name
-        if not needs_write(self.read_configmap(name), configmap) and (projected / DATA_LINK).exists():
-            return False
-        project(projected, configmap["data"])
-        _atomic_write(self.configmap_path(name), yaml.safe_dump(configmap, sort_keys=True))
-        return True
-
+    @abc.abstractmethod
     def previous_entries(self, network: str) -> dict[tuple[Any, Any], dict[str, Any]]:
-        status = self.read_status(network).get("status") or {}
-        entries = status.get("overlayStatus") or []
-        return {(e.get("gatewayName"), e.get("gatewayNamespace")): e for e in entries if isinstance(e, dict)}
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def write_configmap(self, rendered: Rendered) -> bool:
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def write_status(self, network: GridNetworkSpec, status: dict[str, Any]) -> None:
+        raise NotImplementedError
 
     def publish(
         self,
@@ -138,13 +134,7 @@ class DirSink:
                 result = by_gateway.get((network.name, ref.name, ref.namespace))
                 entries.append(self._gateway(network.name, ref.name, ref.namespace, result, before, render_error, wall))
             written[network.name] = entries
-            doc = {
-                "apiVersion": "grid.praxis.fast/v1alpha1",
-                "kind": "GridNetwork",
-                "metadata": {"name": network.name},
-                "status": {"observedGeneration": network.generation, "overlayStatus": entries},
-            }
-            _atomic_write(self.status_path(network.name), yaml.safe_dump(doc, sort_keys=True))
+            self.write_status(network, status_body(network, entries))
         return written
 
     def _gateway(
@@ -186,7 +176,7 @@ class DirSink:
         )
         try:
             changed = self.write_configmap(result)
-        except OSError as exc:
+        except OSError as exc:  # a sink reports any failure to store the ConfigMap as an OSError
             entry.update(phase="Error", reason="WriteFailed", message=f"writing the overlay failed: {exc}")
             return entry
         entry.update(
@@ -196,3 +186,55 @@ class DirSink:
             message="overlay distributed" if changed else "overlay unchanged",
         )
         return entry
+
+
+class DirSink(OverlaySink):
+    """Writes overlays and status under `out`; every method is safe to repeat."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = Path(out)
+        self.out.mkdir(parents=True, exist_ok=True)
+
+    def configmap_path(self, name: str) -> Path:
+        return self.out / f"{name}{CONFIGMAP_SUFFIX}"
+
+    def status_path(self, network: str) -> Path:
+        return self.out / f"{network}{STATUS_SUFFIX}"
+
+    def read_configmap(self, name: str) -> dict[str, Any] | None:
+        try:
+            doc = yaml.safe_load(self.configmap_path(name).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def read_status(self, network: str) -> dict[str, Any]:
+        try:
+            doc = yaml.safe_load(self.status_path(network).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            return {}
+        return doc if isinstance(doc, dict) else {}
+
+    def write_configmap(self, rendered: Rendered) -> bool:
+        """Write the object and its projected form when the revision changed; True when written."""
+        configmap = rendered.configmap
+        name = configmap["metadata"]["name"]
+        projected = self.out / name
+        if not needs_write(self.read_configmap(name), configmap) and (projected / DATA_LINK).exists():
+            return False
+        project(projected, configmap["data"])
+        _atomic_write(self.configmap_path(name), yaml.safe_dump(configmap, sort_keys=True))
+        return True
+
+    def previous_entries(self, network: str) -> dict[tuple[Any, Any], dict[str, Any]]:
+        status = self.read_status(network).get("status")
+        return entries_by_gateway(status if isinstance(status, Mapping) else None)
+
+    def write_status(self, network: GridNetworkSpec, status: dict[str, Any]) -> None:
+        doc = {
+            "apiVersion": "grid.praxis.fast/v1alpha1",
+            "kind": "GridNetwork",
+            "metadata": {"name": network.name},
+            "status": status,
+        }
+        _atomic_write(self.status_path(network.name), yaml.safe_dump(doc, sort_keys=True))

@@ -7,6 +7,7 @@ directory, the annotation values), so the loop can be tested without sleeping.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -59,6 +60,29 @@ def fingerprint(paths: Iterable[Path]) -> str:
             continue
         digest.update(f"{path}\0{stat.st_mtime_ns}\0{stat.st_size}\0".encode())
         digest.update(hashlib.sha256(content).digest())
+    return digest.hexdigest()
+
+
+#: Fields that change on every write without changing what the operator renders from.
+VOLATILE_METADATA = ("resourceVersion", "managedFields")
+
+
+def objects_fingerprint(objects: Iterable[Mapping[str, Any]], own_status: frozenset[str] = frozenset()) -> str:
+    """A digest over resource objects as an API server returns them: any change the render could see.
+
+    `metadata.resourceVersion` and `managedFields` are left out, and so is the `status` of the kinds in
+    `own_status` (the operator's own writes), so publishing status does not trigger another reconcile.
+    """
+    digest = hashlib.sha256()
+    canonical = []
+    for obj in objects:
+        metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in VOLATILE_METADATA}
+        skip = {"metadata", "status"} if obj.get("kind") in own_status else {"metadata"}
+        kept = {k: v for k, v in obj.items() if k not in skip}
+        canonical.append(json.dumps({**kept, "metadata": metadata}, sort_keys=True, default=str))
+    for text in sorted(canonical):
+        digest.update(text.encode())
+        digest.update(b"\0")
     return digest.hexdigest()
 
 

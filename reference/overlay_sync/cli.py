@@ -1,5 +1,9 @@
 """agn-overlay-sync: deliver routing overlays from the ConfigMap into the gateway's overlay directory.
 
+The ConfigMap comes from a YAML file (`--configmap-file PATH`, its directory watched) or from the cluster
+(`--configmap NAMESPACE/NAME`, watched through the API; in-cluster configuration unless `--kubeconfig` or
+`--context` is given); either way each version goes through the same validate-and-deliver step.
+
 Exit status: 0 after SIGTERM/SIGINT, 2 for bad arguments (one stderr line naming the option), 1 for any
 other startup failure such as an admin address already in use. Prints `ADMIN host:port` on stdout once the
 admin server is bound, and logs one line per sync attempt on stderr.
@@ -11,6 +15,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import re
 import signal
 import sys
 from collections.abc import Mapping
@@ -18,10 +23,11 @@ from pathlib import Path
 
 from reference.overlay_sync.logfmt import configure, kv
 from reference.overlay_sync.server import start_admin
-from reference.overlay_sync.source import OVERLAY_KEY, FileConfigMapSource
+from reference.overlay_sync.source import OVERLAY_KEY, ConfigMapSource, FileConfigMapSource
 from reference.overlay_sync.sync import OverlaySyncer
 
 EXIT_USAGE = 2
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 SCOPE_KEYS = ("network", "gateway", "namespace", "local_site")
 log = logging.getLogger("agn.overlay_sync")
 
@@ -49,6 +55,17 @@ def parse_scope(text: str) -> dict[str, str]:
     return out
 
 
+def parse_reference(text: str) -> tuple[str, str]:
+    """`NAMESPACE/NAME` -> (namespace, name); ValueError says what is wrong."""
+    namespace, sep, name = text.partition("/")
+    if not sep or "/" in name:
+        raise ValueError(f"{text!r} is not NAMESPACE/NAME")
+    for part, label in ((namespace, "namespace"), (name, "name")):
+        if not part or len(part) > 253 or not _NAME.match(part):
+            raise ValueError(f"{text!r}: {label} {part!r} is not a valid Kubernetes name")
+    return namespace, name
+
+
 def parse_address(text: str) -> tuple[str, int]:
     host, sep, port_text = text.rpartition(":")
     host = host.strip("[]")
@@ -63,9 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="Watch the routing-overlay ConfigMap, validate each envelope and atomically deliver "
         "accepted revisions into the gateway's overlay directory.",
     )
-    p.add_argument("--configmap-file", required=True, type=Path, metavar="PATH",
-                   help="YAML file holding the ConfigMap object (its directory is watched)")
-    p.add_argument("--target-dir", required=True, type=Path, metavar="DIR",
+    origin = p.add_mutually_exclusive_group()  # one is required: checked first in parse_args
+    origin.add_argument("--configmap-file", type=Path, metavar="PATH",
+                        help="YAML file holding the ConfigMap object (its directory is watched)")
+    origin.add_argument("--configmap", metavar="NAMESPACE/NAME",
+                        help="the ConfigMap in the cluster, watched through the Kubernetes API")
+    p.add_argument("--kubeconfig", type=Path, metavar="PATH",
+                   help="with --configmap: kubeconfig file (default: the pod's in-cluster configuration)")
+    p.add_argument("--context", help="with --configmap: kubeconfig context (default: its current context)")
+    p.add_argument("--target-dir", type=Path, metavar="DIR",
                    help="the gateway's overlay directory (kubelet-style ..data layout is written there)")
     p.add_argument("--key", default=OVERLAY_KEY,
                    help=f"ConfigMap data key holding the envelope (default {OVERLAY_KEY}; "
@@ -84,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.configmap_file is None and args.configmap is None:
+        parser.error("one of --configmap-file PATH or --configmap NAMESPACE/NAME is required")
+    if args.target_dir is None:
+        parser.error("the following arguments are required: --target-dir")
     try:
         args.scope = parse_scope(args.expected_scope) if args.expected_scope is not None else None
     except ValueError as exc:
@@ -101,13 +128,37 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--file-name: {name!r} must be a plain file name not starting with '..'")
     if args.target_dir.exists() and not args.target_dir.is_dir():
         parser.error(f"--target-dir: {args.target_dir} exists and is not a directory")
-    if args.configmap_file.is_dir():
+    if args.configmap_file is not None and args.configmap_file.is_dir():
         parser.error(f"--configmap-file: {args.configmap_file} is a directory")
+    if args.configmap is None:
+        for flag, value in (("--kubeconfig", args.kubeconfig), ("--context", args.context)):
+            if value is not None:
+                parser.error(f"{flag}: only meaningful with --configmap")
+        return args
+    try:
+        args.configmap_ref = parse_reference(args.configmap)
+    except ValueError as exc:
+        parser.error(f"--configmap: {exc}")
+    if args.kubeconfig is not None and not args.kubeconfig.is_file():
+        parser.error(f"--kubeconfig: {args.kubeconfig}: file not found")
     return args
 
 
-async def run(args: argparse.Namespace, scope: Mapping[str, str] | None) -> int:
-    source = FileConfigMapSource(args.configmap_file, key=args.key, debounce_ms=args.debounce_ms)
+def make_source(args: argparse.Namespace) -> ConfigMapSource:
+    """The file source, or the API watch of the named ConfigMap; KubeConfigError when no cluster is usable."""
+    if args.configmap is None:
+        return FileConfigMapSource(args.configmap_file, key=args.key, debounce_ms=args.debounce_ms)
+    from reference.operator.kube import api_client  # the kubernetes client loads slowly: only here
+    from reference.overlay_sync.kube_source import KubeConfigMapSource
+
+    namespace, name = args.configmap_ref
+    return KubeConfigMapSource(api_client(args.kubeconfig, args.context), namespace, name, key=args.key)
+
+
+async def run(
+    args: argparse.Namespace, scope: Mapping[str, str] | None, source: ConfigMapSource | None = None
+) -> int:
+    source = source if source is not None else make_source(args)
     syncer = OverlaySyncer(source, args.target_dir, file_name=args.file_name, expected_scope=scope)
     syncer.restore()
     loop = asyncio.get_running_loop()
@@ -171,7 +222,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agn-overlay-sync: --target-dir: cannot create {args.target_dir}: {exc.strerror or exc}",
               file=sys.stderr)
         return EXIT_USAGE
-    return asyncio.run(run(args, args.scope))
+    try:
+        source = make_source(args)
+    except ValueError as exc:  # no usable cluster configuration
+        print(f"agn-overlay-sync: --configmap: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return asyncio.run(run(args, args.scope, source))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import rfc8785
 import yaml
@@ -483,7 +483,7 @@ def _token_leak() -> None:
 
     async def reconcile(self: cli.Operator, loaded: Loaded) -> bool:
         resolved.clear()
-        resolved.update(_secret_values(self.source.directory))
+        resolved.update(_secret_values(cast(DirSource, self.source).directory))
         result: bool = await original(self, loaded)
         return result
 

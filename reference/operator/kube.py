@@ -1,0 +1,491 @@
+"""The `kubernetes` source and sink: the grid resources and the overlay ConfigMaps live in a cluster.
+
+`KubeSource` lists and watches the four grid CRDs and hands the reconcile loop the same `Loaded` the
+`dir` source produces (each object checked against its CRD schema; an invalid one is reported and
+skipped). `KubeSink` server-side applies each overlay ConfigMap into its gateway's namespace when the
+revision changed and patches `GridNetwork.status` through the status subresource, with the status
+entries every sink builds (`sinks.OverlaySink`). Secrets are never read: credentials reach the overlay
+as references only.
+
+`ListWatch` is the list-then-watch loop both use (and overlay-sync's ConfigMap source): it keeps an
+in-memory copy of one collection, resumes watches from the last resourceVersion, re-lists when the
+server answers 410 Gone, and backs off exponentially while the API server cannot be reached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import urllib3
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from reference.operator import sinks
+from reference.operator.core.model import GridNetworkSpec, ResourceError, Resources
+from reference.operator.core.render import Rendered
+from reference.operator.sources import Issue, Kind, Loaded, _fill_defaults, crd_dir, default_kinds, schema_errors
+from reference.operator.triggers import objects_fingerprint
+
+FIELD_MANAGER = "agn-operator"
+APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
+NETWORK_KIND = "GridNetwork"
+#: Seconds a watch stays open before the server ends it and the client resumes from its resourceVersion.
+WATCH_SECONDS = 300
+CONNECT_SECONDS = 10.0
+REQUEST_SECONDS = 30.0
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+log = logging.getLogger("agn-operator")
+
+
+class KubeConfigError(ValueError):
+    """No usable cluster configuration; the message says which option to give."""
+
+
+def check_namespace(text: str) -> str:
+    """A namespace name (DNS label, at most 63 characters); ValueError otherwise."""
+    if len(text) > 63 or not _DNS_LABEL.match(text):
+        raise ValueError(f"{text!r} is not a namespace name (lowercase letters, digits and '-', at most 63)")
+    return text
+
+
+def api_client(kubeconfig: Path | None = None, context: str | None = None) -> client.ApiClient:
+    """A client from the kubeconfig (and context) when given, else the pod's in-cluster service account."""
+    try:
+        if kubeconfig is not None or context is not None:
+            return config.new_client_from_config(
+                config_file=str(kubeconfig) if kubeconfig is not None else None, context=context
+            )
+        configuration = client.Configuration()
+        config.load_incluster_config(client_configuration=configuration)
+        return client.ApiClient(configuration)
+    except ConfigException as exc:
+        where = f"--kubeconfig {kubeconfig}" if kubeconfig is not None else "in-cluster configuration"
+        hint = "" if kubeconfig is not None or context is not None else "; outside a cluster pass --kubeconfig PATH"
+        raise KubeConfigError(f"{where}: {exc}{hint}") from exc
+    except (OSError, yaml.YAMLError, TypeError, KeyError) as exc:
+        raise KubeConfigError(f"--kubeconfig {kubeconfig}: not a usable kubeconfig ({exc})") from exc
+
+
+def api_error(exc: BaseException) -> str:
+    """One line for an API failure: the HTTP status and the server's message when there is one."""
+    if isinstance(exc, ApiException):
+        message = ""
+        with contextlib.suppress(ValueError, TypeError):
+            body = json.loads(exc.body or "")
+            message = str(body.get("message") or "") if isinstance(body, dict) else ""
+        return f"HTTP {exc.status} {exc.reason or ''}".rstrip() + (f": {message}" if message else "")
+    return f"{type(exc).__name__}: {exc}".replace("\n", " ")
+
+
+class _Gone(Exception):
+    """The watch's resourceVersion is too old (410): list again."""
+
+
+class _WatchFailed(Exception):
+    """The server sent an ERROR event other than 410."""
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    metadata = obj.get("metadata") or {}
+    return f"{metadata.get('namespace') or ''}/{metadata.get('name') or ''}"
+
+
+def _lines(response: Any) -> Iterator[bytes]:
+    """Newline-delimited watch events from a streamed (chunked) response."""
+    pending = b""
+    for chunk in response.stream(None, decode_content=True):
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        yield from (line for line in complete if line.strip())
+    if pending.strip():
+        yield pending
+
+
+class ListWatch:
+    """An in-memory copy of one API collection, kept current by list + watch on a background thread.
+
+    `call` is a client list function with its path arguments bound (for example
+    `functools.partial(CustomObjectsApi.list_cluster_custom_object, group, version, plural)`);
+    `on_change` runs on the watch thread after every change of the copy.
+    """
+
+    def __init__(
+        self,
+        what: str,
+        call: Callable[..., Any],
+        on_change: Callable[[], None] | None = None,
+        *,
+        field_selector: str | None = None,
+        watch_seconds: int = WATCH_SECONDS,
+        backoff: tuple[float, float] = (0.5, 30.0),
+        logger: logging.Logger = log,
+    ) -> None:
+        self.what = what
+        self.call = call
+        self.on_change = on_change
+        self.field_selector = field_selector
+        self.watch_seconds = watch_seconds
+        self.backoff = backoff
+        self.log = logger
+        self.synced = threading.Event()
+        self.error: str | None = None
+        self.version = 0
+        self.resource_version: str | None = None
+        self._objects: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._active: Any = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"watch {self.what}", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop watching: the open stream is shut down so the thread ends promptly."""
+        self._stopping.set()
+        active = self._active
+        if active is not None:
+            with contextlib.suppress(Exception):
+                active.shutdown()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """The current objects, in key order (deep copies: callers may change them)."""
+        with self._lock:
+            return [copy.deepcopy(self._objects[key]) for key in sorted(self._objects)]
+
+    def _selector(self) -> dict[str, Any]:
+        return {"field_selector": self.field_selector} if self.field_selector else {}
+
+    def _changed(self) -> None:
+        self.version += 1
+        if self.on_change is not None:
+            self.on_change()
+
+    def _run(self) -> None:
+        delay = self.backoff[0]
+        while not self._stopping.is_set():
+            try:
+                resource_version = self._list()
+                delay = self.backoff[0]
+                while not self._stopping.is_set():
+                    started = time.monotonic()
+                    resource_version, events = self._watch(resource_version)
+                    if not events and time.monotonic() - started < 1.0:
+                        # A server that ends watches at once must not be hammered.
+                        self._stopping.wait(self.backoff[0])
+            except _Gone as exc:
+                self.log.info("watch of %s expired (%s); listing again", self.what, exc)
+            except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError, _WatchFailed) as exc:
+                if self._stopping.is_set():
+                    return
+                self.error = api_error(exc)
+                self.log.warning("list/watch of %s failed: %s; retrying in %.1fs", self.what, self.error, delay)
+                self._stopping.wait(delay)
+                delay = min(delay * 2, self.backoff[1])
+
+    def _list(self) -> str:
+        response = self.call(
+            _preload_content=False, _request_timeout=(CONNECT_SECONDS, REQUEST_SECONDS), **self._selector()
+        )
+        doc = json.loads(response.data)
+        items = doc.get("items") or []
+        resource_version = str((doc.get("metadata") or {}).get("resourceVersion") or "")
+        with self._lock:
+            self._objects = {_key(item): item for item in items if isinstance(item, dict)}
+            self.resource_version = resource_version
+        self.error = None
+        self.synced.set()
+        self._changed()
+        return resource_version
+
+    def _watch(self, resource_version: str) -> tuple[str, int]:
+        """Follow one watch stream to its end; returns the last resourceVersion seen and the event count."""
+        response = self.call(
+            watch=True,
+            resource_version=resource_version or None,
+            allow_watch_bookmarks=True,
+            timeout_seconds=self.watch_seconds,
+            _preload_content=False,
+            _request_timeout=(CONNECT_SECONDS, self.watch_seconds + REQUEST_SECONDS),
+            **self._selector(),
+        )
+        self._active = response
+        events = 0
+        try:
+            if self._stopping.is_set():
+                return resource_version, events
+            for line in _lines(response):
+                if self._stopping.is_set():
+                    break
+                event = json.loads(line)
+                kind = event.get("type")
+                obj = event.get("object") if isinstance(event.get("object"), dict) else {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise _Gone(str(obj.get("message") or "410 Gone"))
+                    raise _WatchFailed(f"watch error {obj.get('code')}: {obj.get('message')}")
+                events += 1
+                resource_version = str((obj.get("metadata") or {}).get("resourceVersion") or resource_version)
+                if kind in ("ADDED", "MODIFIED", "DELETED"):
+                    with self._lock:
+                        if kind == "DELETED":
+                            self._objects.pop(_key(obj), None)
+                        else:
+                            self._objects[_key(obj)] = obj
+                        self.resource_version = resource_version
+                    self._changed()
+        finally:
+            self._active = None
+            with contextlib.suppress(Exception):
+                response.release_conn()
+        return resource_version, events
+
+
+@dataclass(frozen=True)
+class CrdResource:
+    """Where one grid kind is served: group, storage version, plural and scope."""
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+
+
+#: The grid kinds the operator watches, as `manifests/crds` declares them (a test keeps the two equal;
+#: parsing the CRD files at start-up would cost seconds without libyaml).
+GRID_RESOURCES = (
+    CrdResource("AgentToolProvider", "grid.praxis.fast", "v1alpha1", "agenttoolproviders", False),
+    CrdResource("GridNetwork", "grid.praxis.fast", "v1alpha1", "gridnetworks", False),
+    CrdResource("GridSite", "grid.praxis.fast", "v1alpha1", "gridsites", False),
+    CrdResource("InferenceProvider", "grid.praxis.fast", "v1alpha1", "inferenceproviders", False),
+)
+
+
+def crd_resources(directory: Path | None = None) -> list[CrdResource]:
+    """The kinds as the CRD files in `directory` (default: the project's CRDs) declare them."""
+    out = []
+    for path in sorted((directory or crd_dir()).glob("*.yaml")):
+        spec = yaml.safe_load(path.read_text(encoding="utf-8"))["spec"]
+        (storage,) = [v for v in spec["versions"] if v.get("storage")]
+        names = spec["names"]
+        out.append(
+            CrdResource(names["kind"], spec["group"], storage["name"], names["plural"], spec["scope"] == "Namespaced")
+        )
+    return out
+
+
+class ObjectIssue(Issue):
+    """A skipped API object, named `kind/namespace/name` (documents do not apply)."""
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.reason}"
+
+
+def check_object(obj: Mapping[str, Any], kinds: Mapping[str, Kind]) -> str | None:
+    """Why the API object cannot be used (its CRD schema, or what the core rejects); None when it is fine."""
+    metadata = obj.get("metadata") or {}
+    label = f"{obj.get('kind', '?')}/{metadata.get('name', '?')}"
+    errors = schema_errors(obj, kinds)
+    if errors:
+        return f"{label} rejected: " + "; ".join(errors)
+    try:
+        Resources.from_objects([obj])
+    except ResourceError as exc:
+        return f"{label} rejected: {exc}"
+    return None
+
+
+class KubeSource:
+    """The grid resources of a cluster, listed and watched; `load` validates them like the `dir` source.
+
+    Cluster-scoped kinds (all four grid CRDs today) are watched cluster-wide; namespaced ones in
+    `namespace` when given, else in every namespace.
+    """
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        namespace: str | None = None,
+        *,
+        kinds: Mapping[str, Kind] | None = None,
+        resources: list[CrdResource] | None = None,
+        watch_seconds: int = WATCH_SECONDS,
+        backoff: tuple[float, float] = (0.5, 30.0),
+    ) -> None:
+        self.kinds = dict(kinds) if kinds is not None else default_kinds()
+        self.namespace = namespace
+        self.resources = resources if resources is not None else list(GRID_RESOURCES)
+        custom = client.CustomObjectsApi(api)
+        self.watches: dict[str, ListWatch] = {}
+        for res in self.resources:
+            call: Callable[..., Any]
+            if res.namespaced and namespace:
+                call = functools.partial(
+                    custom.list_namespaced_custom_object, res.group, res.version, namespace, res.plural
+                )
+            else:
+                call = functools.partial(custom.list_cluster_custom_object, res.group, res.version, res.plural)
+            self.watches[res.kind] = ListWatch(res.plural, call, watch_seconds=watch_seconds, backoff=backoff)
+        self._fingerprint: tuple[tuple[int, ...], str] | None = None
+
+    def start(self) -> None:
+        for watch in self.watches.values():
+            watch.start()
+
+    def stop(self) -> None:
+        for watch in self.watches.values():
+            watch.stop()
+
+    def ready(self) -> bool:
+        """True once every kind has been listed at least once."""
+        return all(watch.synced.is_set() for watch in self.watches.values())
+
+    def _objects(self) -> list[dict[str, Any]]:
+        objects = []
+        for res in self.resources:
+            for obj in self.watches[res.kind].snapshot():
+                obj.setdefault("apiVersion", f"{res.group}/{res.version}")
+                obj.setdefault("kind", res.kind)
+                objects.append(obj)
+        return objects
+
+    def fingerprint(self) -> str:
+        """Changes whenever `load` could return something else (not on the operator's own status writes)."""
+        versions = tuple(watch.version for watch in self.watches.values())
+        if self._fingerprint is None or self._fingerprint[0] != versions:
+            self._fingerprint = (versions, objects_fingerprint(self._objects(), frozenset({NETWORK_KIND})))
+        return self._fingerprint[1]
+
+    def load(self) -> Loaded:
+        objects: list[dict[str, Any]] = []
+        issues: list[Issue] = []
+        for obj in self._objects():
+            metadata = obj.get("metadata") or {}
+            where = "/".join(p for p in (obj.get("kind"), metadata.get("namespace"), metadata.get("name")) if p)
+            problem = check_object(obj, self.kinds)
+            if problem:
+                issues.append(ObjectIssue(str(where), 0, problem))
+                continue
+            _fill_defaults(obj, self.kinds[obj["kind"]].openapi)
+            objects.append(obj)
+        return Loaded(Resources.from_objects(objects), tuple(objects), tuple(issues))
+
+    def network_namespace(self, name: str) -> str | None:
+        """The namespace of the GridNetwork `name` (None for the cluster-scoped CRD)."""
+        watch = self.watches.get(NETWORK_KIND)
+        for obj in watch.snapshot() if watch else []:
+            metadata = obj.get("metadata") or {}
+            if metadata.get("name") == name:
+                return metadata.get("namespace") or None
+        return None
+
+
+class KubeSink(sinks.OverlaySink):
+    """Overlay ConfigMaps by server-side apply, GridNetwork status through its status subresource."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        field_manager: str = FIELD_MANAGER,
+        network_namespace: Callable[[str], str | None] = lambda _name: None,
+        network: CrdResource | None = None,
+    ) -> None:
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.field_manager = field_manager
+        self.network_namespace = network_namespace
+        self.network = network or next(r for r in GRID_RESOURCES if r.kind == NETWORK_KIND)
+        self._status: dict[str, dict[str, Any]] = {}
+
+    def read_configmap(self, name: str, namespace: str) -> dict[str, Any] | None:
+        """The stored ConfigMap, None when there is none; other failures raise OSError."""
+        try:
+            response: Any = self.core.read_namespaced_config_map(
+                name, namespace, _preload_content=False, _request_timeout=REQUEST_SECONDS
+            )
+            doc = json.loads(response.data)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise OSError(f"reading ConfigMap {namespace}/{name}: {api_error(exc)}") from exc
+        except (urllib3.exceptions.HTTPError, ValueError) as exc:
+            raise OSError(f"reading ConfigMap {namespace}/{name}: {api_error(exc)}") from exc
+        return doc if isinstance(doc, dict) else None
+
+    def write_configmap(self, rendered: Rendered) -> bool:
+        """Apply the ConfigMap when its revision differs from the stored one; True when applied."""
+        configmap = rendered.configmap
+        name = configmap["metadata"]["name"]
+        namespace = configmap["metadata"]["namespace"]
+        if not sinks.needs_write(self.read_configmap(name, namespace), configmap):
+            return False
+        try:
+            self.core.patch_namespaced_config_map(
+                name,
+                namespace,
+                configmap,
+                field_manager=self.field_manager,
+                force=True,
+                _content_type=APPLY_PATCH,
+                _request_timeout=REQUEST_SECONDS,
+            )
+        except (ApiException, urllib3.exceptions.HTTPError) as exc:
+            raise OSError(f"applying ConfigMap {namespace}/{name}: {api_error(exc)}") from exc
+        return True
+
+    def _status_call(self, verb: str, name: str) -> Callable[..., Any]:
+        res = self.network
+        namespace = self.network_namespace(name) if res.namespaced else None
+        if namespace:
+            method = getattr(self.custom, f"{verb}_namespaced_custom_object_status")
+            return functools.partial(method, res.group, res.version, namespace, res.plural, name)
+        method = getattr(self.custom, f"{verb}_cluster_custom_object_status")
+        return functools.partial(method, res.group, res.version, res.plural, name)
+
+    def previous_entries(self, network: str) -> dict[tuple[Any, Any], dict[str, Any]]:
+        """The status written last (read from the cluster once per network, then remembered)."""
+        if network not in self._status:
+            try:
+                response = self._status_call("get", network)(_preload_content=False, _request_timeout=REQUEST_SECONDS)
+                doc = json.loads(response.data)
+            except (ApiException, urllib3.exceptions.HTTPError, ValueError) as exc:
+                log.warning("reading GridNetwork %s status failed: %s", network, api_error(exc))
+                return {}
+            status = doc.get("status") if isinstance(doc, dict) else None
+            if not isinstance(status, dict):
+                return {}
+            self._status[network] = status
+        return sinks.entries_by_gateway(self._status[network])
+
+    def write_status(self, network: GridNetworkSpec, status: dict[str, Any]) -> None:
+        """Merge-patch `status` through the subresource, skipped when it equals what was written last."""
+        if self._status.get(network.name) == status:
+            return
+        try:
+            self._status_call("patch", network.name)(
+                {"status": status}, _content_type=MERGE_PATCH, _request_timeout=REQUEST_SECONDS
+            )
+        except (ApiException, urllib3.exceptions.HTTPError) as exc:
+            log.warning("patching GridNetwork %s status failed: %s", network.name, api_error(exc))
+            return
+        self._status[network.name] = copy.deepcopy(status)
