@@ -17,7 +17,6 @@ import json
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from multidict import CIMultiDict
@@ -34,6 +33,7 @@ from reference.gateway.snapshot import ActiveGroup, CapabilityPlan, Snapshot
 from reference.gateway.snapshot_store import ReplaceResult, SnapshotStore
 from reference.overlay import CANDIDATE_KINDS, Candidate, Overlay, OverlayRejected, canonical_digest
 from reference.overlay.validate import default_stable_id
+from tests.broken.registry import Breakage, patch, registrar
 
 __all__ = ["BREAKAGES", "Breakage", "apply"]
 
@@ -42,28 +42,14 @@ EXISTING_ONLY = "existing_only"
 NONE = "none"
 
 
-@dataclass(frozen=True)
-class Breakage:
-    name: str
-    summary: str
-    apply: Callable[[], None]
-
-
 BREAKAGES: dict[str, Breakage] = {}
+_register = registrar(BREAKAGES)
 
 
 def breakage(name: str, summary: str,
              table: dict[str, Breakage] | None = None) -> Callable[[Callable[[], None]], Callable[[], None]]:
     """Register the decorated function as the breakage `name` in `table` (default: the gateway breakages)."""
-    registry = BREAKAGES if table is None else table
-
-    def register(func: Callable[[], None]) -> Callable[[], None]:
-        if name in registry:
-            raise ValueError(f"breakage {name!r} is registered twice")
-        registry[name] = Breakage(name, summary, func)
-        return func
-
-    return register
+    return (_register if table is None else registrar(table))(name, summary)
 
 
 def apply(name: str) -> None:
@@ -71,10 +57,7 @@ def apply(name: str) -> None:
     BREAKAGES[name].apply()
 
 
-def _patch(owner: Any, attribute: str, value: Any) -> None:
-    if not hasattr(owner, attribute):
-        raise AttributeError(f"{owner!r} has no attribute {attribute!r} to patch")
-    setattr(owner, attribute, value)
+_patch = patch
 
 
 def _empty_snapshot(local_site: str, key: str) -> Snapshot:

@@ -20,7 +20,6 @@ import hashlib
 import importlib
 import types
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -46,6 +45,7 @@ from reference.operator.core.ordering import ADMISSION_ORDER, Entry
 from reference.operator.scrape import Scraper, ScrapeTarget
 from reference.operator.sources import DirSource, Loaded, resource_files
 from reference.overlay.digest import semantic_payload
+from tests.broken.registry import Breakage, patch, registrar
 
 __all__ = ["BREAKAGES", "Breakage", "apply"]
 
@@ -53,26 +53,8 @@ __all__ = ["BREAKAGES", "Breakage", "apply"]
 render = importlib.import_module("reference.operator.core.render")
 
 
-@dataclass(frozen=True)
-class Breakage:
-    name: str
-    summary: str
-    apply: Callable[[], None]
-
-
 BREAKAGES: dict[str, Breakage] = {}
-
-
-def breakage(name: str, summary: str) -> Callable[[Callable[[], None]], Callable[[], None]]:
-    """Register the decorated function as the breakage `name`."""
-
-    def register(func: Callable[[], None]) -> Callable[[], None]:
-        if name in BREAKAGES:
-            raise ValueError(f"breakage {name!r} is registered twice")
-        BREAKAGES[name] = Breakage(name, summary, func)
-        return func
-
-    return register
+breakage = registrar(BREAKAGES)
 
 
 def apply(name: str) -> None:
@@ -80,10 +62,7 @@ def apply(name: str) -> None:
     BREAKAGES[name].apply()
 
 
-def _patch(owner: Any, attribute: str, value: Any) -> None:
-    if not hasattr(owner, attribute):
-        raise AttributeError(f"{owner!r} has no attribute {attribute!r} to patch")
-    setattr(owner, attribute, value)
+_patch = patch
 
 
 def _unchecked() -> None:

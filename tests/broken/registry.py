@@ -1,0 +1,42 @@
+"""What every breakage table shares: the registered breakage, the decorator that registers it, and patching.
+
+Kept apart from the tables so an operator process applying a breakage never imports the gateway's
+modules (and the other way round).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Breakage", "patch", "registrar"]
+
+
+@dataclass(frozen=True)
+class Breakage:
+    name: str
+    summary: str
+    apply: Callable[[], None]
+
+
+def registrar(table: dict[str, Breakage]) -> Callable[[str, str], Callable[[Callable[[], None]], Callable[[], None]]]:
+    """A decorator factory registering breakages in `table`: `@breakage(name, summary)`."""
+
+    def breakage(name: str, summary: str) -> Callable[[Callable[[], None]], Callable[[], None]]:
+        def register(func: Callable[[], None]) -> Callable[[], None]:
+            if name in table:
+                raise ValueError(f"breakage {name!r} is registered twice")
+            table[name] = Breakage(name, summary, func)
+            return func
+
+        return register
+
+    return breakage
+
+
+def patch(owner: Any, attribute: str, value: Any) -> None:
+    """Replace an attribute that must exist: a renamed target fails loudly instead of patching nothing."""
+    if not hasattr(owner, attribute):
+        raise AttributeError(f"{owner!r} has no attribute {attribute!r} to patch")
+    setattr(owner, attribute, value)
