@@ -23,6 +23,7 @@ from reference.operator.core.model import (
 )
 from reference.operator.core.ordering import Entry, order
 from reference.operator.core.scoring import Signals, normalise_ratio, score
+from reference.operator.mesh.sites import discovered_site_k8s_name
 
 INFERENCE = "inference_model"
 TOOL = "mcp_tool"
@@ -135,17 +136,34 @@ def tool_entries(
     return out
 
 
+def remote_site_name(record: RemoteProviderRecord, sites: Mapping[str, GridSiteSpec]) -> str | None:
+    """The GridSite that vouches for a remote record's site, if any.
+
+    The auto-discovered name `discovered_site_k8s_name(network, site)` is looked up first, then a GridSite
+    declared under the site's own name; either must reference the record's network.
+    """
+    for name in (discovered_site_k8s_name(record.network, record.site), record.site):
+        site = sites.get(name)
+        if site is not None and site.network == record.network:
+            return name
+    return None
+
+
 def remote_eligible(
     record: RemoteProviderRecord, network: GridNetworkSpec, gateway: GatewayRef, sites: Mapping[str, GridSiteSpec]
 ) -> bool:
-    """Right network, not our own echo, its GridSite Active, not Unavailable, not past the stale TTL."""
+    """Right network, not our own echo, its GridSite Active, not Unavailable, not past the stale TTL.
+
+    Only Degraded remote records age out, once `age_secs >= staleCandidateTtlSeconds`; an age of 0 means
+    the age is unknown (a just-failed member or a snapshot without ages) and the record is retained.
+    """
     if record.network != network.name or record.site == gateway.local_site:
         return False
-    site = sites.get(record.site)
-    if site is None or site.phase != "Active" or record.phase == "Unavailable":
+    name = remote_site_name(record, sites)
+    if name is None or sites[name].phase != "Active" or record.phase == "Unavailable":
         return False
     ttl = network.stale_candidate_ttl_seconds
-    return not (record.phase == "Degraded" and ttl and record.age_secs > ttl)
+    return not (record.phase == "Degraded" and ttl and record.age_secs > 0 and record.age_secs >= ttl)
 
 
 def remote_entries(
@@ -181,7 +199,7 @@ def remote_entries(
                     cluster=record.cluster,
                     fresh=record.phase != "Degraded",
                     admission_state=state,
-                    tier=derive_tier(gateway.local_site, record.site, sites),
+                    tier=derive_tier(gateway.local_site, remote_site_name(record, sites) or record.site, sites),
                     score=value,
                     capacity_weight=record.capacity_weight,
                 )
