@@ -6,8 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
-from harness.gateway_config import PROVIDER_FILTER_ORDER
-from harness.grid import GatewayStartFailed, ProviderGateway
+from harness.gateway_config import PROVIDER_FILTER_ORDER, TrustedPeer
+from harness.grid import GatewayStartFailed, ProviderGateway, Reply
+from suites.provider.support import ProviderHop
 
 SPEC = ("routing architecture: Praxis AI rejects provider pipelines at startup unless the listener requires client "
         "certificates and an unconditional peer_identity_trust is the first filter before provider_route")
@@ -55,6 +56,13 @@ def test_provider_without_trust_first_fails(start_provider: Callable[..., Provid
 
 @pytest.mark.conformance(id="PROV-START-VALID-PROVIDER", profile="provider", level="core",
                          feature="providerStartupValidation", spec=SPEC + "; a valid provider pipeline starts")
-def test_valid_provider_pipeline_starts(start_provider: Callable[..., ProviderGateway]) -> None:
-    gateway = start_provider(filter_order=PROVIDER_FILTER_ORDER)
+def test_valid_provider_pipeline_starts(start_provider: Callable[..., ProviderGateway], hop: ProviderHop) -> None:
+    """A valid provider pipeline other than the session's (two trust entries, one pinning digest and
+    organization together) starts and serves the trusted peer; fails on a gateway that refuses valid ones."""
+    peers = [TrustedPeer(cert_digest=hop.consumer.digest, organization="ai-grid"),
+             TrustedPeer(organization="another-grid")]
+    gateway = start_provider(filter_order=PROVIDER_FILTER_ORDER, trusted_peers=peers)
     assert gateway.proc.process.running()
+    outcome = hop.direct(gateway=gateway)
+    assert isinstance(outcome, Reply) and outcome.status == 200, (
+        f"the trusted peer must be served by a valid provider pipeline; got {outcome.describe()}")
