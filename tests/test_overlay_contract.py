@@ -190,3 +190,13 @@ def test_non_finite_and_huge_numbers_are_clean_rejections() -> None:
     doc["overlay"]["candidates"][0]["extra"] = math.pi
     contract.seal(doc)
     assert _outcome(contract.encode(doc))[0] == "accept"
+
+
+@pytest.mark.parametrize("value", [[], {}, ["inference_model"], {"kind": "x"}])
+@pytest.mark.parametrize("field", ["kind", "admission_state"])
+def test_unhashable_enum_values_are_clean_rejections(field: str, value: Any) -> None:
+    """A list or object where a name is expected is an invalid candidate, never a crash of the validator."""
+    doc = _base()
+    doc["overlay"]["candidates"][0][field] = value
+    contract.seal(doc)
+    assert _outcome(contract.encode(doc)) == ("reject", "invalid_candidate")

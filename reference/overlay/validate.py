@@ -253,7 +253,7 @@ def _parse_candidate(item: Any, where: str) -> Candidate:
     if not isinstance(item, dict):
         raise OverlayRejected("invalid_candidate", f"{where} is not an object")
     kind = item.get("kind")
-    if kind not in CANDIDATE_KINDS:
+    if not isinstance(kind, str) or kind not in CANDIDATE_KINDS:  # a list or object must not reach `in`
         raise OverlayRejected("invalid_candidate", f"{where}.kind must be one of {sorted(CANDIDATE_KINDS)}")
     name = _text(item.get("name"), f"{where}.name", "invalid_candidate")
     site = _text(item.get("site"), f"{where}.site", "invalid_candidate")
@@ -269,7 +269,7 @@ def _parse_candidate(item: Any, where: str) -> Candidate:
         if not _is_header_value(stable_id):
             raise OverlayRejected("invalid_candidate", f"{where}.stable_id must be a valid header value")
     admission = item.get("admission_state", "new_and_existing")
-    if admission not in ADMISSION_STATES:
+    if not isinstance(admission, str) or admission not in ADMISSION_STATES:
         raise OverlayRejected("invalid_candidate", f"{where}.admission_state must be one of {sorted(ADMISSION_STATES)}")
     rank = _optional_index(item.get("rank"), f"{where}.rank", "invalid_candidate")
     group = _optional_index(item.get("selection_group"), f"{where}.selection_group", "invalid_selection_group")
