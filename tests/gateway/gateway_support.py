@@ -10,6 +10,7 @@ import json
 import os
 import queue
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -105,8 +106,10 @@ class ProjectedDir:
 class EchoUpstream:
     """An HTTP upstream on 127.0.0.1 that answers with its name, the request line and headers."""
 
-    def __init__(self, name: str, handler: Callable[[web.Request], Any] | None = None) -> None:
+    def __init__(self, name: str, handler: Callable[[web.Request], Any] | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.name = name
+        self.ssl_context = ssl_context  # None: plain HTTP
         self.port = 0
         self.requests: list[dict[str, Any]] = []
         self._handler = handler
@@ -137,7 +140,7 @@ class EchoUpstream:
         app.router.add_route("*", "/{tail:.*}", self._echo)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.ssl_context)
         await site.start()
         self.port = int(self._runner.addresses[0][1])
 

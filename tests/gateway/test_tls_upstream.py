@@ -3,10 +3,8 @@ keep-alive reuse, then the whole grid hop consumer gateway -> provider gateway -
 
 from __future__ import annotations
 
-import asyncio
 import json
 import ssl
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +20,17 @@ HOP_CLUSTER = "provider-b"
 MODEL = "m-value"
 
 
-class MutualTlsEcho:
+class MutualTlsEcho(EchoUpstream):
     """An HTTPS server on 127.0.0.1 that requires a client certificate and reports, per request, the
     client's source port and the organization of the certificate it presented."""
 
     def __init__(self, pki: Pki) -> None:
-        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.context.load_cert_chain(str(pki.server.cert), str(pki.server.key))
-        self.context.load_verify_locations(cafile=str(pki.ca_file))
-        self.context.verify_mode = ssl.CERT_REQUIRED
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(str(pki.server.cert), str(pki.server.key))
+        context.load_verify_locations(cafile=str(pki.ca_file))
+        context.verify_mode = ssl.CERT_REQUIRED
+        super().__init__("mtls-echo", handler=self._handle, ssl_context=context)
         self.seen: list[dict[str, Any]] = []
-        self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._runner: web.AppRunner | None = None
 
     async def _handle(self, request: web.Request) -> web.Response:
         peer = peer_identity(request.transport)
@@ -47,27 +42,6 @@ class MutualTlsEcho:
         }
         self.seen.append(record)
         return web.json_response(record)
-
-    async def _start(self) -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.context)
-        await site.start()
-        self.port = int(self._runner.addresses[0][1])
-
-    def __enter__(self) -> MutualTlsEcho:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()
 
 
 def consumer_config(tmp_path: Path, pki: Pki, provider_port: int, overlay: bytes, **tls: Any) -> Path:
