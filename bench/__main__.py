@@ -18,7 +18,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import conformance_wall, operator_render, provider_hop, proxy, route_change, selection, validation
+from bench import (
+    conformance_wall,
+    gossip,
+    operator_render,
+    provider_hop,
+    proxy,
+    route_change,
+    selection,
+    validation,
+)
 from bench.core import BenchResult, emit, fmt, table
 
 BENCHMARKS: dict[str, Callable[[bool], BenchResult]] = {
@@ -28,6 +37,7 @@ BENCHMARKS: dict[str, Callable[[bool], BenchResult]] = {
     "provider_hop": provider_hop.run,
     "operator_render": operator_render.run,
     "route_change": route_change.run,
+    "gossip": gossip.run,
     "conformance_wall": conformance_wall.run,
 }
 DEFAULT_OUT = "bench-results.json"

@@ -35,7 +35,7 @@ def test_quick_run_writes_results(tmp_path: Path) -> None:
     assert doc["quick"] is True
     benches = doc["benchmarks"]
     assert set(benches) == {"selection", "validation", "proxy", "provider_hop", "operator_render", "route_change",
-                            "conformance_wall"}
+                            "gossip", "conformance_wall"}
 
     cases = benches["selection"]["cases"]
     seen = {(c["path"], c["mode"], c["candidates"]) for c in cases}
@@ -112,10 +112,16 @@ def test_quick_run_writes_results(tmp_path: Path) -> None:
         for key in ("median_s", "p95_s", "max_s"):
             _positive(route["summary"][stage][key], f"route_change {stage} {key}")
 
+    gossip = benches["gossip"]
+    assert [row["members"] for row in gossip["summary"]] == [3, 20]
+    for row in gossip["summary"]:
+        _positive(row["bytes_per_s_mean"], f"gossip {row['members']} bytes/s")
+        assert 0 < row["detection_s_max"] <= row["bound_s"], row
+
     assert benches["conformance_wall"]["skipped"]
     summary = [row for row in doc["summary"] if "value" in row]
     assert {row["benchmark"] for row in summary} == {"selection", "validation", "proxy", "provider_hop",
-                                                     "operator_render", "route_change"}
+                                                     "operator_render", "route_change", "gossip"}
     for row in summary:
         assert row["status"] in ("PASS", "MISS"), row
         assert isinstance(row["value"], int | float), row
