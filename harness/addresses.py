@@ -96,3 +96,23 @@ class AddressPlan:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", 0))
             return int(sock.getsockname()[1])
+
+
+@dataclass
+class SiteHostPlan:
+    """Addresses when every site has a host of its own (a network namespace): all of a site's components
+    share its address, each on a port of its own, handed out upwards from the port asked for."""
+
+    hosts: tuple[str, ...]
+    run_octet: int = 0
+    _used: dict[int, set[int]] = field(default_factory=dict)
+
+    def allocate(self, site_index: int, port: int) -> tuple[str, int]:
+        used = self._used.setdefault(site_index, set())
+        while port in used:
+            port += 1
+        used.add(port)
+        return self.hosts[site_index], port
+
+    def close(self) -> None:
+        """Nothing to give back: the addresses disappear with their namespaces."""

@@ -25,6 +25,7 @@ import httpx
 import yaml
 
 from harness import producer_oracle
+from harness.contract import ScopeSpec
 from harness.process import ManagedProcess
 from harness.resources import DEFAULT_GATEWAY, DEFAULT_NAMESPACE
 from harness.waiting import WaitTimeout, poll_until
@@ -208,17 +209,23 @@ class ControlPlane:
     # ----------------------------------------------------------------------------------------- chain
 
     def connect(self, network: str, gateway_ref: str = DEFAULT_GATEWAY, namespace: str = DEFAULT_NAMESPACE,
-                timeout: float = DEFAULT_TIMEOUT) -> Chain:
-        """Start overlay-sync on the rendered ConfigMap and a gateway on what it delivers."""
-        from harness.contract import ScopeSpec
+                timeout: float = DEFAULT_TIMEOUT,
+                start_gateway: Callable[[Path, ScopeSpec], Gateway] | None = None) -> Chain:
+        """Start overlay-sync on the rendered ConfigMap and a gateway on what it delivers.
 
+        `start_gateway(overlay_dir, scope)` starts some other gateway than the site's core consumer
+        gateway (one with a provider hop, say) on the delivered directory.
+        """
         envelope = self.wait_envelope(network, gateway=gateway_ref, what="a first overlay", timeout=timeout)
         scope = ScopeSpec(network, gateway_ref, namespace, envelope["scope"]["local_site"])
         sync = self.site.grid.backend.start_overlay_sync(self.site.index, self.configmap_path(network, gateway_ref),
                                                          scope)
         poll_until(lambda: sync.delivered_revision(), lambda r: r is not None, timeout=timeout,
                    what=f"overlay-sync to deliver the first revision of {network}")
-        gateway = self.site.start_gateway("core", None, overlay_dir=sync.target_dir, scope=scope)
+        if start_gateway is None:
+            gateway = self.site.start_gateway("core", None, overlay_dir=sync.target_dir, scope=scope)
+        else:
+            gateway = start_gateway(sync.target_dir, scope)
         chain = Chain(self, network, gateway_ref, sync, gateway)
         self.chains.append(chain)
         return chain

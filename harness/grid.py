@@ -182,11 +182,12 @@ class ProviderGateway(Gateway):
     """A provider gateway under test: an mTLS listener in front of its site's backends."""
 
     def __init__(self, site: Site, proc: GatewayProcess, routes: Sequence[ProviderRoute],
-                 tokens: Mapping[CredentialRef, str], sni: str) -> None:
+                 tokens: Mapping[CredentialRef, str], sni: str, server_digest: str = "") -> None:
         super().__init__(site, "provider", proc)
         self.routes = tuple(routes)
         self.tokens = dict(tokens)
         self.sni = sni
+        self.server_digest = server_digest  # SHA-256 of its certificate's DER: what peers pin
 
     @property
     def cluster(self) -> str:
@@ -316,10 +317,12 @@ class Site:
 
     # ------------------------------------------------------------------------------ control plane
 
-    def control_plane(self) -> ControlPlane:
-        """This site's operator under test, started on first use (the producer profile)."""
+    def control_plane(self, mesh: Mapping[str, str] | None = None) -> ControlPlane:
+        """This site's operator under test, started on first use (the producer profile); `mesh` holds the
+        values of the descriptor's mesh placeholders when it joins a mesh."""
         if self._control is None:
-            process, manifests, out = self.grid.backend.start_operator(self.index, f"operator-{self.spec.name}")
+            process, manifests, out = self.grid.backend.start_operator(self.index, f"operator-{self.spec.name}",
+                                                                       mesh)
             self._control = ControlPlane(self, process, manifests, out)
         return self._control
 
@@ -417,7 +420,7 @@ class Site:
         )
         proc = backend.start_gateway(f"provider-{self.spec.name}-{workdir.name}", listen, admin, workdir, config,
                                      workdir, env=env, scheme="https")
-        gateway = ProviderGateway(self, proc, routes, tokens, sni)
+        gateway = ProviderGateway(self, proc, routes, tokens, sni, server.digest)
         self.grid.track(gateway)
         return gateway
 
@@ -444,21 +447,26 @@ class Site:
         return sources, env
 
     def start_hop_consumer(self, peers: Sequence[ProviderGateway], overlay: bytes | None, client: ClientFiles,
-                           variant: str = "core") -> Gateway:
-        """Start this site's consumer gateway reaching each peer provider gateway over mTLS as `client`."""
+                           variant: str = "core", *, overlay_dir: Path | None = None,
+                           scope: contract.ScopeSpec | None = None) -> Gateway:
+        """Start this site's consumer gateway reaching each peer provider gateway over mTLS as `client`.
+
+        `overlay_dir` and `scope` work as for `start_gateway` (overlay-sync delivering, an operator's network).
+        """
         backend = self.grid.backend
         listen, admin, workdir = backend.allocate_gateway(self.index)
-        overlay_dir = workdir / "overlay"
-        if overlay is not None:
-            project(overlay_dir, {OVERLAY_FILE: overlay})
-        else:
-            overlay_dir.mkdir(parents=True, exist_ok=True)
+        if overlay_dir is None:
+            overlay_dir = workdir / "overlay"
+            if overlay is not None:
+                project(overlay_dir, {OVERLAY_FILE: overlay})
+            else:
+                overlay_dir.mkdir(parents=True, exist_ok=True)
         clusters = {name: p.address for name, p in self.providers.items()}
         clusters.update({peer.cluster: peer.proc.listen for peer in peers})
         hop_tls = {peer.cluster: UpstreamTls(str(backend.pki.ca_path), str(client.cert), str(client.key), peer.sni)
                    for peer in peers}
         config = render_hop_consumer_config(VARIANTS[variant], listen=listen, admin=admin,
-                                            overlay_file=str(overlay_dir / OVERLAY_FILE), scope=self.scope,
+                                            overlay_file=str(overlay_dir / OVERLAY_FILE), scope=scope or self.scope,
                                             clusters=clusters, hop_tls=hop_tls)
         proc = backend.start_gateway(f"gateway-{self.spec.name}-hop-{workdir.name}", listen, admin, workdir,
                                      config, overlay_dir)

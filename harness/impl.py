@@ -60,13 +60,21 @@ PLACEHOLDERS: frozenset[str] = frozenset({"python", "config", "workdir"})
 #: Placeholders allowed in operator templates: the resource directory it watches, the directory it writes
 #: ConfigMaps and status into, and the PEM CA bundle that signs TLS metrics endpoints.
 OPERATOR_PLACEHOLDERS: frozenset[str] = frozenset({"python", "manifests", "out", "workdir", "metrics_ca"})
+#: Extra placeholders of ``operator.mesh_args`` (the mesh profile): this site's name, the UDP address its
+#: membership binds, the seed addresses (comma-separated, may be empty), its provider gateway's address,
+#: the cluster name peers route to it by, a client certificate and key for fetching peer certificates, and
+#: the SWIM timing the suites' bounds are computed from.
+MESH_PLACEHOLDERS: frozenset[str] = frozenset({
+    "site", "mesh_bind", "mesh_seeds", "gateway_address", "routing_cluster", "client_cert", "client_key",
+    "probe_interval", "probe_timeout", "suspicion_mult",
+})
 
 DEFAULT_STARTUP_TIMEOUT_S = 20.0
 
 _TOP_KEYS = {"implementation": True, "gateway": True, "operator": False, "features": False}
 _IMPLEMENTATION_KEYS = {"organization": True, "project": True, "version": True, "contact": True}
 _GATEWAY_KEYS = {"command": True, "env": False, "startup_timeout_s": False}
-_OPERATOR_KEYS = {"command": True, "env": False}
+_OPERATOR_KEYS = {"command": True, "env": False, "mesh_args": False}
 
 
 class ImplError(ValueError):
@@ -119,11 +127,20 @@ class OperatorCommand:
 
     argv_template: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    mesh_args: tuple[str, ...] | None = None  # appended in the mesh profile; None: the mesh is unsupported
 
-    def render(self, manifests: Path, out: Path, workdir: Path, metrics_ca: Path) -> tuple[list[str], dict[str, str]]:
+    def render(self, manifests: Path, out: Path, workdir: Path, metrics_ca: Path,
+               mesh: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment; `mesh` (the MESH_PLACEHOLDERS values) appends the mesh arguments."""
         values = {"python": sys.executable, "manifests": str(manifests), "out": str(out),
                   "workdir": str(workdir), "metrics_ca": str(metrics_ca)}
-        argv = [template.format_map(values) for template in self.argv_template]
+        templates = self.argv_template
+        if mesh is not None:
+            if self.mesh_args is None:
+                raise ValueError("operator.mesh_args: not given, so this operator cannot join a mesh")
+            values.update(mesh)
+            templates += self.mesh_args
+        argv = [template.format_map(values) for template in templates]
         env = {name: template.format_map(values) for name, template in self.env.items()}
         return argv, env
 
@@ -240,7 +257,25 @@ def _parse_operator(data: Any) -> OperatorCommand:
         "manifests": "the directory of grid resources the operator watches",
         "out": "the directory the operator writes ConfigMaps and status into",
     })
-    return OperatorCommand(argv_template=argv, env=env)
+    return OperatorCommand(argv_template=argv, env=env, mesh_args=_parse_mesh_args(block.get("mesh_args")))
+
+
+def _parse_mesh_args(data: Any) -> tuple[str, ...] | None:
+    """``operator.mesh_args``: argv items appended when the operator runs in a mesh."""
+    if data is None:
+        return None
+    if not isinstance(data, list) or not data:
+        raise ImplError("operator.mesh_args", f"must be a non-empty list of strings, got {_kind(data)}")
+    used: set[str] = set()
+    items = []
+    for i, item in enumerate(data):
+        key = f"operator.mesh_args[{i}]"
+        items.append(_string(item, key))
+        used |= _placeholders(item, key, OPERATOR_PLACEHOLDERS | MESH_PLACEHOLDERS)
+    for name in ("site", "mesh_bind", "mesh_seeds"):
+        if name not in used:
+            raise ImplError("operator.mesh_args", f"must contain {{{name}}}")
+    return tuple(items)
 
 
 def _parse_features(data: Any) -> frozenset[str]:

@@ -81,6 +81,11 @@ class ManagedProcess:
             with contextlib.suppress(Exception):
                 self._log.close()
 
+    def kill(self) -> int | None:
+        """SIGKILL the group at once, with no chance to say goodbye (a crash); `stop` still cleans up."""
+        self._signal(signal.SIGKILL)
+        return self.wait(5.0)
+
     def _signal(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, sig)

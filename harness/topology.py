@@ -34,6 +34,7 @@ class SiteSpec:
     zone: str
     providers: tuple[ProviderSpec, ...]
     provider_gateway: str | None = None  # the name of this site's provider gateway, when it serves peers
+    seeds: tuple[str, ...] = ()  # sites whose operators this site's operator joins the mesh through
 
     @property
     def provider_gateway_cluster(self) -> str:
@@ -107,9 +108,18 @@ def parse_topology(raw: Any, source: str) -> Topology:
         provider_gateway = s.get("provider_gateway")
         if provider_gateway is not None and (not isinstance(provider_gateway, str) or not provider_gateway.strip()):
             raise TopologyError(f"{source}: {where}provider_gateway must be a non-empty name")
+        seeds = s.get("seeds", [])
+        if not isinstance(seeds, list) or not all(isinstance(x, str) and x for x in seeds):
+            raise TopologyError(f"{source}: {where}seeds must be a list of site names")
         sites.append(SiteSpec(
             name=str(need(s, "name", where)), namespace=str(s.get("namespace", "agn-system")),
             gateway=str(s.get("gateway", "edge-gateway")), region=str(s.get("region", "")),
             zone=str(s.get("zone", "")), providers=providers, provider_gateway=provider_gateway,
+            seeds=tuple(seeds),
         ))
+    names = {site.name for site in sites}
+    for i, site in enumerate(sites):
+        unknown = [seed for seed in site.seeds if seed not in names or seed == site.name]
+        if unknown:
+            raise TopologyError(f"{source}: sites[{i}].seeds: {', '.join(unknown)} is not another site")
     return Topology(name=str(need(raw, "name", "")), network=str(need(raw, "network", "")), sites=tuple(sites))

@@ -27,7 +27,13 @@ from pytest_kubernetes.options import ClusterOptions
 from pytest_kubernetes.providers.kind import KindManagerBase
 
 from harness.addresses import AddressPlan
-from harness.backends.local import GatewayProcess, GatewayStartFailed, LocalBackend, ProviderProcess
+from harness.backends.local import (
+    GatewayProcess,
+    GatewayStartFailed,
+    LocalBackend,
+    OperatorUnsupported,
+    ProviderProcess,
+)
 from harness.backends.runner import CommandFailed, Runner
 from harness.contract import ScopeSpec
 from harness.control import OverlaySyncProcess
@@ -345,7 +351,10 @@ class KubeBackend:
     def start_tls_metrics(self, site_index: int, site: SiteSpec) -> ProviderProcess:
         return self._host.start_tls_metrics(site_index, site)
 
-    def start_operator(self, site_index: int, name: str) -> tuple[ManagedProcess, Path, Path]:
+    def start_operator(self, site_index: int, name: str,
+                       mesh: Mapping[str, str] | None = None) -> tuple[ManagedProcess, Path, Path]:
+        if mesh is not None:
+            raise OperatorUnsupported("the mesh profile runs on the local backend only in this release")
         return self._host.start_operator(site_index, name)
 
     def start_overlay_sync(self, site_index: int, configmap_file: Path, scope: ScopeSpec) -> OverlaySyncProcess:

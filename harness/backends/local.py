@@ -7,17 +7,20 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from harness.addresses import ADMIN_PORT, BACKEND_PORT, GATEWAY_PORT, AddressPlan
+from harness.addresses import ADMIN_PORT, BACKEND_PORT, GATEWAY_PORT, AddressPlan, SiteHostPlan
 from harness.contract import ScopeSpec
 from harness.control import OverlaySyncProcess
 from harness.pki import GridPKI
 from harness.process import ManagedProcess, Supervisor
 from harness.topology import ProviderSpec, SiteSpec
 from harness.waiting import WaitTimeout, poll_until
+
+if TYPE_CHECKING:
+    from harness.netns import Fabric
 
 #: Port of a site's TLS metrics endpoint (a fake backend serving HTTPS), next to the plain backends.
 TLS_METRICS_PORT = BACKEND_PORT + 50
@@ -72,9 +75,10 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, workdir: Path, supervisor: Supervisor, plan: AddressPlan, impl: Any,
-                 seed: int | None = None) -> None:
+    def __init__(self, workdir: Path, supervisor: Supervisor, plan: AddressPlan | SiteHostPlan, impl: Any,
+                 seed: int | None = None, fabric: Fabric | None = None) -> None:
         self.workdir = workdir
+        self.fabric = fabric  # sites in network namespaces: their processes start inside them
         self.seed = seed
         self.supervisor = supervisor
         self.plan = plan
@@ -82,6 +86,17 @@ class LocalBackend:
         self._gateway_count = 0
         self._sync_count = 0
         self._pki: GridPKI | None = None
+
+    def _inside(self, site_index: int | None, argv: list[str]) -> list[str]:
+        """`argv` started inside the site's network namespace when the sites live in a fabric."""
+        if self.fabric is None or site_index is None:
+            return argv
+        return [*self.fabric.exec_prefix(site_index), *argv]
+
+    def _site_of(self, host: str) -> int | None:
+        if self.fabric is None or not isinstance(self.plan, SiteHostPlan) or host not in self.plan.hosts:
+            return None
+        return self.plan.hosts.index(host)
 
     @property
     def pki(self) -> GridPKI:
@@ -96,7 +111,7 @@ class LocalBackend:
             host, port = self.plan.allocate(site_index, BACKEND_PORT + offset)
             argv = [sys.executable, "-m", "harness.fakes.cli", "--name", spec.name, "--site", spec.site,
                     "--listen", f"{host}:{port}"]
-            proc = self.supervisor.start(f"fake-{spec.name}", argv)
+            proc = self.supervisor.start(f"fake-{spec.name}", self._inside(site_index, argv))
             started[spec.name] = ProviderProcess(spec, f"{host}:{port}", proc)
         for provider in started.values():
             self._wait_ready(provider.process, f"{provider.url}/admin/stats", f"fake backend {provider.spec.name}", 20)
@@ -109,23 +124,30 @@ class LocalBackend:
         spec = ProviderSpec(name=f"tls-metrics-{site.name}", site=site.name, role="metrics")
         argv = [sys.executable, "-m", "harness.fakes.cli", "--name", spec.name, "--site", site.name,
                 "--listen", f"{host}:{port}", "--tls-cert", str(files.cert), "--tls-key", str(files.key)]
-        proc = self.supervisor.start(spec.name, argv)
+        proc = self.supervisor.start(spec.name, self._inside(site_index, argv))
         provider = ProviderProcess(spec, f"{host}:{port}", proc, scheme="https")
         self._wait_ready(proc, f"{provider.url}/admin/stats", f"TLS metrics backend {spec.name}", 20,
                          verify=ssl.create_default_context(cafile=str(self.pki.ca_path)))
         return provider
 
-    def start_operator(self, site_index: int, name: str) -> tuple[ManagedProcess, Path, Path]:
-        """Start the operator under test on fresh resource and output directories."""
+    def start_operator(self, site_index: int, name: str,
+                       mesh: Mapping[str, str] | None = None) -> tuple[ManagedProcess, Path, Path]:
+        """Start the operator under test on fresh resource and output directories.
+
+        `mesh` (values of the descriptor's mesh placeholders) makes it join a mesh; a descriptor without
+        `operator.mesh_args` then raises OperatorUnsupported.
+        """
         operator = getattr(self.impl, "operator", None)
         if operator is None:
             raise OperatorUnsupported("the implementation descriptor has no operator section")
+        if mesh is not None and operator.mesh_args is None:
+            raise OperatorUnsupported("the implementation descriptor's operator section has no mesh_args")
         workdir = self.workdir / f"operator-{site_index}"
         manifests, out = workdir / "manifests", workdir / "out"
         manifests.mkdir(parents=True, exist_ok=True)
         out.mkdir(parents=True, exist_ok=True)
-        argv, env = operator.render(manifests, out, workdir, self.pki.ca_path)
-        return self.supervisor.start(name, argv, env=env, cwd=workdir), manifests, out
+        argv, env = operator.render(manifests, out, workdir, self.pki.ca_path, mesh)
+        return self.supervisor.start(name, self._inside(site_index, argv), env=env, cwd=workdir), manifests, out
 
     def start_overlay_sync(self, site_index: int, configmap_file: Path, scope: ScopeSpec) -> OverlaySyncProcess:
         """The reference overlay-sync on one ConfigMap file, delivering into a fresh overlay directory."""
@@ -138,7 +160,7 @@ class LocalBackend:
         argv = [sys.executable, "-m", "reference.overlay_sync", "--configmap-file", str(configmap_file),
                 "--target-dir", str(target), "--expected-scope", scope_arg, "--admin", f"{host}:0",
                 "--resync-seconds", "5"]
-        proc = self.supervisor.start(f"overlay-sync-{self._sync_count}", argv, cwd=workdir)
+        proc = self.supervisor.start(f"overlay-sync-{self._sync_count}", self._inside(site_index, argv), cwd=workdir)
 
         def admin_line() -> str | None:
             if not proc.running():
@@ -175,6 +197,7 @@ class LocalBackend:
         if self.seed is not None:
             # --grid-seed also fixes the reference gateway's random choices (other gateways ignore it)
             env = {"AGN_GATEWAY_SEED": f"{self.seed}-{self._gateway_count}", **env}
+        argv = self._inside(self._site_of(listen.rsplit(":", 1)[0]), argv)
         proc = self.supervisor.start(name, argv, env=env, cwd=workdir)
         gateway = GatewayProcess(name, listen, admin, config_path, overlay_dir, proc, scheme)
         try:
