@@ -21,6 +21,7 @@ from typing import Any
 from bench import (
     conformance_wall,
     gossip,
+    mesh,
     operator_render,
     provider_hop,
     proxy,
@@ -38,6 +39,7 @@ BENCHMARKS: dict[str, Callable[[bool], BenchResult]] = {
     "operator_render": operator_render.run,
     "route_change": route_change.run,
     "gossip": gossip.run,
+    "mesh": mesh.run,
     "conformance_wall": conformance_wall.run,
 }
 DEFAULT_OUT = "bench-results.json"

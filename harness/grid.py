@@ -321,9 +321,13 @@ class Site:
         """This site's operator under test, started on first use (the producer profile); `mesh` holds the
         values of the descriptor's mesh placeholders when it joins a mesh."""
         if self._control is None:
-            process, manifests, out = self.grid.backend.start_operator(self.index, f"operator-{self.spec.name}",
-                                                                       mesh)
-            self._control = ControlPlane(self, process, manifests, out)
+            factory = getattr(self.grid.backend, "control_plane", None)
+            if factory is not None:  # a backend whose operator runs elsewhere (in a cluster) brings its own
+                self._control = factory(self, mesh)
+            else:
+                process, manifests, out = self.grid.backend.start_operator(self.index, f"operator-{self.spec.name}",
+                                                                           mesh)
+                self._control = ControlPlane(self, process, manifests, out)
         return self._control
 
     def tls_metrics(self) -> ProviderProcess:

@@ -10,6 +10,7 @@ namespaces work, a mesh can live in a `Fabric` so tests can cut and heal links b
 from __future__ import annotations
 
 import hashlib
+import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from harness import mesh_oracle, resources
 from harness.addresses import AddressPlan, SiteHostPlan
 from harness.contract import ScopeSpec
-from harness.control import ControlPlane, _read_yaml
-from harness.gateway_config import ProviderRoute, TrustedPeer
+from harness.control import ControlPlane, OperatorExited, _read_yaml
+from harness.gateway_config import CredentialRef, ProviderRoute, TrustedPeer
 from harness.grid import Gateway, Grid, ProviderGateway, Site
 from harness.mesh_oracle import SwimTiming
 from harness.process import Supervisor
@@ -32,10 +33,22 @@ if TYPE_CHECKING:
 
 TOPOLOGY = "three-node-mesh"
 MESH_PORT = 17946
-MESH_STATUS = "mesh.status.yaml"
+MESH_STATUS = "mesh.state.yaml"
 GRIDSITE_SUFFIX = ".gridsite.yaml"
 ANCHOR_MODEL = "mesh-anchor"
 DEFAULT_TIMEOUT = 30.0
+
+
+def start_site_provider_gateway(site: Site, candidate_id: str, model: str) -> ProviderGateway:
+    """A provider gateway of `site` routing one candidate id to the site's backend with a site credential.
+
+    The provider pipeline injects a credential on every route, so each gateway gets a random token of its
+    own (written where the run keeps credentials, never in a config).
+    """
+    credential = CredentialRef(f"{site.spec.name}-provider-token", "agn-system")
+    route = ProviderRoute(candidate_id, model, next(iter(site.providers)), credential=credential)
+    return site.start_provider_gateway(trusted_peers=[TrustedPeer(organization="ai-grid")], routes=[route],
+                                       tokens={credential: f"agn-mesh-token-{secrets.token_hex(16)}"})
 
 
 class PartitionUnsupported(RuntimeError):
@@ -114,9 +127,7 @@ class Mesh:
         gateways: dict[str, ProviderGateway] = {}
         binds: dict[str, str] = {}
         for site in grid.sites.values():
-            route = ProviderRoute(f"{site.spec.name}-anchor", ANCHOR_MODEL, next(iter(site.providers)))
-            gateways[site.spec.name] = site.start_provider_gateway(
-                trusted_peers=[TrustedPeer(organization="ai-grid")], routes=[route], tokens={})
+            gateways[site.spec.name] = start_site_provider_gateway(site, f"{site.spec.name}-anchor", ANCHOR_MODEL)
             host, port = backend.plan.allocate(site.index, MESH_PORT)
             binds[site.spec.name] = f"{host}:{port}"
         sites: dict[str, MeshSite] = {}
@@ -150,7 +161,8 @@ class Mesh:
                     for s in self.live()}
 
         poll_until(probe, lambda seen: all(v == "alive" for row in seen.values() for v in row.values()),
-                   timeout=timeout, what="every operator to see every other site alive in its mesh status")
+                   timeout=timeout, what="every operator to see every other site alive in its mesh status",
+                   fatal=(OperatorExited,))
 
     def kill(self, name: str) -> None:
         """Crash a site's operator (SIGKILL: it cannot announce that it leaves)."""
@@ -273,7 +285,8 @@ class MeshScenario:
         rows = poll_until(lambda: mesh_oracle.records_of(site.mesh_status(), site=of, network=net,
                                                          provider=provider),
                           bool, timeout=timeout, what=f"{at} to hold {of}'s record of {provider} in {net}",
-                          describe=lambda _r: f"records: {_records_summary(site.mesh_status())}")
+                          describe=lambda _r: f"records: {_records_summary(site.mesh_status())}",
+                          fatal=(OperatorExited,))
         return rows[0]
 
     # -------------------------------------------------------------------------------- data path
@@ -286,9 +299,7 @@ class MeshScenario:
         cluster for `to` points at that provider gateway.
         """
         origin, target = self.mesh.sites[at], self.mesh.sites[to]
-        route = ProviderRoute(candidate_id, model, target.backend)
-        provider = target.site.start_provider_gateway(trusted_peers=[TrustedPeer(organization="ai-grid")],
-                                                      routes=[route], tokens={})
+        provider = start_site_provider_gateway(target.site, candidate_id, model)
         self._extra_gateways.append((target.site, provider))
         client = self.mesh.grid.backend.pki.client(f"consumer-{at}-{self.tag}")
 

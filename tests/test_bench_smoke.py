@@ -35,7 +35,7 @@ def test_quick_run_writes_results(tmp_path: Path) -> None:
     assert doc["quick"] is True
     benches = doc["benchmarks"]
     assert set(benches) == {"selection", "validation", "proxy", "provider_hop", "operator_render", "route_change",
-                            "gossip", "conformance_wall"}
+                            "gossip", "mesh", "conformance_wall"}
 
     cases = benches["selection"]["cases"]
     seen = {(c["path"], c["mode"], c["candidates"]) for c in cases}
@@ -51,6 +51,13 @@ def test_quick_run_writes_results(tmp_path: Path) -> None:
     assert benches["validation"]["candidates"] == 1024
     for key in ("median_ms", "p99_ms", "runs"):
         _positive(steps["parse_overlay"][key], f"validation {key}")
+
+    mesh = benches["mesh"]
+    for key in ("routable_s", "dead_s", "degraded_s"):
+        assert mesh[key], f"mesh {key} has no samples"
+        for value in mesh[key]:
+            _positive(value, f"mesh {key}")
+    _positive(mesh["detection_bound_s"], "mesh detection_bound_s")
 
     proxy = benches["proxy"]
     assert proxy["ports_released"] is True
@@ -121,7 +128,7 @@ def test_quick_run_writes_results(tmp_path: Path) -> None:
     assert benches["conformance_wall"]["skipped"]
     summary = [row for row in doc["summary"] if "value" in row]
     assert {row["benchmark"] for row in summary} == {"selection", "validation", "proxy", "provider_hop",
-                                                     "operator_render", "route_change", "gossip"}
+                                                     "operator_render", "route_change", "gossip", "mesh"}
     for row in summary:
         assert row["status"] in ("PASS", "MISS"), row
         assert isinstance(row["value"], int | float), row

@@ -6,6 +6,14 @@ runs the reconcile loop with the `dir` source and sink, scraping each provider's
 `agn-operator run --kubernetes [--namespace NS] [--kubeconfig PATH] [--context NAME]` runs the same loop
 against a cluster (the grid CRDs watched, ConfigMaps applied, status patched; in-cluster configuration
 unless a kubeconfig or context is given). Bad input exits 2 with the offending file, option or key named.
+
+`--mesh-site NAME --mesh-bind HOST:PORT [--mesh-seeds A:P,B:P] [--mesh-gateway HOST:PORT]` makes the
+operator a member of the site mesh (either mode): it gossips its providers to the other sites' operators
+over SWIM (`--swim-*` tune the timing), learns theirs, keeps a GridSite per discovered site that becomes
+Active only once the site's gateway certificate matches the pins an admin put in a GridSite of that name,
+and renders eligible remote providers into the overlay, reconciling promptly whenever the mesh changes.
+In dir mode the discovered GridSites (`<name>.gridsite.yaml`) and `mesh.state.yaml` are written to
+--out; in --kubernetes mode the phases are used for rendering only. SIGTERM leaves the mesh gracefully.
 """
 
 from __future__ import annotations
@@ -17,9 +25,11 @@ import json
 import logging
 import math
 import signal
+import socket
 import ssl
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,6 +39,10 @@ import yaml
 from reference.operator.core.admission import AdmissionMemory
 from reference.operator.core.model import Clock, FixedClock, MetricSample, ResourceError, SystemClock
 from reference.operator.core.render import Rendered, render
+from reference.operator.mesh.codec import Address
+from reference.operator.mesh.runtime import MeshRuntime, MeshSettings
+from reference.operator.mesh.sites import client_context, split_address
+from reference.operator.mesh.swim import SwimConfig
 from reference.operator.scrape import SIGNALS, Scraper, targets_from_objects
 from reference.operator.sinks import DirSink, OverlaySink
 from reference.operator.sources import DirSource, Loaded, resource_files
@@ -151,6 +165,7 @@ class Operator:
         clock: Clock,
         poll: float = 0.5,
         ssl_context: ssl.SSLContext | None = None,
+        mesh: MeshRuntime | None = None,
     ) -> None:
         self.source = source
         self.sink = sink
@@ -159,15 +174,28 @@ class Operator:
         self.scraper = Scraper(clock, ssl_context)
         self.triggers = Triggers(clock)
         self.memory = AdmissionMemory()
+        self.mesh = mesh
+        self._mesh_seen: int | None = None
         self._loaded: tuple[str, Loaded] | None = None
         self._reported: tuple[str, ...] = ()
+        if mesh is not None and not isinstance(sink, DirSink):
+            log.info(
+                "mesh: discovered GridSites and mesh.state.yaml are written only in dir mode (--out); "
+                "here their phases are kept in memory and used for rendering"
+            )
 
     @classmethod
     def for_directories(
-        cls, manifests: Path, out: Path, clock: Clock, poll: float = 0.5, ssl_context: ssl.SSLContext | None = None
+        cls,
+        manifests: Path,
+        out: Path,
+        clock: Clock,
+        poll: float = 0.5,
+        ssl_context: ssl.SSLContext | None = None,
+        mesh: MeshRuntime | None = None,
     ) -> Operator:
         """The loop over a resource directory, writing into an output directory."""
-        return cls(WatchedDir(manifests), DirSink(out), clock, poll, ssl_context)
+        return cls(WatchedDir(manifests), DirSink(out), clock, poll, ssl_context, mesh)
 
     def observe(self) -> tuple[str, Loaded]:
         current = self.source.fingerprint()
@@ -188,16 +216,49 @@ class Operator:
             log.warning("metrics scrape of %s failed: %s", provider, problem)
         error: str | None = None
         rendered: list[Rendered] = []
+        resources, remote = loaded.resources, []
+        if self.mesh is not None:
+            self.mesh.update_local(loaded.resources, loaded.objects, samples)
+            remote = self.mesh.remote_records()
+            resources = replace(resources, sites=self.mesh.site_specs(resources.sites))
+            self._mesh_seen = self.mesh.version
         try:
-            rendered = render(loaded.resources, samples, [], self.clock, self.memory)
+            rendered = render(resources, samples, remote, self.clock, self.memory)
         except Exception as exc:  # a bad policy must not stop the loop; status says why
             error = f"{type(exc).__name__}: {exc}"
             log.error("render failed: %s", error)
         self.sink.publish(loaded.resources.networks, rendered, self.clock.wall(), error)
+        self.write_mesh_files()
         return error is None
+
+    def write_mesh_files(self) -> None:
+        """Discovered GridSites and the mesh status into the `dir` sink; each file only when it changed."""
+        if self.mesh is None or not isinstance(self.sink, DirSink):
+            return
+        try:
+            self.sink.write_gridsites(self.mesh.gridsite_objects())
+            self.sink.write_mesh_status(self.mesh.status_document())
+        except OSError as exc:
+            log.warning("writing the mesh files failed: %s", exc)
+
+    def _mesh_due(self) -> bool:
+        """A mesh change since the last render (none before the first render: that one is `initial`)."""
+        return self.mesh is not None and self._mesh_seen is not None and self.mesh.version != self._mesh_seen
+
+    async def _wait(self, stop: asyncio.Event, timeout: float) -> None:
+        """Sleep up to `timeout`, waking early on stop or on a mesh change."""
+        events = [stop] if self.mesh is None else [stop, self.mesh.changed]
+        waiters = [asyncio.ensure_future(event.wait()) for event in events]
+        try:
+            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
 
     async def run(self, stop: asyncio.Event, once: bool = False) -> int:
         while not stop.is_set():
+            if self.mesh is not None:
+                self.mesh.changed.clear()  # cleared before looking, so a change from now on wakes the wait
             if not self.source.ready():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=self.poll)
@@ -206,15 +267,18 @@ class Operator:
             tokens = force_tokens(loaded.objects)
             interval = refresh_interval(loaded.objects)
             reasons = self.triggers.due(interval, current, tokens)
+            if self._mesh_due():
+                reasons.append("mesh")
             if reasons:
                 log.info("reconcile (%s)", ", ".join(reasons))
                 ok = await self.reconcile(loaded)
                 self.triggers.ran(current, tokens)
                 if once:
                     return 0 if ok else 1
+            else:
+                self.write_mesh_files()
             wait = min(self.poll, self.triggers.wait_time(interval))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=max(wait, 0.01))
+            await self._wait(stop, max(wait, 0.01))
         return 0
 
 
@@ -224,20 +288,153 @@ async def _run_async(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     context = ssl.create_default_context(cafile=str(args.metrics_ca)) if args.metrics_ca else None
-    if not args.kubernetes:
-        operator = Operator.for_directories(args.manifests, args.out, SystemClock(), args.poll, context)
-        return await operator.run(stop, once=args.once)
+    mesh = await _start_mesh(args.mesh)
+    try:
+        if not args.kubernetes:
+            operator = Operator.for_directories(args.manifests, args.out, SystemClock(), args.poll, context, mesh)
+            return await operator.run(stop, once=args.once)
+        return await _run_kubernetes(args, stop, context, mesh)
+    finally:
+        if mesh is not None:
+            await mesh.close(leave=True)
+            log.info("mesh: left as %s", mesh.site)
+
+
+async def _run_kubernetes(
+    args: argparse.Namespace, stop: asyncio.Event, context: ssl.SSLContext | None, mesh: MeshRuntime | None
+) -> int:
     from reference.operator.kube import KubeSink, KubeSource  # the kubernetes client loads slowly: only here
 
     source = KubeSource(args.api, args.namespace)
     sink = KubeSink(args.api, network_namespace=source.network_namespace)
-    operator = Operator(source, sink, SystemClock(), args.poll, context)
+    operator = Operator(source, sink, SystemClock(), args.poll, context, mesh)
     source.start()
     try:
         return await operator.run(stop, once=args.once)
     finally:
         await asyncio.to_thread(source.stop)
         args.api.close()
+
+
+async def _start_mesh(settings: MeshSettings | None) -> MeshRuntime | None:
+    if settings is None:
+        return None
+    mesh = MeshRuntime(settings)
+    try:
+        await mesh.start()
+    except OSError as exc:
+        raise InputError(f"--mesh-bind: cannot bind {_show(settings.bind)}: {exc.strerror or exc}") from exc
+    log.info("mesh: site %s listening on udp %s", settings.site, _show(mesh.address))
+    return mesh
+
+
+# --- mesh options -------------------------------------------------------------------------------
+
+MESH_FLAGS = (
+    ("--mesh-bind", "mesh_bind"),
+    ("--mesh-seeds", "mesh_seeds"),
+    ("--mesh-gateway", "mesh_gateway"),
+    ("--mesh-routing-cluster", "mesh_routing_cluster"),
+    ("--mesh-client-cert", "mesh_client_cert"),
+    ("--mesh-client-key", "mesh_client_key"),
+    ("--swim-probe-interval", "swim_probe_interval"),
+    ("--swim-probe-timeout", "swim_probe_timeout"),
+    ("--swim-suspicion-mult", "swim_suspicion_mult"),
+)
+
+
+def _show(address: Address) -> str:
+    host, port = address
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _mesh_name(flag: str, value: str) -> str:
+    if not value or len(value) > 253 or not value.isprintable() or any(c.isspace() for c in value):
+        raise InputError(f"{flag}: {value!r} must be 1..253 printable characters without spaces")
+    return value
+
+
+def _host_port(flag: str, text: str, *, allow_zero: bool = False) -> tuple[str, int]:
+    """HOST:PORT or [V6]:PORT; port 0 (any free port) only where `allow_zero`."""
+    head, _, port_text = text.strip().rpartition(":")
+    any_port = allow_zero and port_text == "0"
+    try:
+        host, port = split_address(f"{head}:1" if any_port else text)
+    except ValueError as exc:
+        raise InputError(f"{flag}: {exc}") from exc
+    return host, 0 if any_port else port
+
+
+def _resolve(flag: str, host: str, port: int, family: int) -> Address:
+    """An IP address for a seed, so the membership layer compares addresses, not names."""
+    try:
+        infos = socket.getaddrinfo(host, port, family, socket.SOCK_DGRAM)
+    except (OSError, UnicodeError) as exc:
+        raise InputError(f"{flag}: cannot resolve {host!r}: {exc}") from exc
+    return str(infos[0][4][0]), port
+
+
+def _positive(flag: str, text: str, kind: type[float] | type[int] = float) -> float:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise InputError(f"{flag}: {text!r} is not {'an integer' if kind is int else 'a number'}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise InputError(f"{flag}: must be a positive {'integer' if kind is int else 'number'}, got {text!r}")
+    return value
+
+
+def _mesh_settings(args: argparse.Namespace) -> MeshSettings | None:
+    """The --mesh-*/--swim-* options checked; None without --mesh-site. InputError names the bad flag."""
+    if args.mesh_site is None:
+        for flag, attribute in MESH_FLAGS:
+            if getattr(args, attribute) is not None:
+                raise InputError(f"{flag}: needs --mesh-site")
+        return None
+    site = _mesh_name("--mesh-site", args.mesh_site)
+    if args.mesh_bind is None:
+        raise InputError("--mesh-bind: required with --mesh-site")
+    bind = _host_port("--mesh-bind", args.mesh_bind, allow_zero=True)
+    family = socket.AF_INET6 if ":" in bind[0] else socket.AF_INET
+    seeds = tuple(
+        _resolve("--mesh-seeds", *_host_port("--mesh-seeds", item), family)
+        for item in (args.mesh_seeds or "").split(",")
+        if item.strip()
+    )
+    gateway = None
+    if args.mesh_gateway is not None:
+        _host_port("--mesh-gateway", args.mesh_gateway)
+        gateway = args.mesh_gateway.strip()
+    cluster = args.mesh_routing_cluster
+    if cluster is not None:
+        cluster = _mesh_name("--mesh-routing-cluster", cluster)
+    if (args.mesh_client_cert is None) != (args.mesh_client_key is None):
+        flag = "--mesh-client-key" if args.mesh_client_key is None else "--mesh-client-cert"
+        raise InputError(f"{flag}: --mesh-client-cert and --mesh-client-key go together")
+    if args.mesh_client_cert is not None:
+        try:
+            client_context(certfile=str(args.mesh_client_cert), keyfile=str(args.mesh_client_key))
+        except (OSError, ssl.SSLError) as exc:
+            raise InputError(f"--mesh-client-cert: {args.mesh_client_cert}: not a usable PEM pair ({exc})") from exc
+    interval = _positive("--swim-probe-interval", args.swim_probe_interval or "1.0")
+    timeout = _positive("--swim-probe-timeout", args.swim_probe_timeout or "0.2")
+    if timeout >= interval:
+        raise InputError(f"--swim-probe-timeout: {timeout:g}s must be shorter than --swim-probe-interval {interval:g}s")
+    mult = int(_positive("--swim-suspicion-mult", args.swim_suspicion_mult or "3", int))
+    try:
+        swim = SwimConfig(probe_interval=interval, probe_timeout=timeout, suspicion_mult=mult)
+    except ValueError as exc:
+        raise InputError(f"--swim-probe-interval: {exc}") from exc
+    return MeshSettings(
+        site=site,
+        bind=bind,
+        seeds=seeds,
+        gateway=gateway,
+        routing_cluster=cluster,
+        client_cert=str(args.mesh_client_cert) if args.mesh_client_cert else None,
+        client_key=str(args.mesh_client_key) if args.mesh_client_key else None,
+        swim=swim,
+    )
 
 
 def _check_mode(args: argparse.Namespace) -> None:
@@ -282,6 +479,7 @@ def _run_command(args: argparse.Namespace) -> int:
             ssl.create_default_context(cafile=str(args.metrics_ca))
         except (OSError, ssl.SSLError) as exc:
             raise InputError(f"--metrics-ca: {args.metrics_ca}: not a readable PEM CA bundle ({exc})") from exc
+    args.mesh = _mesh_settings(args)
     _check_mode(args)
     logging.basicConfig(stream=sys.stderr, level=args.log_level, format=f"%(asctime)s {PROG} %(levelname)s %(message)s")
     return asyncio.run(_run_async(args))
@@ -312,6 +510,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     loop.add_argument("--poll", type=float, default=0.5, help="seconds between resource-change checks")
     loop.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    mesh = loop.add_argument_group("mesh", "gossip with other sites' operators (every option needs --mesh-site)")
+    mesh.add_argument("--mesh-site", help="this site's name in the mesh; enables the mesh")
+    mesh.add_argument("--mesh-bind", metavar="HOST:PORT", help="UDP address for membership gossip (port 0: any)")
+    mesh.add_argument("--mesh-seeds", metavar="A:P,B:P", help="members to join through (may be empty)")
+    mesh.add_argument("--mesh-gateway", metavar="HOST:PORT", help="this site's provider gateway, told to peers")
+    mesh.add_argument("--mesh-routing-cluster", metavar="NAME", help="cluster peers route to this site by")
+    mesh.add_argument("--mesh-client-cert", type=Path, metavar="PEM", help="client certificate for gateway probes")
+    mesh.add_argument("--mesh-client-key", type=Path, metavar="PEM", help="key of --mesh-client-cert")
+    mesh.add_argument("--swim-probe-interval", metavar="SECONDS", help="membership probe interval (default 1.0)")
+    mesh.add_argument("--swim-probe-timeout", metavar="SECONDS", help="membership probe timeout (default 0.2)")
+    mesh.add_argument("--swim-suspicion-mult", metavar="N", help="suspicion timeout multiplier (default 3)")
     loop.set_defaults(handler=_run_command)
     return parser
 

@@ -10,12 +10,18 @@ For each gateway it writes `<configmap>.configmap.yaml` (the object a cluster wo
 directory, `..data` symlink swapped atomically, one symlink per key), so a gateway or overlay-sync can
 watch it exactly as in a cluster. Unchanged revisions are not rewritten. `<network>.status.yaml` carries
 the per-gateway overlay status; a failed render or write keeps the last distributed revision and says why.
+
+With the mesh enabled it also writes `<gridsite>.gridsite.yaml`, one GridSite object per discovered site
+(rewritten when its spec, labels, phase, reason or message change, removed when the site or its network
+goes away), and `mesh.state.yaml`, the membership and merged record view. Every file is replaced
+atomically, so a reader never sees half of one.
 """
 
 from __future__ import annotations
 
 import abc
 import contextlib
+import copy
 import os
 import shutil
 import tempfile
@@ -34,6 +40,8 @@ from reference.operator.core.render import Rendered
 DATA_LINK = "..data"
 STATUS_SUFFIX = ".status.yaml"
 CONFIGMAP_SUFFIX = ".configmap.yaml"
+GRIDSITE_SUFFIX = ".gridsite.yaml"
+MESH_STATUS_FILE = "mesh.state.yaml"
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -194,6 +202,8 @@ class DirSink(OverlaySink):
     def __init__(self, out: Path) -> None:
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
+        self._gridsites: dict[str, Any] = {}
+        self._mesh_status: Any = None
 
     def configmap_path(self, name: str) -> Path:
         return self.out / f"{name}{CONFIGMAP_SUFFIX}"
@@ -238,3 +248,50 @@ class DirSink(OverlaySink):
             "status": status,
         }
         _atomic_write(self.status_path(network.name), yaml.safe_dump(doc, sort_keys=True))
+
+    def gridsite_path(self, name: str) -> Path:
+        return self.out / f"{name}{GRIDSITE_SUFFIX}"
+
+    def mesh_status_path(self) -> Path:
+        return self.out / MESH_STATUS_FILE
+
+    def write_gridsites(self, objects: Mapping[str, Mapping[str, Any]]) -> list[str]:
+        """Make the `*.gridsite.yaml` files exactly `objects`; returns the names written or removed.
+
+        A file is rewritten only when the object changed apart from `status.lastProbeTime`, so a site that
+        is re-probed every second without a new verdict is not rewritten every second.
+        """
+        touched = []
+        for name, obj in sorted(objects.items()):
+            comparable = _without_probe_time(obj)
+            path = self.gridsite_path(name)
+            if self._gridsites.get(name) == comparable and path.exists():
+                continue
+            _atomic_write(path, yaml.safe_dump(dict(obj), sort_keys=True))
+            self._gridsites[name] = comparable
+            touched.append(name)
+        for path in sorted(self.out.glob(f"*{GRIDSITE_SUFFIX}")):
+            name = path.name[: -len(GRIDSITE_SUFFIX)]
+            if name not in objects:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                self._gridsites.pop(name, None)
+                touched.append(name)
+        return touched
+
+    def write_mesh_status(self, document: Mapping[str, Any]) -> bool:
+        """Write `mesh.state.yaml` when its content changed; True when written."""
+        path = self.mesh_status_path()
+        if self._mesh_status == document and path.exists():
+            return False
+        _atomic_write(path, yaml.safe_dump(dict(document), sort_keys=True))
+        self._mesh_status = copy.deepcopy(dict(document))
+        return True
+
+
+def _without_probe_time(obj: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(obj))
+    status = out.get("status")
+    if isinstance(status, dict):
+        status.pop("lastProbeTime", None)
+    return out

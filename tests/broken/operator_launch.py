@@ -2,9 +2,10 @@
 
     python -m tests.broken.operator_launch --break NAME run --manifests DIR --out DIR [other agn-operator arguments]
 
-The breakage is applied first, then ``reference.operator.cli.main`` runs with the remaining arguments, so
-the broken operator reads the same resources and writes the same outputs as the real one except for the
-broken behaviour. An unknown NAME exits 2 and lists the known ones.
+The breakage (a producer breakage of tests/broken/operator_breakages.py or a mesh breakage of
+tests/broken/mesh_breakages.py) is applied first, then ``reference.operator.cli.main`` runs with the
+remaining arguments, so the broken operator reads the same resources and writes the same outputs as the
+real one except for the broken behaviour. An unknown NAME exits 2 and lists the known ones.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tests.broken.operator_breakages import BREAKAGES, apply
+from tests.broken.mesh_breakages import BREAKAGES as MESH_BREAKAGES
+from tests.broken.operator_breakages import BREAKAGES as PRODUCER_BREAKAGES
+
+BREAKAGES = {**PRODUCER_BREAKAGES, **MESH_BREAKAGES}
 
 EXIT_USAGE = 2
 
@@ -31,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{parser.prog}: unknown breakage {args.breakage!r}; known breakages: "
               + ", ".join(sorted(BREAKAGES)), file=sys.stderr)
         return EXIT_USAGE
-    apply(args.breakage)
+    BREAKAGES[args.breakage].apply()
     from reference.operator.cli import main as operator_main
 
     return operator_main(rest)

@@ -366,9 +366,14 @@ def phase(current: str | None, **observed: object) -> str:
         (ACTIVE, {"member": "alive", "gateway_address": ADDR, "probe": MISMATCH}, CONNECTING, "PinMismatch"),
         (UNREACHABLE, {"member": "alive", "gateway_address": ADDR, "probe": OK}, ACTIVE, "TlsVerified"),
         (UNREACHABLE, {"member": "alive", "gateway_address": ADDR, "probe": REFUSED}, UNREACHABLE, "ConnectionFailed"),
-        (ACTIVE, {"member": "suspect", "probe": OK}, UNREACHABLE, "MemberUnreachable"),
-        (ACTIVE, {"member": "dead"}, UNREACHABLE, "MemberUnreachable"),
+        (ACTIVE, {"member": "suspect", "probe": OK}, ACTIVE, "MemberSuspect"),
+        (ACTIVE, {"member": "dead"}, ACTIVE, "MemberDead"),
+        (ACTIVE, {"member": "dead", "gateway_address": ADDR, "probe": REFUSED}, ACTIVE, "MemberDead"),
+        (ACTIVE, {"member": "suspect", "gateway_address": ADDR, "probe": MISMATCH}, CONNECTING, "PinMismatch"),
         (CONNECTING, {"member": "dead"}, UNREACHABLE, "MemberUnreachable"),
+        (CONNECTING, {"member": "suspect", "probe": OK}, UNREACHABLE, "MemberUnreachable"),
+        (DISCOVERED, {"member": "suspect"}, UNREACHABLE, "MemberUnreachable"),
+        (UNREACHABLE, {"member": "dead", "probe": OK}, UNREACHABLE, "MemberUnreachable"),
         (ACTIVE, {"member": "left"}, LEFT, "MemberLeft"),
         (PENDING, {"member": "left"}, LEFT, "MemberLeft"),
         (LEFT, {}, LEFT, "Left"),
@@ -396,6 +401,17 @@ def test_active_only_through_a_verified_probe() -> None:
                 assert settle(current, observed).phase != ACTIVE, (current, member, probe)
 
 
+def test_failed_member_keeps_an_active_site_active_until_the_stale_ttl() -> None:
+    """Suspect or dead on Active stays Active so the records age out as degraded; the message says so."""
+    for member, reason in (("suspect", "MemberSuspect"), ("dead", "MemberDead")):
+        result = settle(ACTIVE, SiteObservation(member=member, gateway_address=ADDR, probe=OK))
+        assert (result.phase, result.reason) == (ACTIVE, reason)
+        assert member in result.message and "degraded" in result.message and "TTL" in result.message
+    assert settle(ACTIVE, SiteObservation(member="dead", gateway_address=ADDR, probe=MISMATCH)).phase == UNREACHABLE
+    back = settle(ACTIVE, SiteObservation(member="alive", gateway_address=ADDR, probe=OK))
+    assert (back.phase, back.reason) == (ACTIVE, "TlsVerified")
+
+
 def test_unknown_probe_outcome_is_a_trust_failure() -> None:
     assert phase(ACTIVE, member="alive", probe=ProbeResult("Surprise", "x")) == CONNECTING
 
@@ -416,7 +432,8 @@ def test_member_states_accept_enums_and_reject_unknown_values() -> None:
         SUSPECT = "Suspect"
 
     assert phase(PENDING, member=Status.ALIVE) == DISCOVERED
-    assert phase(ACTIVE, member=Status.SUSPECT) == UNREACHABLE
+    assert phase(ACTIVE, member=Status.SUSPECT) == ACTIVE
+    assert phase(CONNECTING, member=Status.SUSPECT) == UNREACHABLE
     with pytest.raises(ValueError, match="member state"):
         next_phase(ACTIVE, SiteObservation(member="zombie"))
     with pytest.raises(ValueError, match="phase"):

@@ -327,14 +327,24 @@ def _probe_transition(current: str, probe: ProbeResult | None) -> Transition:
     return Transition(CONNECTING, reason, probe.message)
 
 
+def _trust_revoked(probe: ProbeResult | None) -> bool:
+    """A probe that failed on trust rather than on reachability: the pins no longer admit the gateway."""
+    return probe is not None and probe.outcome != VERIFIED and probe.outcome not in CONNECTIVITY_FAILURES
+
+
 def next_phase(current: str | None, observation: SiteObservation) -> Transition:
     """One step of the GridSite lifecycle.
 
     Pending -> Discovered once the member is alive; Discovered -> Connecting once a gateway address is
     known; Connecting/Unreachable -> Active only on a verified probe; a trust failure holds or demotes to
-    Connecting; a connectivity failure turns Active into Unreachable. A suspect or dead member makes any
-    site Unreachable, a member that left makes it Left, and a Left site that is alive again is
-    rediscovered.
+    Connecting; a connectivity failure turns Active into Unreachable. A member that left makes the site
+    Left, and a Left site that is alive again is rediscovered.
+
+    A suspect or dead member keeps an Active site Active (reason MemberSuspect or MemberDead): its records
+    are then rendered as degraded (`fresh: false`) and leave the overlay once the network's stale
+    candidate TTL has passed, instead of vanishing on the first missed probe. A trust failure still
+    demotes it, since revoked pins must take effect at once. On any other phase a suspect or dead member
+    makes the site Unreachable.
     """
     phase = current or PENDING
     if phase not in PHASES:
@@ -347,6 +357,13 @@ def next_phase(current: str | None, observation: SiteObservation) -> Transition:
             return Transition(DISCOVERED, "Rejoined", _bounded("site rejoined the grid"))
         return Transition(LEFT, "Left", _bounded("site has left the grid"))
     if member in (SUSPECT, DEAD):
+        if phase == ACTIVE and not _trust_revoked(observation.probe):
+            reason = "MemberSuspect" if member == SUSPECT else "MemberDead"
+            detail = f"membership reports the site {member}; its candidates are degraded until the stale candidate TTL"
+            return Transition(ACTIVE, reason, _bounded(detail))
+        if phase == ACTIVE and observation.probe is not None:
+            revoked = _probe_transition(phase, observation.probe)
+            return Transition(revoked.phase, revoked.reason, _bounded(revoked.message))
         return Transition(UNREACHABLE, "MemberUnreachable", _bounded(f"membership reports the site {member}"))
     if phase == PENDING:
         if member == ALIVE:
