@@ -1,0 +1,1 @@
+"""The mesh profile: several operators gossiping; eligibility, propagation, filtering and staleness."""

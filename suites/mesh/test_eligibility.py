@@ -1,0 +1,176 @@
+"""Propagation, the GridSite eligibility gate, trust pins and record filtering across three sites.
+
+site-b joins through site-a and site-c only through site-b, so what site-a knows of site-c has come
+through site-b. A remote provider may enter site-a's overlay only while site-a's GridSite for its site
+is Active, which needs the site's gateway certificate to match a pinned fingerprint; records of another
+network, and site-a's own records echoed back by its peers, never do.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import mesh_oracle as oracle
+from harness.mesh import MeshScenario
+from harness.traffic import BACKEND_HEADER
+from harness.waiting import poll_until
+
+ARCH = "routing-architecture-and-overlay-contract"
+ELIGIBILITY = f"{ARCH}#routing-eligibility"
+CRDT = f"{ARCH}#metrics-and-crdt-inputs"
+
+
+def _not_active(phase: str | None, _reason: str | None) -> bool:
+    return phase is not None and phase != "Active"
+
+
+def _remote_ready(scenario: MeshScenario, at: str, of: str, provider: str) -> None:
+    """`at` holds `of`'s record and keeps a GridSite for `of` in this network: the gate is what decides."""
+    scenario.wait_record(at, of, provider)
+    scenario.wait_gridsite(at, of, lambda phase, _r: phase is not None, what="written")
+
+
+@pytest.mark.conformance(id="MESH-PROPAGATION-TRANSITIVE", profile="mesh", level="core", feature="gossip",
+                         spec=f"{CRDT}; {ELIGIBILITY} (verify-swim-mesh-three-node: A->B->C)")
+def test_records_travel_both_ways_through_the_middle_site(scenario: MeshScenario) -> None:
+    """site-c's record reaches site-a and site-a's reaches site-c although neither was seeded with the other."""
+    scenario.network()
+    at_c = scenario.provider("site-c", "pc", [scenario.model("c")])
+    at_a = scenario.provider("site-a", "pa", [scenario.model("a")])
+    record = scenario.wait_record("site-a", "site-c", at_c)
+    assert scenario.model("c") in (record.get("models") or []), f"site-a holds {record}"
+    scenario.wait_record("site-c", "site-a", at_a)
+    scenario.wait_record("site-b", "site-c", at_c)
+    found = scenario.wait_gridsite("site-a", "site-c", lambda phase, _r: phase is not None, what="written")
+    assert found.get("spec", {}).get("gridNetworkRef") == scenario.net, f"GridSite spec: {found.get('spec')}"
+
+
+@pytest.mark.conformance(id="MESH-GATE-ABSENT-BEFORE-ACTIVE", profile="mesh", level="core", feature="eligibility",
+                         spec=f"{ELIGIBILITY}; GridSite without trust material stays out of routing (fails closed)")
+def test_remote_provider_absent_until_its_site_is_active(scenario: MeshScenario) -> None:
+    """site-c's record and GridSite reached site-a, but with no pins the site is not Active: not routable."""
+    scenario.network()
+    model = scenario.model("c")
+    scenario.provider("site-a", "pa", [scenario.model("a")])
+    provider = scenario.provider("site-c", "pc", [model])
+    _remote_ready(scenario, "site-a", "site-c", provider)
+    site = scenario.wait_gridsite("site-a", "site-c", _not_active, what="written and not Active")
+    assert (site.get("status") or {}).get("reason"), f"a site kept out must say why: {site.get('status')}"
+    envelope = scenario.mesh.site("site-a").control.reconcile(scenario.net)
+    assert oracle.from_site(envelope, model, "site-c") == [], \
+        f"site-c is {oracle.summary(oracle.from_site(envelope, model, 'site-c'))} in site-a's overlay while " \
+        f"its GridSite is {(site.get('status') or {}).get('phase')}"
+    assert oracle.candidates_for(envelope, scenario.model("a")), "site-a's own provider must still be rendered"
+
+
+@pytest.mark.conformance(id="MESH-GATE-PRESENT-AFTER-ACTIVE", profile="mesh", level="core", feature="eligibility",
+                         spec=f"{ELIGIBILITY}; Active after the fingerprint matches and TCP connects")
+def test_remote_provider_appears_once_its_site_is_active(scenario: MeshScenario) -> None:
+    scenario.network()
+    model = scenario.model("c")
+    provider = scenario.provider("site-c", "pc", [model])
+    _remote_ready(scenario, "site-a", "site-c", provider)
+    before = scenario.mesh.site("site-a").control.reconcile(scenario.net)
+    assert oracle.from_site(before, model, "site-c") == [], "site-c must not be routable before it is trusted"
+    scenario.trust("site-a", "site-c")
+    scenario.wait_gridsite("site-a", "site-c", lambda phase, _r: phase == "Active", what="Active")
+    envelope = scenario.wait_envelope("site-a", lambda e: bool(oracle.from_site(e, model, "site-c")),
+                                      what=f"site-c's candidate for {model}")
+    rows = oracle.from_site(envelope, model, "site-c")
+    routing = scenario.mesh.site("site-c").routing_cluster
+    assert [r.get("cluster") for r in rows] == [routing], \
+        f"expected one candidate via {routing}: {oracle.summary(rows)}"
+    assert rows[0].get("fresh") is True, f"a live site's candidate is fresh: {rows[0]}"
+
+
+@pytest.mark.conformance(id="MESH-TRUST-MISMATCH-KEEPS-OUT", profile="mesh", level="core", feature="eligibility",
+                         spec=f"{ELIGIBILITY}; trust contract: the fingerprint must match the configured policy")
+def test_wrong_pin_keeps_the_site_out_and_the_right_one_lets_it_in(scenario: MeshScenario) -> None:
+    """Pinned to another site's (valid, grid-signed) certificate, site-c never becomes Active."""
+    scenario.network()
+    model = scenario.model("c")
+    wrong = scenario.mesh.site("site-b").gateway.server_digest
+    scenario.trust("site-a", "site-c", pins=[wrong])
+    provider = scenario.provider("site-c", "pc", [model])
+    _remote_ready(scenario, "site-a", "site-c", provider)
+    site = scenario.wait_gridsite("site-a", "site-c", _not_active, what="probed and not Active")
+    poll_until(lambda: scenario.mesh.site("site-a").gridsite(scenario.net, "site-c"),
+               lambda g: bool(((g or {}).get("status") or {}).get("lastProbeTime")), timeout=20,
+               what="site-a to probe site-c's gateway (status.lastProbeTime)")
+    site = scenario.wait_gridsite("site-a", "site-c", _not_active, what="still not Active after the probe")
+    envelope = scenario.mesh.site("site-a").control.reconcile(scenario.net)
+    assert oracle.from_site(envelope, model, "site-c") == [], \
+        f"a pin mismatch must keep site-c out (GridSite status {site.get('status')})"
+    scenario.trust("site-a", "site-c")
+    scenario.wait_gridsite("site-a", "site-c", lambda phase, _r: phase == "Active", what="Active with the right pin")
+    scenario.wait_envelope("site-a", lambda e: bool(oracle.from_site(e, model, "site-c")),
+                           what="site-c's candidate once the right pin is configured")
+
+
+@pytest.mark.conformance(id="MESH-TRUST-ROTATION-SECOND-PIN", profile="mesh", level="core", feature="eligibility",
+                         spec=f"{ELIGIBILITY}; canonical fingerprints: one or two (rotation)")
+def test_either_of_two_pins_admits_the_site(scenario: MeshScenario) -> None:
+    scenario.network()
+    model = scenario.model("c")
+    other = scenario.mesh.site("site-b").gateway.server_digest
+    scenario.trust("site-a", "site-c", pins=[other, scenario.mesh.site("site-c").gateway.server_digest])
+    scenario.provider("site-c", "pc", [model])
+    scenario.wait_gridsite("site-a", "site-c", lambda phase, _r: phase == "Active", what="Active")
+    scenario.wait_envelope("site-a", lambda e: bool(oracle.from_site(e, model, "site-c")),
+                           what="site-c's candidate with the matching pin second in the list")
+
+
+@pytest.mark.conformance(id="MESH-WRONG-NETWORK-ABSENT", profile="mesh", level="core", feature="filtering",
+                         spec=f"{CRDT}; remote records are filtered by network")
+def test_records_of_another_network_never_appear(scenario: MeshScenario) -> None:
+    """site-c serves one model in this network and another in a network site-a is not part of."""
+    scenario.network()
+    other = scenario.network(network=f"{scenario.tag}-other", sites=["site-c"])
+    here, elsewhere = scenario.model("here"), scenario.model("elsewhere")
+    scenario.trust("site-a", "site-c")
+    scenario.provider("site-c", "pc", [here])
+    foreign = scenario.provider("site-c", "px", [elsewhere], network=other)
+    scenario.wait_record("site-a", "site-c", foreign, network=other)
+    envelope = scenario.wait_envelope("site-a", lambda e: bool(oracle.from_site(e, here, "site-c")),
+                                      what=f"site-c's candidate for {here} (site-c Active)")
+    envelope = scenario.mesh.site("site-a").control.reconcile(scenario.net) or envelope
+    assert elsewhere not in oracle.models_in(envelope), \
+        f"{elsewhere} belongs to network {other}; site-a's overlay for {scenario.net} lists it"
+
+
+@pytest.mark.conformance(id="MESH-NO-SELF-ECHO", profile="mesh", level="core", feature="filtering",
+                         spec=f"{CRDT}; a site does not route to its own CRDT echo")
+def test_own_records_coming_back_are_not_remote_candidates(scenario: MeshScenario) -> None:
+    """site-a's record comes back to it in its peers' state; its overlay keeps only the local candidate."""
+    scenario.network()
+    scenario.own_site("site-a")
+    model = scenario.model("a")
+    provider = scenario.provider("site-a", "pa", [model])
+    scenario.wait_record("site-b", "site-a", provider)
+    scenario.wait_record("site-c", "site-a", provider)
+    # site-b's and site-c's state now carries site-a's record back to it
+    envelope = scenario.mesh.site("site-a").control.reconcile(scenario.net)
+    rows = oracle.candidates_for(envelope, model)
+    backend = scenario.mesh.site("site-a").backend
+    assert [(r.get("site"), r.get("cluster")) for r in rows] == [("site-a", backend)], \
+        f"expected only the local candidate site-a/{backend}: {oracle.summary(rows)}"
+
+
+@pytest.mark.conformance(id="MESH-REMOTE-REQUEST-SERVED", profile="mesh", level="core", feature="providerHop",
+                         spec=f"{ARCH}#consumer-gateway-selection; provider hop over mTLS")
+def test_request_at_a_is_served_by_the_backend_of_c(scenario: MeshScenario) -> None:
+    """From site-a's rendered overlay, through its consumer gateway and the mTLS hop, to site-c's backend."""
+    scenario.network()
+    model = scenario.model("c")
+    scenario.trust("site-a", "site-c")
+    scenario.provider("site-c", "pc", [model])
+    envelope = scenario.wait_envelope("site-a", lambda e: bool(oracle.from_site(e, model, "site-c")),
+                                      what=f"site-c's candidate for {model}")
+    candidate = oracle.from_site(envelope, model, "site-c")[0]
+    gateway = scenario.hop_chain("site-a", "site-c", str(candidate["stable_id"]), model)
+    backend = scenario.mesh.site("site-c").backend
+    reply = poll_until(lambda: gateway.request(model), lambda r: r.status == 200, timeout=20,
+                       what=f"site-a's gateway to answer {model}", describe=lambda r: r.describe())
+    served = (reply.json or {}).get("agn", {}).get("backend") if isinstance(reply.json, dict) else None
+    assert served == backend, f"expected {backend} of site-c to serve; body backend {served!r}, " \
+                              f"header {reply.headers.get(BACKEND_HEADER)!r}"

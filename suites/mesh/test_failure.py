@@ -1,0 +1,111 @@
+"""A site that crashes, leaves or is cut off: failure detection, degraded candidates, the stale TTL, healing.
+
+Each test gets a mesh of its own, since it stops or isolates a site. Failure detection is bounded by the
+SWIM timing the harness gives every operator (probe interval, suspicion multiplier; see
+harness.mesh_oracle.SwimTiming) plus the time to re-render.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from harness import mesh_oracle as oracle
+from harness.mesh import MeshScenario
+from harness.waiting import poll_until
+
+ARCH = "routing-architecture-and-overlay-contract"
+STALE = f"{ARCH}#stale-candidate-retention-and-expiry"
+MEMBERS = 3
+
+
+def _remote_live(world: MeshScenario, *, ttl: int) -> tuple[str, str]:
+    """A network where site-a routes site-c's model (fresh) besides its own; returns (remote, local) models."""
+    world.network(ttl=ttl)
+    remote, local = world.model("c"), world.model("a")
+    world.trust("site-a", "site-c")
+    world.provider("site-c", "pc", [remote])
+    world.provider("site-a", "pa", [local])
+    world.wait_envelope("site-a", lambda e: [r.get("fresh") for r in oracle.from_site(e, remote, "site-c")] == [True],
+                        what=f"site-c's fresh candidate for {remote}")
+    return remote, local
+
+
+def _fresh_flags(world: MeshScenario, model: str) -> list[Any]:
+    return [r.get("fresh") for r in oracle.from_site(world.envelope("site-a"), model, "site-c")]
+
+
+@pytest.mark.conformance(id="MESH-FAILURE-DETECTION-BOUNDED", profile="mesh", level="core", feature="gossip",
+                         spec=f"{STALE}; SWIM member age; failure detection within the configured timing")
+def test_crash_is_detected_within_the_swim_bound_and_degrades_candidates(fresh: MeshScenario) -> None:
+    remote, _local = _remote_live(fresh, ttl=3600)
+    timing = fresh.mesh.timing
+    bound = timing.detection_bound(MEMBERS) + oracle.RECONCILE_SLACK
+    started = time.monotonic()
+    fresh.mesh.kill("site-c")
+    a, b = fresh.mesh.site("site-a"), fresh.mesh.site("site-b")
+    poll_until(lambda: oracle.member_status(a.mesh_status(), "site-c"), lambda s: s == "dead", timeout=bound + 10,
+               what="site-a to hold site-c dead")
+    dead_at = time.monotonic() - started
+    poll_until(lambda: _fresh_flags(fresh, remote), lambda f: f == [False], timeout=10,
+               what=f"site-a's candidate for {remote} to be kept with fresh: false")
+    degraded_at = time.monotonic() - started
+    poll_until(lambda: oracle.member_status(b.mesh_status(), "site-c"), lambda s: s == "dead", timeout=10,
+               what="site-b to hold site-c dead")
+    print(f"\nfailure detection: dead at site-a after {dead_at:.2f}s, candidate degraded after {degraded_at:.2f}s "
+          f"(bound {bound:.2f}s = SWIM {timing.detection_bound(MEMBERS):.2f}s + {oracle.RECONCILE_SLACK:g}s render)")
+    assert dead_at <= bound, \
+        f"site-c was declared dead after {dead_at:.2f}s; the configured timing bounds it at {bound:.2f}s"
+    assert degraded_at <= bound, f"site-c's candidate turned fresh: false after {degraded_at:.2f}s (bound {bound:.2f}s)"
+
+
+@pytest.mark.conformance(id="MESH-STALE-TTL-EVICTION", profile="mesh", level="core", feature="staleness",
+                         spec=f"{STALE}; Per-GridNetwork TTL: degraded remote candidates removed after the TTL")
+def test_degraded_candidates_stay_until_the_ttl_then_go(fresh: MeshScenario) -> None:
+    ttl = 3
+    remote, local = _remote_live(fresh, ttl=ttl)
+    bound = fresh.mesh.timing.detection_bound(MEMBERS) + oracle.RECONCILE_SLACK
+    started = time.monotonic()
+    fresh.mesh.kill("site-c")
+    poll_until(lambda: _fresh_flags(fresh, remote), lambda f: f == [False], timeout=bound + 10,
+               what=f"site-a to keep site-c's candidate for {remote} with fresh: false (not drop it at once)",
+               describe=lambda f: f"fresh flags of site-c's candidates: {f}")
+    poll_until(lambda: _fresh_flags(fresh, remote), lambda f: f == [], timeout=bound + ttl + 10,
+               what=f"site-a to drop site-c's degraded candidate once the {ttl}s TTL has passed")
+    gone = time.monotonic() - started
+    print(f"\nstale TTL: site-c's candidate removed {gone:.2f}s after the crash (TTL {ttl}s)")
+    assert gone >= ttl, f"the degraded candidate was removed {gone:.2f}s after the crash, before the {ttl}s TTL"
+    envelope = fresh.mesh.site("site-a").control.reconcile(fresh.net)
+    assert [r.get("fresh") for r in oracle.from_site(envelope, local, "site-a")] == [True], \
+        f"local candidates are always kept: {oracle.summary(oracle.candidates_for(envelope, local))}"
+
+
+@pytest.mark.conformance(id="MESH-LEAVE-REMOVES-AT-ONCE", profile="mesh", level="core", feature="gossip",
+                         spec=f"{STALE}; a site that leaves the grid is Left, not a stale peer")
+def test_graceful_leave_removes_the_site_without_waiting_for_the_ttl(fresh: MeshScenario) -> None:
+    remote, _local = _remote_live(fresh, ttl=3600)
+    bound = fresh.mesh.timing.detection_bound(MEMBERS) + oracle.RECONCILE_SLACK
+    fresh.mesh.sites["site-c"].control.process.stop()
+    fresh.wait_gridsite("site-a", "site-c", lambda phase, _r: phase == "Left", what="Left", timeout=bound)
+    poll_until(lambda: _fresh_flags(fresh, remote), lambda f: f == [], timeout=bound,
+               what="site-a to drop the candidate of site-c, which left (TTL 3600s must not apply)")
+
+
+@pytest.mark.conformance(id="MESH-PARTITION-DEGRADE-EVICT-HEAL", profile="mesh", level="core", feature="staleness",
+                         spec=f"{STALE}; partition: fresh: false, removal after the TTL, restored on heal")
+def test_partition_degrades_then_evicts_and_healing_restores(cut: MeshScenario) -> None:
+    ttl = 3
+    remote, _local = _remote_live(cut, ttl=ttl)
+    bound = cut.mesh.timing.detection_bound(MEMBERS) + oracle.RECONCILE_SLACK
+    started = time.monotonic()
+    cut.mesh.partition(["site-c"], ["site-a", "site-b"])
+    poll_until(lambda: _fresh_flags(cut, remote), lambda f: f == [False], timeout=bound + 10,
+               what=f"site-a to mark site-c's candidate for {remote} fresh: false while site-c is cut off")
+    poll_until(lambda: _fresh_flags(cut, remote), lambda f: f == [], timeout=bound + ttl + 10,
+               what=f"site-a to drop site-c's candidate once the {ttl}s TTL has passed")
+    assert time.monotonic() - started >= ttl, "the candidate was removed before the TTL"
+    cut.mesh.heal()
+    poll_until(lambda: _fresh_flags(cut, remote), lambda f: f == [True], timeout=40,
+               what=f"site-a to route site-c's {remote} again, fresh, after the link healed")

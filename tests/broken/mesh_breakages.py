@@ -1,0 +1,155 @@
+"""Named breakages of the reference operator's mesh behaviour, each a monkeypatch the mesh suite must see.
+
+Applied in the operator process before it starts (``tests.broken.operator_launch --break NAME``, the same
+launcher as the producer breakages). Each reproduces a mistake a real operator could make while still
+joining the mesh, announcing its providers and rendering overlays: a missing eligibility gate, pins not
+compared, the own echo or another network's records rendered, degraded candidates dropped at once or
+never, a slow failure detector, a site that leaves treated as a crash, a wrong discovered-site name, and
+peers routed to a provider's cluster name instead of the site's routing cluster.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from reference.operator.core import candidates
+from reference.operator.core.model import GatewayRef, GridNetworkSpec, GridSiteSpec, RemoteProviderRecord, Resources
+from reference.operator.mesh import announce, records, runtime, sites, swim
+from reference.operator.mesh.records import Key, ProviderRecord
+from tests.broken.registry import Breakage, patch, registrar
+
+__all__ = ["BREAKAGES", "Breakage"]
+
+BREAKAGES: dict[str, Breakage] = {}
+breakage = registrar(BREAKAGES)
+
+_remote_eligible = candidates.remote_eligible
+_core_records = records.core_records
+_own_content = announce.own_content
+_parse_pins = sites.parse_pins
+_check_gateway = sites.check_gateway
+_suspicion_timeout = swim.SwimConfig.suspicion_timeout
+_member_state = sites._member_state
+
+
+def _ttl_passed(record: RemoteProviderRecord, network: GridNetworkSpec) -> bool:
+    ttl = network.stale_candidate_ttl_seconds
+    return bool(record.phase == "Degraded" and ttl and record.age_secs > 0 and record.age_secs >= ttl)
+
+
+@breakage("no-eligibility-gate", "remote records are rendered whatever their GridSite's phase")
+def _no_gate() -> None:
+    def eligible(record: RemoteProviderRecord, network: GridNetworkSpec, gateway: GatewayRef,
+                 grid_sites: Mapping[str, GridSiteSpec]) -> bool:
+        return (record.network == network.name and record.site != gateway.local_site
+                and record.phase != "Unavailable" and not _ttl_passed(record, network))
+
+    patch(candidates, "remote_eligible", eligible)
+
+
+@breakage("pins-not-compared", "any certificate the gateway presents makes its site Active")
+def _pins_not_compared() -> None:
+    async def check(address: str | None, pins: object, **kwargs: Any) -> sites.ProbeResult:
+        result = await _check_gateway(address, pins, **kwargs)
+        if result.outcome == sites.PIN_MISMATCH:
+            return sites.ProbeResult(sites.VERIFIED, "accepted without comparing pins", result.fingerprint)
+        return result
+
+    patch(runtime, "check_gateway", check)
+
+
+@breakage("first-pin-only", "only the first canonical fingerprint is compared (rotation breaks)")
+def _first_pin_only() -> None:
+    patch(sites, "parse_pins", lambda raw: _parse_pins(raw)[:1])
+
+
+@breakage("self-echo-kept", "the site merges and renders its own records echoed back by its peers")
+def _self_echo_kept() -> None:
+    def merge(self: announce.RecordStore, incoming: Iterable[ProviderRecord]) -> bool:
+        changed = False
+        for record in incoming:
+            current = self._records.get(record.key)
+            winner = record if current is None else records.merge_record(current, record)
+            if winner is not current:
+                self._records[record.key] = winner
+                changed = True
+        return changed
+
+    def eligible(record: RemoteProviderRecord, network: GridNetworkSpec, gateway: GatewayRef,
+                 grid_sites: Mapping[str, GridSiteSpec]) -> bool:
+        elsewhere = dataclasses.replace(gateway, local_site=f"{gateway.local_site}\x00not-here")
+        return _remote_eligible(record, network, elsewhere, grid_sites)
+
+    patch(announce.RecordStore, "merge", merge)
+    patch(records, "remote_records",
+          lambda rows, network, local_site: [r for r in rows if r.network == network])
+    patch(candidates, "remote_eligible", eligible)
+
+
+@breakage("network-filter-missing", "every remote record is taken as one of the network being rendered")
+def _network_filter_missing() -> None:
+    def core(rows: Iterable[ProviderRecord], network: str, local_site: str,
+             members: Mapping[str, Any] | None = None) -> list[RemoteProviderRecord]:
+        rows = [dataclasses.replace(r, network=network) for r in rows]
+        return _core_records(rows, network, local_site, members)
+
+    patch(runtime, "core_records", core)
+
+
+@breakage("degraded-dropped-at-once", "a remote candidate is dropped as soon as its site is suspect or dead")
+def _degraded_dropped() -> None:
+    def eligible(record: RemoteProviderRecord, network: GridNetworkSpec, gateway: GatewayRef,
+                 grid_sites: Mapping[str, GridSiteSpec]) -> bool:
+        return record.phase != "Degraded" and _remote_eligible(record, network, gateway, grid_sites)
+
+    patch(candidates, "remote_eligible", eligible)
+
+
+@breakage("stale-never-evicted", "staleCandidateTtlSeconds is ignored: degraded candidates stay for ever")
+def _stale_never_evicted() -> None:
+    def eligible(record: RemoteProviderRecord, network: GridNetworkSpec, gateway: GatewayRef,
+                 grid_sites: Mapping[str, GridSiteSpec]) -> bool:
+        return _remote_eligible(record, dataclasses.replace(network, stale_candidate_ttl_seconds=None), gateway,
+                                grid_sites)
+
+    patch(candidates, "remote_eligible", eligible)
+
+
+@breakage("slow-failure-detection", "suspicion lasts six times what the configured timing says")
+def _slow_detection() -> None:
+    patch(swim.SwimConfig, "suspicion_timeout",
+          lambda self, members: 6 * _suspicion_timeout(self, members))
+
+
+@breakage("leave-as-crash", "a site that leaves gracefully is handled like a crashed one")
+def _leave_as_crash() -> None:
+    def member_state(member: object) -> str | None:
+        state = _member_state(member)
+        return sites.DEAD if state == sites.MEMBER_LEFT else state
+
+    patch(sites, "_member_state", member_state)
+    patch(records, "STALE_MEMBER_STATES", frozenset({"suspect", "dead", "left"}))
+
+
+@breakage("discovered-name-reversed", "discovered GridSites are named {site}-{network}")
+def _name_reversed() -> None:
+    original = sites.discovered_site_k8s_name
+
+    def name(network: str, site: str) -> str:
+        return original(site, network)
+
+    for module in (sites, runtime, candidates):
+        patch(module, "discovered_site_k8s_name", name)
+
+
+@breakage("provider-cluster-announced", "records carry the provider's own cluster, not the site's routing cluster")
+def _provider_cluster() -> None:
+    def own(resources: Resources, samples: Iterable[Any], site: str, cluster: str,
+            now: float) -> dict[Key, ProviderRecord]:
+        clusters = {p.name: p.cluster for p in resources.providers}
+        content = _own_content(resources, samples, site, cluster, now)
+        return {key: dataclasses.replace(r, cluster=clusters.get(r.provider, r.cluster)) for key, r in content.items()}
+
+    patch(announce, "own_content", own)

@@ -1,0 +1,121 @@
+"""Every mesh conformance test can fail: the suite, run against deliberately broken operators.
+
+Each breakage (tests/broken/mesh_breakages.py) is plugged in the way a vendor operator is: an
+implementation descriptor whose operator command is the reference operator started through
+tests/broken/operator_launch.py with that breakage applied, followed by the reference's mesh arguments.
+All three sites of the mesh run that broken operator. The suite runs only the breakage's target tests
+(tests/broken/mesh_targets.py); every target must fail inside its test body, and the targets of all
+breakages together must cover every mesh conformance test. The runner is the one the other judges use
+(tests/broken/judge.py).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.impl import load_impl
+from tests.broken import judge as shared
+from tests.broken.judge import SuiteRuns
+from tests.broken.mesh_targets import SUITE, TARGETS
+from tests.broken.targets import SuiteTest, Targets
+
+LAUNCHER = "tests.broken.operator_launch"
+
+
+def _components(breakage: str) -> dict[str, Any]:
+    reference = load_impl("reference")
+    gateway, operator = reference.gateway, reference.operator
+    assert operator is not None and operator.mesh_args is not None
+    # the reference command is {python} -m reference.operator run ...: keep its arguments after the module
+    command = ["{python}", "-m", LAUNCHER, "--break", breakage, *operator.argv_template[3:]]
+    return {
+        "gateway": {"command": list(gateway.argv_template), "env": dict(gateway.env),
+                    "startup_timeout_s": gateway.startup_timeout_s},
+        "operator": {"command": command, "env": {"PYTHONPATH": str(shared.REPO)},
+                     "mesh_args": list(operator.mesh_args)},
+    }
+
+
+def _registered() -> Iterable[str]:
+    from tests.broken.mesh_breakages import BREAKAGES
+
+    return BREAKAGES
+
+
+PROFILE = shared.Profile(
+    name="mesh",
+    suite=SUITE,
+    component="operator",
+    targets=TARGETS,
+    components=_components,
+    # An operator that exited, or a mesh that never formed: the broken operator could not take part.
+    startup_failures=("OperatorExited: the operator exited", "every operator to see every other site alive"),
+    launcher=LAUNCHER,
+    launch_args=("run", "--manifests", ".", "--out", "out"),
+    registered=_registered,
+    cannot_start_targets=Targets(("MESH-NO-SELF-ECHO", "MESH-LEAVE-REMOVES-AT-ONCE")),
+    cannot_start_test="test_operator_that_cannot_join_is_no_verdict",
+    # the mesh forms in fixture setup, so operators that never start fail there, outside every test body
+    cannot_start_symptom="did not fail inside the test body",
+    # Runs that crash or cut sites start meshes of their own: start them first.
+    slow_first=("degraded-dropped-at-once", "stale-never-evicted", "slow-failure-detection", "leave-as-crash"),
+)
+
+suite_ids, suite_runs = shared.fixtures(PROFILE)
+
+
+@pytest.mark.parametrize("breakage", list(TARGETS))
+def test_suite_fails_every_target(breakage: str, suite_runs: SuiteRuns, suite_ids: dict[str, SuiteTest]) -> None:
+    shared.check_breakage(PROFILE, breakage, suite_runs, suite_ids)
+
+
+def test_targets_cover_every_mesh_conformance_test(suite_ids: dict[str, SuiteTest]) -> None:
+    shared.check_coverage(PROFILE, suite_ids)
+
+
+def test_every_mesh_breakage_has_targets() -> None:
+    shared.check_registered(PROFILE)
+
+
+def test_unknown_mesh_breakage_is_refused() -> None:
+    shared.check_unknown_refused(PROFILE)
+
+
+def test_operator_that_cannot_join_is_no_verdict(suite_runs: SuiteRuns, suite_ids: dict[str, SuiteTest]) -> None:
+    """Targets failing because the operators never came up must not count as the suite seeing a breakage."""
+    shared.check_cannot_start(PROFILE, suite_runs, suite_ids)
+
+
+def test_mesh_and_producer_breakages_have_distinct_names() -> None:
+    from tests.broken.mesh_breakages import BREAKAGES as MESH
+    from tests.broken.operator_breakages import BREAKAGES as PRODUCER
+
+    assert not set(MESH) & set(PRODUCER)
+
+
+def test_every_mesh_breakage_applies_to_the_reference_operator() -> None:
+    """Each breakage still finds what it patches (in a separate process: patches are global)."""
+    code = ("from tests.broken.mesh_breakages import BREAKAGES\n"
+            "for breakage in BREAKAGES.values():\n    breakage.apply()\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=shared.REPO, env=shared.env(), capture_output=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+
+
+def test_descriptor_plugs_the_broken_operator_in_with_the_mesh_arguments(tmp_path: Path) -> None:
+    descriptor = load_impl(str(shared.write_descriptor(PROFILE, tmp_path / "impl.yaml", "self-echo-kept")))
+    assert descriptor.operator is not None
+    mesh = {"site": "site-a", "mesh_bind": "127.0.0.1:7946", "mesh_seeds": "", "gateway_address": "127.0.0.1:1",
+            "routing_cluster": "rc", "client_cert": "c", "client_key": "k", "probe_interval": "1",
+            "probe_timeout": "0.4", "suspicion_mult": "3"}
+    argv, env = descriptor.operator.render(tmp_path / "m", tmp_path / "o", tmp_path, tmp_path / "ca.pem", mesh)
+    assert argv[1:5] == ["-m", LAUNCHER, "--break", "self-echo-kept"], argv
+    assert argv[5:9] == ["run", "--manifests", str(tmp_path / "m"), "--out"], argv
+    assert argv[argv.index("--mesh-site") + 1] == "site-a"
+    assert env == {"PYTHONPATH": str(shared.REPO)}
