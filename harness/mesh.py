@@ -152,7 +152,7 @@ class Mesh:
     def live(self) -> list[MeshSite]:
         return [s for name, s in self.sites.items() if name not in self._killed]
 
-    def wait_members(self, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def wait_members(self, timeout: float = 2 * DEFAULT_TIMEOUT) -> None:
         """Wait until every running operator reports every other one alive."""
         names = sorted(self.sites)
 

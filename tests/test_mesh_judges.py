@@ -64,6 +64,8 @@ PROFILE = shared.Profile(
     # the mesh forms in fixture setup, so operators that never start fail there, outside every test body
     cannot_start_symptom="did not fail inside the test body",
     # Runs that crash or cut sites start meshes of their own: start them first.
+    # the partition test needs network namespaces (root); elsewhere it skips and the other targets judge
+    may_skip=frozenset({"MESH-PARTITION-DEGRADE-EVICT-HEAL"}),
     slow_first=("degraded-dropped-at-once", "stale-never-evicted", "slow-failure-detection", "leave-as-crash"),
 )
 
@@ -119,3 +121,33 @@ def test_descriptor_plugs_the_broken_operator_in_with_the_mesh_arguments(tmp_pat
     assert argv[5:9] == ["run", "--manifests", str(tmp_path / "m"), "--out"], argv
     assert argv[argv.index("--mesh-site") + 1] == "site-a"
     assert env == {"PYTHONPATH": str(shared.REPO)}
+
+
+def _run_of(outcomes: dict[str, str]) -> shared.SuiteRun:
+    """A judged run with the given outcome per target, each failing inside its test body when it failed."""
+    from harness.impl import Implementation
+    from harness.report.model import TestResult
+    from harness.report.writer import build_report
+
+    results = [TestResult(id=test_id, profile="mesh", level="core", feature="f", spec="s", outcome=outcome,
+                          duration_s=0.1, message="m" if outcome == "failed" else "")
+               for test_id, outcome in outcomes.items()]
+    report = build_report(results, Implementation("o", "p", "1"), backend="local", harness_version="0",
+                          profiles=["mesh"], features_claimed=())
+    cases = {f"test_{i}": shared.CaseResult(f"test_{i}", failures=["AssertionError: x"] if o == "failed" else [],
+                                            skipped=o == "skipped")
+             for i, o in enumerate(outcomes.values())}
+    return shared.SuiteRun("hand-made", list(outcomes), "k", shared.TESTS_FAILED, "", 0.0, report, "", cases)
+
+
+def test_a_partition_target_skipped_for_want_of_namespaces_is_excused_only_beside_a_judged_one() -> None:
+    ids = {"MESH-STALE-TTL-EVICTION": SuiteTest("suites.mesh.test_failure", "test_0"),
+           "MESH-PARTITION-DEGRADE-EVICT-HEAL": SuiteTest("suites.mesh.test_failure", "test_1")}
+    both = Targets(tuple(ids))
+    excused = _run_of({"MESH-STALE-TTL-EVICTION": "failed", "MESH-PARTITION-DEGRADE-EVICT-HEAL": "skipped"})
+    assert shared.judge(excused, both, ids, PROFILE) == []
+    alone = _run_of({"MESH-PARTITION-DEGRADE-EVICT-HEAL": "skipped"})
+    only = Targets(("MESH-PARTITION-DEGRADE-EVICT-HEAL",))
+    assert any("nothing was judged" in p for p in shared.judge(alone, only, ids, PROFILE))
+    other = _run_of({"MESH-STALE-TTL-EVICTION": "skipped", "MESH-PARTITION-DEGRADE-EVICT-HEAL": "failed"})
+    assert any("nothing was judged" in p for p in shared.judge(other, both, ids, PROFILE))

@@ -68,34 +68,32 @@ def _stop(pytestconfig: pytest.Config, mesh: Mesh) -> None:
         print(f"\nagn-conformance: mesh work directory kept at {mesh.grid.workdir}")
 
 
-@pytest.fixture(scope="session")
-def mesh(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
-    """The shared three-site mesh, torn down at the end of the session, pass or fail."""
-    started = _start(pytestconfig, impl, _workdir(pytestconfig, tmp_path_factory, "mesh"))
+def _own_mesh(pytestconfig: pytest.Config, impl: Any, factory: pytest.TempPathFactory, name: str, *,
+              netns: bool = False) -> Iterator[Mesh]:
+    """Start a mesh and stop it when the fixture ends, pass or fail."""
+    started = _start(pytestconfig, impl, _workdir(pytestconfig, factory, name), netns=netns)
     try:
         yield started
     finally:
         _stop(pytestconfig, started)
+
+
+@pytest.fixture(scope="session")
+def mesh(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
+    """The shared three-site mesh, torn down at the end of the session."""
+    yield from _own_mesh(pytestconfig, impl, tmp_path_factory, "mesh")
 
 
 @pytest.fixture
 def fresh_mesh(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
     """A mesh for one test that crashes or cuts a site."""
-    started = _start(pytestconfig, impl, _workdir(pytestconfig, tmp_path_factory, "mesh-fresh"))
-    try:
-        yield started
-    finally:
-        _stop(pytestconfig, started)
+    yield from _own_mesh(pytestconfig, impl, tmp_path_factory, "mesh-fresh")
 
 
 @pytest.fixture
 def fabric_mesh(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
     """A mesh for one test whose sites live in network namespaces joined by veth pairs."""
-    started = _start(pytestconfig, impl, _workdir(pytestconfig, tmp_path_factory, "mesh-netns"), netns=True)
-    try:
-        yield started
-    finally:
-        _stop(pytestconfig, started)
+    yield from _own_mesh(pytestconfig, impl, tmp_path_factory, "mesh-netns", netns=True)
 
 
 def _scenario(request: pytest.FixtureRequest, mesh: Mesh) -> Iterator[MeshScenario]:

@@ -87,10 +87,11 @@ def test_remote_provider_appears_once_its_site_is_active(scenario: MeshScenario)
                          spec=f"{ELIGIBILITY}; trust contract: the fingerprint must match the configured policy")
 def test_wrong_pin_keeps_the_site_out_and_the_right_one_lets_it_in(scenario: MeshScenario) -> None:
     """Pinned to another site's (valid, grid-signed) certificate, site-c never becomes Active."""
-    scenario.network()
     model = scenario.model("c")
     wrong = scenario.mesh.site("site-b").gateway.server_digest
+    # the pin is in place before the network exists, so site-a's first verdict on site-c is a probe's
     scenario.trust("site-a", "site-c", pins=[wrong])
+    scenario.network()
     provider = scenario.provider("site-c", "pc", [model])
     _remote_ready(scenario, "site-a", "site-c", provider)
     site = scenario.wait_gridsite("site-a", "site-c", _not_active, what="probed and not Active")

@@ -338,6 +338,47 @@ def test_payload_size_is_bounded() -> None:
     assert sim.run_until(lambda: b.payload("a") == (1, b"x" * LOCAL.max_payload_bytes), 1.0)
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_a_chain_joiner_reaches_the_far_member_by_gossip_not_push_pull(seed: int) -> None:
+    """c joins through b only; a must hear of c (and c of a) by gossip within a few probe intervals.
+
+    In a three-member cluster each update is retransmitted twice; spent on probes of c and acks to c, it
+    would never reach a, which would then learn of c only at the next push-pull, 15 s later.
+    """
+    sim = group(["a", "b"], seed=seed)
+    sim.nodes["a"].set_local_payload(b"from-a")
+    assert sim.run_until(lambda: sim.nodes["a"].pending_broadcasts() == 0, 5.0)
+    c = sim.add("c", ["b"])
+    c.set_local_payload(b"from-c")
+
+    def converged() -> bool:
+        seen_c = sim.nodes["a"].member("c")
+        seen_a = c.member("a")
+        return (seen_c is not None and seen_c.status == "alive" and seen_a is not None and seen_a.status == "alive"
+                and sim.nodes["a"].payload("c") == (1, b"from-c") and c.payload("a") == (1, b"from-a"))
+
+    assert sim.run_until(converged, 3 * LOCAL.probe_interval), "a and c did not learn of each other by gossip"
+
+
+def test_exchange_state_spreads_a_member_whose_news_was_spent() -> None:
+    """b learned of c but its retransmissions went nowhere useful; an explicit exchange tells a at once."""
+    sim = group(["a", "b"], seed=3)
+    c = sim.add("c", ["b"])
+    assert sim.run_until(lambda: sim.nodes["b"].member("c") is not None, 1.0)
+    sim.nodes["b"]._broadcasts.clear()  # as if every retransmission of "c alive" had gone to c itself
+    sim.nodes["c"]._broadcasts.clear()
+    sim.run_for(2 * LOCAL.probe_interval)
+    assert sim.nodes["a"].member("c") is None, "only the next push-pull, 15 s away, should tell a of c"
+    sim.nodes["b"].exchange_state()
+
+    def a_sees_c() -> bool:
+        seen = sim.nodes["a"].member("c")
+        return seen is not None and seen.status == "alive"
+
+    assert sim.run_until(a_sees_c, 0.1)
+    assert c.member("a") is not None
+
+
 def test_late_joiner_gets_payloads_by_full_state_exchange() -> None:
     sim = group(["a", "b"], seed=15)
     sim.nodes["a"].set_local_payload(b"records")

@@ -42,6 +42,7 @@ from reference.operator.mesh.records import (
     merge_record,
     record_from_dict,
     record_to_dict,
+    unique_keys,
 )
 from reference.operator.mesh.sites import split_address
 
@@ -162,15 +163,6 @@ def _constant(text: str) -> Any:
     raise DocumentError(f"document: {text} is not allowed")
 
 
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise DocumentError(f"document: duplicate key {key!r}")
-        out[key] = value
-    return out
-
-
 def _name(value: Any, path: str) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME or not value.isprintable():
         raise DocumentError(f"{path}: expected a non-empty printable string of at most {MAX_NAME} characters")
@@ -184,7 +176,9 @@ def decode_announcement(data: bytes) -> Announcement:
     raw = _inflate(bytes(data))
     try:
         text = raw.decode("utf-8")
-        body = json.loads(text, object_pairs_hook=_unique, parse_int=_int, parse_float=_float, parse_constant=_constant)
+        body = json.loads(
+            text, object_pairs_hook=unique_keys, parse_int=_int, parse_float=_float, parse_constant=_constant
+        )
     except DocumentError:
         raise
     except UnicodeDecodeError:

@@ -199,7 +199,7 @@ def decode_state(data: bytes | str) -> StateDocument:
     if len(raw) > MAX_DOCUMENT_BYTES:
         raise DocumentError(f"document: {len(raw)} bytes exceeds the limit of {MAX_DOCUMENT_BYTES}")
     try:
-        body = json.loads(raw, object_pairs_hook=_unique_keys)
+        body = json.loads(raw, object_pairs_hook=unique_keys)
     except DocumentError:
         raise
     except (ValueError, RecursionError) as error:
@@ -207,7 +207,7 @@ def decode_state(data: bytes | str) -> StateDocument:
     return _document(body)
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:

@@ -376,6 +376,10 @@ class MeshRuntime:
         self._dirty = self.own.expire() or expired or self._dirty
         statuses: dict[str, str] = {view.name: view.status for view in views}
         relevant = relevant or statuses != self._statuses
+        if set(statuses) - set(self._statuses):
+            # A member new to this site: exchange full state with the others now, so that news of a
+            # member which reached only part of the mesh does not wait for the next push-pull.
+            self.member.node.exchange_state()
         self._statuses = statuses
         relevant = self._refresh_sites(views) or relevant
         relevant = self._ttl_crossed(views) or relevant

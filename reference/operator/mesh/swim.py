@@ -309,6 +309,16 @@ class SwimNode:
         for member in self._live_members():
             self._send(member.address, Message("gossip", self.name, updates=(update,)), piggyback=False)
 
+    def exchange_state(self, limit: int = 8) -> None:
+        """Push-pull full state with up to `limit` live members now, outside the periodic schedule.
+
+        A caller that has just seen the membership change uses this so that a member whose arrival news
+        was spent elsewhere reaches everyone at once rather than at the next push-pull interval.
+        """
+        live = self._live_members()
+        for member in self._rng.sample(live, min(limit, len(live))):
+            self._send_sync(member.address, reply=False)
+
     def set_local_payload(self, data: bytes) -> int:
         """Publish this member's payload under a new, higher version; returns the version."""
         if len(data) > self.config.max_payload_bytes:
@@ -639,19 +649,36 @@ class SwimNode:
     def _send(self, address: Address, message: Message, *, piggyback: bool = True) -> None:
         if piggyback:
             budget = self.config.max_message_bytes - base_size(message)
-            message = replace(message, updates=message.updates + tuple(self._take_broadcasts(budget)))
+            destination = next((m.name for m in self._members.values() if m.address == address), None)
+            if destination is not None and not any(
+                m.status in _LIVE and m.name != destination for m in self._members.values()
+            ):
+                destination = None  # nobody else to tell: the retransmissions may as well go to it
+            updates = self._take_broadcasts(budget, destination)
+            message = replace(message, updates=message.updates + tuple(updates))
         data = encode(message)
         self.stats.sent_messages += 1
         self.stats.sent_bytes += len(data)
         self._transport.send(address, data)
 
-    def _take_broadcasts(self, budget: int) -> list[Update]:
-        """The least-sent updates that fit in `budget` bytes; each is dropped after its retransmit limit."""
+    def _take_broadcasts(self, budget: int, destination: str | None = None) -> list[Update]:
+        """The least-sent updates that fit in `budget` bytes; each is dropped after its retransmit limit.
+
+        News of the destination's own liveness or payload is not spent on it: in a small cluster the few
+        retransmissions would otherwise all go to the member the news is about (a probe and its ack), and
+        the others would learn of it only at the next push-pull. Suspicion and death still go to it, so
+        that it can refute, and so does everything when it is the only member to send to.
+        """
         if not self._broadcasts:
             return []
         limit = self.config.retransmit_limit(self.cluster_size())
         chosen: list[tuple[tuple[str, str], _Broadcast]] = []
         for key, broadcast in sorted(self._broadcasts.items(), key=lambda kv: (kv[1].transmits, -kv[1].order)):
+            update = broadcast.update
+            if update.name == destination and not (
+                isinstance(update, MemberUpdate) and update.status in (SUSPECT, DEAD)
+            ):
+                continue
             cost = broadcast.size + (1 if chosen else 0)
             if cost <= budget:
                 chosen.append((key, broadcast))
