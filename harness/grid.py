@@ -233,6 +233,16 @@ class ProviderGateway(Gateway):
         return headers
 
 
+def _initial_overlay_dir(workdir: Path, overlay: bytes | None) -> Path:
+    """A gateway's own overlay directory, holding `overlay` projected the way kubelet does (or empty)."""
+    overlay_dir = workdir / "overlay"
+    if overlay is not None:
+        project(overlay_dir, {OVERLAY_FILE: overlay})
+    else:
+        overlay_dir.mkdir(parents=True, exist_ok=True)
+    return overlay_dir
+
+
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
     seen: BaseException | None = exc
     while seen is not None:
@@ -295,12 +305,7 @@ class Site:
         """
         backend = self.grid.backend
         listen, admin, workdir = backend.allocate_gateway(self.index)
-        if overlay_dir is None:
-            overlay_dir = workdir / "overlay"
-            if overlay is not None:
-                project(overlay_dir, {OVERLAY_FILE: overlay})
-            else:
-                overlay_dir.mkdir(parents=True, exist_ok=True)
+        overlay_dir = overlay_dir or _initial_overlay_dir(workdir, overlay)
         config = render_gateway_config(
             VARIANTS[variant], listen=listen, admin=admin, overlay_file=str(overlay_dir / OVERLAY_FILE),
             scope=scope or self.scope,
@@ -459,12 +464,7 @@ class Site:
         """
         backend = self.grid.backend
         listen, admin, workdir = backend.allocate_gateway(self.index)
-        if overlay_dir is None:
-            overlay_dir = workdir / "overlay"
-            if overlay is not None:
-                project(overlay_dir, {OVERLAY_FILE: overlay})
-            else:
-                overlay_dir.mkdir(parents=True, exist_ok=True)
+        overlay_dir = overlay_dir or _initial_overlay_dir(workdir, overlay)
         clusters = {name: p.address for name, p in self.providers.items()}
         clusters.update({peer.cluster: peer.proc.listen for peer in peers})
         hop_tls = {peer.cluster: UpstreamTls(str(backend.pki.ca_path), str(client.cert), str(client.key), peer.sni)
