@@ -313,11 +313,12 @@ def test_watch_events_periodic_and_force_refresh_trigger_reconciles(api: FakeKub
                 if r.path == STATUS_PATH and r.body["status"]["overlayStatus"][0].get("distributedRevision") == revision
             ],
         )
-        stored = api.get("gridnetworks", "net-1") or {}
         watch = running.source.watches["GridNetwork"]
-        wait_for(
+        wait_for(  # read the stored object each time: a later status write moves its version on
             "the status write seen by the watch",
-            lambda: watch.resource_version == stored["metadata"]["resourceVersion"],
+            lambda: watch.resource_version == ((api.get("gridnetworks", "net-1") or {}).get("metadata") or {}).get(
+                "resourceVersion"
+            ),
         )
         wait_for(
             "the reconcile finished", lambda: running.operator.triggers.last_fingerprint == running.source.fingerprint()
