@@ -4,7 +4,9 @@ The operator watches a directory of grid resources and writes, per gateway refer
 `<configmap>.configmap.yaml` and, per network, `<network>.status.yaml` (rewritten on every reconcile).
 The suites apply and delete resources, force reconciles with the force-refresh annotation, read back the
 ConfigMap and status, and connect the reference overlay-sync and a gateway to follow a revision from
-rendered to distributed, accepted and serving.
+rendered to distributed, accepted and serving. `output_names` and `written_texts` list what the operator
+wrote without the suites knowing where it lives (files here, objects of a cluster in
+`harness.kube_control.KubeControlPlane`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -141,7 +143,8 @@ class ControlPlane:
                 return entry
         return {}
 
-    def status_stamp(self, network: str) -> StatusStamp | None:
+    def status_stamp(self, network: str) -> Hashable | None:
+        """A value that changes whenever the status is written again (None before the first write)."""
         try:
             st = self.status_path(network).stat()
         except FileNotFoundError:
@@ -150,6 +153,19 @@ class ControlPlane:
 
     def log_text(self) -> str:
         return self.process.log_text()
+
+    def output_names(self, pattern: str = "*") -> list[str]:
+        """Names of the operator's outputs matching a glob: `<configmap>.configmap.yaml`, `<network>.status.yaml`."""
+        return sorted(p.name for p in self.out.glob(pattern))
+
+    def written_texts(self) -> dict[str, str]:
+        """Everything the operator has written, as text: every output (by path) and its log."""
+        texts = {"operator log": self.log_text()}
+        for path in sorted(Path(self.out).rglob("*")):
+            with contextlib.suppress(OSError):  # a file replaced while listing is read under its new name
+                if path.is_file():
+                    texts[str(path)] = path.read_bytes().decode("utf-8", errors="replace")
+        return texts
 
     # ----------------------------------------------------------------------------------------- waits
 
@@ -189,7 +205,7 @@ class ControlPlane:
         before = self.status_stamp(network)
         self.force_reconcile(network)
 
-        def probe() -> StatusStamp | None:
+        def probe() -> Hashable | None:
             self.check_running()
             return self.status_stamp(network)
 

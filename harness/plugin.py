@@ -19,7 +19,7 @@ LEVELS = ("core", "extended")
 _RESULTS_KEY = pytest.StashKey[dict[str, Any]]()
 _ID_KEY = pytest.StashKey[str]()
 _IMPL_KEY = pytest.StashKey[Any]()
-_GRID_KEY = pytest.StashKey[Any]()  # the running grid, for diagnostics on failure
+GRID_KEY = pytest.StashKey[Any]()  # the running grid, for diagnostics on failure
 _UNSUPPORTED = "unsupported feature"
 
 
@@ -120,7 +120,7 @@ def grid(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPa
     topology = load_topology(pytestconfig.getoption("--grid-topology"))
     cluster_backend = None
     if backend_name != "local":
-        reason = _cluster_preflight(pytestconfig, backend_name, topology)
+        reason = cluster_preflight(pytestconfig, backend_name, topology)
         if reason:
             pytest.skip(reason)
     keep = pytestconfig.getoption("--grid-keep")
@@ -131,27 +131,27 @@ def grid(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPa
     if backend_name == "local":
         backend: Any = LocalBackend(workdir, supervisor, plan, impl, seed)
     else:
-        backend = cluster_backend = _cluster_backend(pytestconfig, backend_name, workdir, topology, impl,
+        backend = cluster_backend = make_cluster_backend(pytestconfig, backend_name, workdir, topology, impl,
                                                      supervisor, plan)
     the_grid = Grid(topology, backend, impl.features)
-    pytestconfig.stash[_GRID_KEY] = the_grid
+    pytestconfig.stash[GRID_KEY] = the_grid
     try:
         if cluster_backend is not None:
             cluster_backend.start()
         the_grid.start()
         yield the_grid
     finally:
-        del pytestconfig.stash[_GRID_KEY]
+        del pytestconfig.stash[GRID_KEY]
         try:
             the_grid.close()
         finally:
             if cluster_backend is not None:
-                _close_cluster_backend(cluster_backend, failed=bool(request.session.testsfailed))
+                close_cluster_backend(cluster_backend, failed=bool(request.session.testsfailed))
         if keep:
             print(f"\nagn-conformance: grid work directory kept at {workdir}")
 
 
-def _close_cluster_backend(backend: Any, *, failed: bool) -> None:
+def close_cluster_backend(backend: Any, *, failed: bool) -> None:
     """On failures save `kubectl logs` of every site under the work directory; then tear the clusters down."""
     try:
         if failed and backend.sites:
@@ -162,7 +162,7 @@ def _close_cluster_backend(backend: Any, *, failed: bool) -> None:
         backend.close()
 
 
-def _cluster_preflight(config: pytest.Config, backend_name: str, topology: Any) -> str | None:
+def cluster_preflight(config: pytest.Config, backend_name: str, topology: Any) -> str | None:
     """Why the kind/existing backend cannot run on this machine (None: it can)."""
     from harness.backends.existing import parse_contexts, preflight_existing
     from harness.backends.kind import preflight_kind
@@ -177,7 +177,7 @@ def _cluster_preflight(config: pytest.Config, backend_name: str, topology: Any) 
     return preflight_existing(Runner(), topology, contexts)
 
 
-def _cluster_backend(config: pytest.Config, backend_name: str, workdir: Path, topology: Any, impl: Any,
+def make_cluster_backend(config: pytest.Config, backend_name: str, workdir: Path, topology: Any, impl: Any,
                      supervisor: Supervisor, plan: AddressPlan) -> Any:
     from harness.backends.existing import ExistingBackend, parse_contexts
     from harness.backends.kind import KindBackend
@@ -205,7 +205,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if meta is None:
         return report
     if report.failed:
-        grid = item.config.stash.get(_GRID_KEY, None)
+        grid = item.config.stash.get(GRID_KEY, None)
         if grid is not None:
             report.sections.append(("agn-conformance diagnostics", grid.diagnostics()))
     report.user_properties.append((_PROPERTY, {**meta, "id": item.stash.get(_ID_KEY, meta["id"])}))

@@ -1,16 +1,24 @@
 """The kind and existing backends against recording stand-ins for docker, kind and kubectl on PATH.
 
 The stand-ins append their argv (and stdin) as JSON lines to a log and answer like the real tools where
-the backend reads their output: `kind get clusters`, `kubectl get --raw /readyz`, `kubectl port-forward`
-(which here serves HTTP itself on a loopback port and prints the real tool's "Forwarding from" lines).
+the backend reads their output: `kind get clusters`, `kubectl get --raw /readyz`, `kubectl get pods`
+(a ready pod), nodes and services, `kubectl logs -f` (which keeps streaming), `kubectl port-forward`
+(which here serves HTTP, or HTTPS for a chosen target, on a loopback port and prints the real tool's
+"Forwarding from" lines). A test can put canned answers first: rules in the JSON file AGN_FAKE_ANSWERS,
+`{"match": [argv words], "stdout": ..., "rc": ..., "stderr": ...}`, the first whose words all occur wins
+(`"stdouts": [...]` instead answers one after the other, repeating the last).
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import ipaddress
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -22,11 +30,24 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from cryptography import x509
 
+from harness import contract
 from harness.addresses import AddressPlan
 from harness.backends.existing import ExistingBackend, parse_contexts, preflight_existing
-from harness.backends.kind import DEFAULT_IMAGE, BackendUnavailable, KindBackend, KubeProvider, preflight_kind
+from harness.backends.kind import (
+    DEFAULT_IMAGE,
+    BackendUnavailable,
+    KindBackend,
+    KubeProvider,
+    PodState,
+    pod_state,
+    preflight_kind,
+)
+from harness.backends.local import GatewayStartFailed
 from harness.backends.runner import CommandFailed, Runner
+from harness.gateway_config import CredentialRef, ProviderRoute, TrustedPeer
+from harness.grid import Grid
 from harness.process import Supervisor
 from harness.projection import project
 from harness.topology import load_topology
@@ -37,7 +58,7 @@ import json, os, sys
 
 tool = os.path.basename(sys.argv[0])
 args = sys.argv[1:]
-stdin = sys.stdin.read() if args[-2:] == ["-f", "-"] else None
+stdin = sys.stdin.read() if args[-2:] == ["-f", "-"] or "-i" in args else None
 with open(os.environ["AGN_FAKE_LOG"], "a") as log:
     log.write(json.dumps({"argv": [tool] + args, "stdin": stdin}) + "\n")
 state = os.environ["AGN_FAKE_STATE"]
@@ -68,21 +89,54 @@ if tool == "kind":
             os.remove(os.path.join(state, name))
     sys.exit(0)
 # kubectl
+answers = os.environ.get("AGN_FAKE_ANSWERS")
+if answers and os.path.exists(answers):
+    rules = json.load(open(answers))
+    for rule in rules:
+        if all(word in args for word in rule["match"]):
+            out = rule.get("stdout", "")
+            if "stdouts" in rule:  # answered in turn; the last one stays
+                out = rule["stdouts"][0]
+                if len(rule["stdouts"]) > 1:
+                    rule["stdouts"].pop(0)
+                    with open(answers + ".tmp", "w") as handle:
+                        json.dump(rules, handle)
+                    os.replace(answers + ".tmp", answers)
+            sys.stdout.write(out)
+            sys.stderr.write(rule.get("stderr", ""))
+            sys.exit(rule.get("rc", 0))
+READY_POD = {"items": [{"metadata": {"name": "pod-1"}, "status": {"phase": "Running", "containerStatuses": [
+    {"name": "gateway", "ready": True, "restartCount": 0, "state": {"running": {}}}]}}]}
 if "--raw" in args:
     print("ok", end="")
 elif "get-contexts" in args:
     print(os.environ.get("AGN_FAKE_CONTEXTS", "").replace(",", "\n"))
 elif "get" in args and "deployments" in args:
     print("deployment.apps/agn-gateway")
+elif "get" in args and "pods" in args:
+    print(json.dumps(READY_POD))
+elif "get" in args and "nodes" in args:
+    kubeconfig = args[args.index("--kubeconfig") + 1] if "--kubeconfig" in args else ""
+    address = "172.18.0.3" if "site-b" in kubeconfig else "172.18.0.2"
+    print(json.dumps({"items": [{"status": {"addresses": [{"type": "InternalIP", "address": address}]}}]}))
+elif "get" in args and "service" in args:
+    print(json.dumps({"spec": {"type": "NodePort", "ports": [{"port": 8080, "nodePort": 31234}]}}))
 elif "logs" in args:
-    print("a log line of " + args[args.index("logs") + 1])
+    print("a log line of " + args[args.index("logs") + 1], flush=True)
+    if "-f" in args:
+        import threading
+        threading.Event().wait()
 elif "port-forward" in args:
+    import ssl
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+    pages_file = os.environ.get("AGN_FAKE_HTTP", "")
+    pages = json.load(open(pages_file)) if pages_file and os.path.exists(pages_file) else {}
+
     class Handler(BaseHTTPRequestHandler):
         def _answer(self):
-            body = json.dumps({"requests": 0, "metrics": []}).encode()
+            body = json.dumps(pages.get(self.path, {"requests": 0, "metrics": []})).encode()
             self.send_response(200)
             self.send_header("content-length", str(len(body)))
             self.end_headers()
@@ -90,8 +144,13 @@ elif "port-forward" in args:
         do_GET = do_POST = _answer
         def log_message(self, *a):
             pass
+    tls = os.environ.get("AGN_FAKE_TLS_TARGET")
     for spec in [a for a in args if a.startswith(":")]:
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls and tls in args:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(os.environ["AGN_FAKE_TLS_CERT"], os.environ["AGN_FAKE_TLS_KEY"])
+            server.socket = context.wrap_socket(server.socket, server_side=True)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         print(f"Forwarding from 127.0.0.1:{server.server_address[1]} -> {spec[1:]}", flush=True)
     threading.Event().wait()
@@ -132,6 +191,14 @@ class Tools:
     def calls(self) -> list[list[str]]:
         return [entry["argv"] for entry in self.entries()]
 
+    def answer(self, *rules: dict[str, Any]) -> None:
+        """Canned kubectl answers, checked in order before the built-in ones (replacing earlier rules)."""
+        (self.log.parent / "answers.json").write_text(json.dumps(list(rules)))
+
+    def pages(self, pages: dict[str, Any]) -> None:
+        """What port-forwarded servers started from now on answer, by path (JSON bodies)."""
+        (self.log.parent / "http.json").write_text(json.dumps(pages))
+
     def entries(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
 
@@ -143,7 +210,10 @@ def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Tools:
     monkeypatch.setenv("PATH", str(found.bin))
     monkeypatch.setenv("AGN_FAKE_LOG", str(found.log))
     monkeypatch.setenv("AGN_FAKE_STATE", str(found.state))
+    monkeypatch.setenv("AGN_FAKE_ANSWERS", str(tmp_path / "answers.json"))
+    monkeypatch.setenv("AGN_FAKE_HTTP", str(tmp_path / "http.json"))
     monkeypatch.delenv("AGN_FAKE_FAIL", raising=False)
+    monkeypatch.delenv("AGN_FAKE_TLS_TARGET", raising=False)
     return found
 
 
@@ -323,7 +393,7 @@ def test_a_cluster_name_already_taken_is_never_reused_or_deleted(tools: Tools, r
     assert os.listdir(tools.state) == ["agn-t1-site-a"]
 
 
-def test_providers_gateways_and_overlays_go_through_port_forwards_and_configmaps(
+def test_providers_gateways_and_overlays_go_through_port_forwards_and_the_pod(
         tools: Tools, root: Path, parts: SimpleNamespace) -> None:
     backend = make_kind(parts, root, "single-site", image="img:1")
     backend.start()
@@ -336,6 +406,7 @@ def test_providers_gateways_and_overlays_go_through_port_forwards_and_configmaps
     kc = ["--kubeconfig", str(parts.workdir / "kube" / "site-a" / "kubeconfig")]
     assert ["kubectl", *kc, "--namespace", "agn-system", "port-forward", "--address", "127.0.0.1",
             "service/agn-fake-provider-a", ":8000"] in tools.calls()
+    assert backend.cluster_url(f"{provider.url}/metrics") == f"http://{provider.address}/metrics"
 
     listen, admin, workdir = backend.allocate_gateway(0)
     assert (listen, admin) == ("0.0.0.0:8080", "0.0.0.0:9901")
@@ -343,40 +414,54 @@ def test_providers_gateways_and_overlays_go_through_port_forwards_and_configmaps
     project(overlay_dir, {"routing-overlay.json": b'{"v": 1}'})
     ca = backend.pki.ca_path
     config = f"overlay: {overlay_dir / 'routing-overlay.json'}\nca: {ca}\n"
-    before = len(tools.calls())
+    before = len(backend.runner.calls)
     proc = backend.start_gateway("gateway-site-a-core", listen, admin, workdir, config, overlay_dir,
                                  env={"AGN_PROVIDER_TOKEN_0": "s3cret"})
-    assert tools.calls()[before:] == [
+    assert [list(c) for c in backend.runner.calls[before:]] == [
+        ["kubectl", *kc, "apply", "--server-side", "--field-manager", "agn-conformance", "-f", "-"],
         ["kubectl", *kc, "apply", "-f", str(workdir / "kube.yaml")],
-        ["kubectl", *kc, "--namespace", "agn-system", "rollout", "status", "deployment/agn-gw-1", "--timeout=70s"],
+        ["kubectl", *kc, "--namespace", "agn-system", "get", "pods", "-l", "agn.grid/gateway=agn-gw-1", "-o", "json"],
         ["kubectl", *kc, "--namespace", "agn-system", "port-forward", "--address", "127.0.0.1",
          "deployment/agn-gw-1", ":8080", ":9901"],
+        ["kubectl", *kc, "--namespace", "agn-system", "logs", "-f", "deployment/agn-gw-1", "-c", "gateway"],
     ]
-    docs = {d["metadata"]["name"]: d for d in yaml.safe_load_all((workdir / "kube.yaml").read_text())}
+    secrets_sent = json.loads(next(e["stdin"] for e in tools.entries() if e["argv"][-2:] == ["-f", "-"]))
+    by_name = {d["metadata"]["name"]: d for d in secrets_sent["items"]}
+    assert any(key.endswith("ca.pem") for key in by_name["agn-gw-1-files"]["data"])
+    assert base64.b64decode(by_name["agn-gw-1-env"]["data"]["AGN_PROVIDER_TOKEN_0"]) == b"s3cret"
+    manifest = (workdir / "kube.yaml").read_text()
+    assert "s3cret" not in manifest and base64.b64encode(b"s3cret").decode() not in manifest  # no file holds it
+    docs = {d["metadata"]["name"]: d for d in yaml.safe_load_all(manifest)}
+    assert {d["kind"] for d in docs.values()} == {"ConfigMap", "Deployment"}
     rendered = docs["agn-gw-1-config"]["data"]["praxis.yaml"]
     assert "/var/run/agn/overlay/routing-overlay.json" in rendered and str(parts.workdir) not in rendered
-    assert any(key.endswith("ca.pem") for key in docs["agn-gw-1-files"]["data"])
-    assert docs["agn-gw-1-overlay"]["data"] == {"routing-overlay.json": '{"v": 1}'}
+    assert base64.b64decode(docs["agn-gw-1-overlay"]["binaryData"]["routing-overlay.json"]) == b'{"v": 1}'
     pod = docs["agn-gw-1"]["spec"]["template"]["spec"]
-    assert [c["name"] for c in pod["containers"]] == ["overlay-sync", "gateway"]
+    # the harness's bytes reach the gateway unvalidated: seeded before it starts, then written by exec
+    assert [c["name"] for c in pod["initContainers"]] == ["overlay-seed"]
+    assert [c["name"] for c in pod["containers"]] == ["overlay-writer", "gateway"]
     assert all("subPath" not in m for c in pod["containers"] for m in c.get("volumeMounts", []))
     assert httpx.get(f"{proc.admin_url}/ready", timeout=5).status_code == 200
+    assert proc.process.running()  # the handle is the gateway container's log stream
+    poll_until(lambda: proc.process.log_text(), lambda text: "a log line of -f" in text,
+               what="the gateway log stream", timeout=10)
 
-    project(overlay_dir, {"routing-overlay.json": b'{"v": 2}'})
+    project(overlay_dir, {"routing-overlay.json": b'{"v": 2, "bad": NaN}'})
 
     def mirrored() -> list[dict[str, Any]]:
-        return [e for e in tools.entries() if e["argv"][-2:] == ["-f", "-"]]
+        return [e for e in tools.entries() if "exec" in e["argv"]]
 
-    applied = poll_until(mirrored, bool, what="the overlay to be applied to its ConfigMap", timeout=10)
-    sent = json.loads(applied[0]["stdin"])
-    assert sent["metadata"]["name"] == "agn-gw-1-overlay" and sent["data"] == {"routing-overlay.json": '{"v": 2}'}
-    assert applied[0]["argv"] == ["kubectl", *kc, "apply", "--server-side", "--force-conflicts", "--field-manager",
-                                  "agn-conformance", "-f", "-"]
+    written = poll_until(mirrored, bool, what="the overlay to be written into the pod", timeout=10)
+    assert base64.b64decode(written[0]["stdin"]) == b'{"v": 2, "bad": NaN}'
+    assert written[0]["argv"][:10] == ["kubectl", *kc, "--namespace", "agn-system", "exec", "-i",
+                                       "deployment/agn-gw-1", "-c", "overlay-writer"]
+    assert "harness.projection" in written[0]["argv"][-3]
 
     backend.stop(proc.process)
     assert not proc.process.running()
-    assert tools.calls()[-1] == ["kubectl", *kc, "--namespace", "agn-system", "delete", "deployment,configmap,secret",
-                                 "-l", "agn.grid/gateway=agn-gw-1", "--ignore-not-found", "--wait=false"]
+    assert tools.calls()[-1] == ["kubectl", *kc, "--namespace", "agn-system", "delete",
+                                 "deployment,service,configmap,secret", "-l", "agn.grid/gateway=agn-gw-1",
+                                 "--ignore-not-found", "--wait=false"]
     backend.close()
 
 
@@ -462,3 +547,228 @@ def test_cli_maps_backend_image_and_contexts_to_plugin_options() -> None:
     assert "--grid-backend existing" in joined and "--grid-image reg/img:1" in joined
     assert "--grid-kube-contexts site-a=c1" in joined
     assert cli.parse_args(["run", "--backend", "kind"]).backend == "kind"
+
+
+# ------------------------------------------------------------------------------------ pods and the provider hop
+
+
+def _pods(*containers: dict[str, Any], init: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
+    return {"items": [{"metadata": {"name": "p"}, "status": {"phase": "Running", "containerStatuses": list(containers),
+                                                             "initContainerStatuses": list(init)}}]}
+
+
+def test_pod_state_tells_ready_failed_and_pending_apart() -> None:
+    ready = {"name": "gateway", "ready": True, "state": {"running": {}}}
+    assert pod_state(_pods(ready)).phase == "ready"
+    assert pod_state(None).phase == "pending" and pod_state({"items": []}).detail == "no pod yet"
+    starting = {"name": "gateway", "ready": False, "state": {"running": {}}}
+    assert pod_state(_pods(ready | {"name": "overlay-writer"}, starting)).phase == "pending"
+    crashed = {"name": "gateway", "ready": False, "restartCount": 1,
+               "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+               "lastState": {"terminated": {"exitCode": 2, "reason": "Error"}}}
+    assert pod_state(_pods(crashed)) == PodState("failed", 2, "container gateway exited with 2 (Error)")
+    done_init = {"name": "overlay-seed", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}
+    assert pod_state(_pods(ready, init=(done_init,))).phase == "ready"
+    failed_init = {"name": "overlay-seed", "state": {"terminated": {"exitCode": 1}}}
+    assert pod_state(_pods(starting, init=(failed_init,))).exit_code == 1
+    pulling = {"name": "gateway", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "no such image"}}}
+    state = pod_state(_pods(pulling))
+    assert (state.phase, state.exit_code) == ("failed", None) and "no such image" in state.detail
+
+
+def test_a_gateway_that_exits_fails_its_start_with_the_exit_code_and_is_removed(
+        tools: Tools, root: Path, parts: SimpleNamespace) -> None:
+    backend = make_kind(parts, root, "single-site", image="img:1")
+    backend.start()
+    crashed = _pods({"name": "gateway", "ready": False, "state": {"terminated": {"exitCode": 3, "reason": "Error"}}})
+    tools.answer({"match": ["get", "pods", "agn.grid/gateway=agn-gw-1"], "stdout": json.dumps(crashed)})
+    listen, admin, workdir = backend.allocate_gateway(0)
+    before = len(backend.runner.calls)
+    with pytest.raises(GatewayStartFailed) as failure:
+        backend.start_gateway("gw", listen, admin, workdir, "listen: x\n", workdir / "overlay")
+    assert failure.value.exit_code == 3
+    assert "a log line of deployment/agn-gw-1" in failure.value.log_tail
+    calls = [list(c) for c in backend.runner.calls[before:]]
+    assert not [c for c in calls if "port-forward" in c]
+    assert calls[-1][-6:] == ["delete", "deployment,service,configmap,secret", "-l", "agn.grid/gateway=agn-gw-1",
+                              "--ignore-not-found", "--wait=false"]
+    docs = list(yaml.safe_load_all((workdir / "kube.yaml").read_text()))
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["containers"]] == ["gateway"]  # the config reads no overlay
+    backend.close()
+
+
+def test_provider_gateways_are_pods_with_their_files_and_a_nodeport_the_other_site_reaches(
+        tools: Tools, root: Path, parts: SimpleNamespace) -> None:
+    backend = make_kind(parts, root, "two-site", image="img:1")
+    backend.start()
+    grid = Grid(load_topology("two-site"), backend, frozenset())
+    try:
+        grid.start()
+        a, b = grid.site("site-a"), grid.site("site-b")
+        token = "tok-" + "x" * 20
+        credential = CredentialRef("provider-b-token", "grid-site-b", "token")
+        route = ProviderRoute("cand-1", "model-1", "model-b1", credential=credential)
+        before = len(backend.runner.calls)
+        peer = b.start_provider_gateway(trusted_peers=[TrustedPeer(organization="ai-grid")], routes=[route],
+                                        tokens={credential: token})
+        kc_b = ["kubectl", "--kubeconfig", str(parts.workdir / "kube" / "site-b" / "kubeconfig")]
+        ns = ["--namespace", "agn-system"]
+        calls = [list(c) for c in backend.runner.calls[before:]]
+        assert [*kc_b, *ns, "get", "service", "agn-gw-1", "-o", "json"] in calls
+        assert [*kc_b, "get", "nodes", "-o", "json"] in calls
+        assert peer.url.startswith("https://127.0.0.1:") and peer.proc.process.running()
+
+        workdir = peer.proc.config_path.parent
+        docs = {d["kind"]: d for d in yaml.safe_load_all((workdir / "kube.yaml").read_text())}
+        assert docs["Service"]["spec"]["type"] == "NodePort"
+        assert docs["Service"]["spec"]["ports"] == [{"name": "listen", "port": 8080, "targetPort": 8080}]
+        pod = docs["Deployment"]["spec"]["template"]["spec"]
+        assert [c["name"] for c in pod["containers"]] == ["gateway"]
+        config = (workdir / "praxis.yaml").read_text()
+        assert str(parts.workdir) not in config and token not in config
+        sent = [json.loads(e["stdin"]) for e in tools.entries() if e["stdin"] and "kind" in e["stdin"]]
+        files = next(d for doc in sent for d in doc.get("items", [doc]) if d["metadata"]["name"] == "agn-gw-1-files")
+        shipped = {key: base64.b64decode(value) for key, value in files["data"].items()}
+        assert any(value.strip() == token.encode() for value in shipped.values())  # the credential file
+        assert shipped["pki_ca.pem"] == backend.pki.ca_path.read_bytes()
+        assert sum(1 for key in shipped if key.endswith((".crt", ".key"))) == 2  # the listener's cert and key
+        for key in shipped:
+            assert f"/var/run/agn/files/{key}" in config
+        certificate = x509.load_pem_x509_certificate(next(v for k, v in shipped.items() if k.endswith(".crt")))
+        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert ipaddress.ip_address("127.0.0.1") in names.get_values_for_type(x509.IPAddress)
+        assert peer.sni in names.get_values_for_type(x509.DNSName)
+        assert grid.files_containing(token.encode()) == [
+            p for p in grid.files_containing(token.encode()) if p.is_relative_to(grid.credentials_dir)]
+
+        overlay = a.envelope([a.remote_candidate(peer, route)])
+        edge = a.start_hop_consumer([peer], contract.encode(overlay), backend.pki.client("consumer-site-a"))
+        edge_config = edge.proc.config_path.read_text()
+        assert "172.18.0.3:31234" in edge_config  # site-b's node and the provider gateway's NodePort
+        assert peer.proc.listen not in edge_config
+        site_b = backend.sites[1]
+        assert backend._peer_addresses(site_b, f"x {peer.proc.listen} y") == (
+            "x agn-gw-1.agn-system.svc.cluster.local:8080 y")  # in its own cluster: the Service
+
+        b.stop_gateway(peer)
+        assert backend._peer_addresses(site_b, peer.proc.listen) == peer.proc.listen
+    finally:
+        grid.close()
+        backend.close()
+
+
+def test_the_tls_metrics_backend_runs_in_the_cluster_behind_a_verified_port_forward(
+        tools: Tools, root: Path, parts: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = make_kind(parts, root, "single-site", image="img:1")
+    backend.start()
+    pki_dir = parts.workdir / "pki"
+    monkeypatch.setenv("AGN_FAKE_TLS_TARGET", "service/agn-tls-metrics")
+    monkeypatch.setenv("AGN_FAKE_TLS_CERT", str(pki_dir / "kube-site-a-tls-metrics.crt"))
+    monkeypatch.setenv("AGN_FAKE_TLS_KEY", str(pki_dir / "kube-site-a-tls-metrics.key"))
+    site = load_topology("single-site").sites[0]
+    before = len(backend.runner.calls)
+    provider = backend.start_tls_metrics(0, site)
+    kc = ["kubectl", "--kubeconfig", str(parts.workdir / "kube" / "site-a" / "kubeconfig")]
+    assert [list(c) for c in backend.runner.calls[before:]] == [
+        [*kc, "apply", "--server-side", "--field-manager", "agn-conformance", "-f", "-"],
+        [*kc, "apply", "-f", str(parts.workdir / "kube" / "site-a" / "agn-tls-metrics.yaml")],
+        [*kc, "--namespace", "agn-system", "rollout", "status", "deployment/agn-tls-metrics", "--timeout=300s"],
+        [*kc, "--namespace", "agn-system", "port-forward", "--address", "127.0.0.1", "service/agn-tls-metrics",
+         ":8443"],
+    ]
+    assert provider.url.startswith("https://127.0.0.1:")
+    assert backend.cluster_url(provider.url) == "https://agn-tls-metrics.agn-system.svc.cluster.local:8443"
+    docs = list(yaml.safe_load_all((parts.workdir / "kube" / "site-a" / "agn-tls-metrics.yaml").read_text()))
+    command = docs[0]["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[-4:] == ["--tls-cert", "/etc/agn/tls/tls.crt", "--tls-key", "/etc/agn/tls/tls.key"]
+    backend.close()
+
+
+def test_a_second_backend_of_the_process_moves_to_free_host_ports(tools: Tools, root: Path,
+                                                                  parts: SimpleNamespace) -> None:
+    first = make_kind(parts, root, "single-site")
+    _, first_ports = first.kind_config(first.topology.sites[0])
+    second = make_kind(parts, root, "two-site")
+    second.run_id = "t2"
+    _, second_ports = second.kind_config(second.topology.sites[0])
+    _, third_ports = second.kind_config(second.topology.sites[1])
+    assert len({first_ports[30901], second_ports[30901], third_ports[30901]}) == 3
+    udp = yaml.safe_load((parts.workdir / "kube" / "site-a" / "kind.yaml").read_text())
+    assert udp["nodes"][0]["extraPortMappings"][1]["hostPort"] != 40946  # taken by the first backend
+    second.close()
+    first.close()
+    again = make_kind(parts, root, "single-site")
+    assert again.kind_config(again.topology.sites[0])[1] == first_ports  # released on close
+    again.close()
+
+
+# ------------------------------------------------------------------------------------ the provider profile's grid
+
+
+def _provider_grid_fixture() -> Any:
+    from suites.provider import conftest
+
+    return conftest.provider_grid.__wrapped__  # type: ignore[attr-defined]
+
+
+def _fake_config(tmp: Path, backend: str, stash: dict[Any, Any] | None = None) -> SimpleNamespace:
+    options = {"--grid-backend": backend, "--grid-keep": False, "--grid-seed": None, "--grid-image": "img:1",
+               "--grid-kube-contexts": "site-a=ctx-a,site-b=ctx-b"}
+    return SimpleNamespace(getoption=options.__getitem__, stash={} if stash is None else stash)
+
+
+def test_provider_grid_on_kind_is_a_two_site_kind_grid_from_the_plugins_factory(
+        tools: Tools, root: Path, parts: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import plugin
+
+    made: list[KindBackend] = []
+    original = plugin.make_cluster_backend
+
+    def factory(*args: Any) -> Any:
+        backend = original(*args)
+        backend.root, backend.run_id = root, "t1"  # this test's checkout (its ready server), fixed names
+        made.append(backend)
+        return backend
+
+    monkeypatch.setattr(plugin, "make_cluster_backend", factory)
+    impl = SimpleNamespace(gateway=SimpleNamespace(startup_timeout_s=10), features=frozenset())
+    factory_dir = tmp_path / "factory"
+    factory_dir.mkdir()
+    mktemp = SimpleNamespace(mktemp=lambda name: Path(tempfile.mkdtemp(prefix=name, dir=factory_dir)))
+    request = SimpleNamespace(session=SimpleNamespace(testsfailed=0))
+    fixture = _provider_grid_fixture()(_fake_config(tmp_path, "kind"), impl, mktemp, request)
+    grid = next(fixture)
+    try:
+        assert [b.name for b in made] == ["kind"] and grid.backend is made[0]
+        assert sorted(grid.sites) == ["site-a", "site-b"] and grid.topology.name == "two-site"
+        work = made[0].workdir
+        calls = tools.calls()
+        for site in ("site-a", "site-b"):
+            assert ["kind", "create", "cluster", "--config", str(work / "kube" / site / "kind.yaml"),
+                    "--kubeconfig", str(work / "kube" / site / "kubeconfig")] in calls
+            assert ["kind", "load", "docker-image", "img:1", "--name", f"agn-t1-{site}"] in calls
+        assert not [c for c in calls if c[0] == "docker" and c[1] == "build"]  # --grid-image was given
+        assert grid.site("site-b").providers["model-b1"].url.startswith("http://127.0.0.1:")
+    finally:
+        with contextlib.suppress(StopIteration):
+            next(fixture)
+    assert sorted(c for c in tools.calls() if c[:2] == ["kind", "delete"]) == [
+        ["kind", "delete", "cluster", "--name", "agn-t1-site-a"],
+        ["kind", "delete", "cluster", "--name", "agn-t1-site-b"]]
+
+
+def test_provider_grid_skips_with_the_reason_a_cluster_backend_cannot_run(
+        tools: Tools, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import plugin
+
+    impl = SimpleNamespace(features=frozenset())
+    request = SimpleNamespace(session=SimpleNamespace(testsfailed=0))
+    mktemp = SimpleNamespace(mktemp=lambda name: tmp_path / name)
+    tools.remove("kind")
+    with pytest.raises(pytest.skip.Exception, match="needs kind on PATH"):
+        next(_provider_grid_fixture()(_fake_config(tmp_path, "kind"), impl, mktemp, request))
+    monkeypatch.setenv("AGN_FAKE_CONTEXTS", "ctx-a,ctx-b")
+    busy = _fake_config(tmp_path, "existing", {plugin.GRID_KEY: object()})
+    with pytest.raises(pytest.skip.Exception, match="second grid into the clusters"):
+        next(_provider_grid_fixture()(busy, impl, mktemp, request))

@@ -1,11 +1,21 @@
 """The kind backend: one kind cluster per site, the project's image loaded into each, components in-cluster.
 
-The Grid facade talks to this backend exactly as to the local one. Fake backends and gateways run as
-Deployments; the harness reaches them through `kubectl port-forward` (on-demand gateways, fake backends)
-or the kind port mappings (each site's standing gateway). An overlay a suite writes into a gateway's
-local overlay directory is mirrored into the ConfigMap that gateway's overlay-sync sidecar watches.
-The operator, overlay-sync chains and TLS metrics endpoints of the producer profile stay host processes,
-as on the local backend. Every external command goes through one `Runner`.
+The Grid facade talks to this backend exactly as to the local one. Fake backends, the TLS metrics
+endpoint, gateways and the operator under test run in the site's cluster; the harness reaches them
+through `kubectl port-forward` (on-demand gateways, fake backends) or the kind port mappings (each site's
+standing gateway). A gateway pod gets its overlay one of three ways:
+
+- a suite writes the gateway's local overlay directory: `OverlayMirror` copies every new file byte for
+  byte into the pod's overlay emptyDir (kubelet-style projection, through `kubectl exec` into a writer
+  container), so the gateway sees exactly what the suite wrote, valid or not;
+- the gateway follows an operator's ConfigMap (`follow_configmap`, used by the producer chain): an
+  overlay-sync container watches it with `--configmap NAMESPACE/NAME` and delivers into the emptyDir;
+- it reads no overlay at all (a provider gateway).
+
+Files a gateway config names under the run's work directory (certificates, keys, credential files) are
+shipped into the pod as a Secret; addresses of other in-cluster gateways the harness knows by their
+port-forward become in-cluster addresses (the Service in the same cluster, the node's NodePort across
+clusters). Every external command goes through one `Runner`.
 """
 
 from __future__ import annotations
@@ -14,12 +24,14 @@ import base64
 import json
 import re
 import secrets
+import socket
+import ssl
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import yaml
@@ -30,7 +42,6 @@ from harness.addresses import AddressPlan
 from harness.backends.local import (
     GatewayProcess,
     GatewayStartFailed,
-    LocalBackend,
     OperatorUnsupported,
     ProviderProcess,
 )
@@ -38,40 +49,62 @@ from harness.backends.runner import CommandFailed, Runner
 from harness.contract import ScopeSpec
 from harness.control import OverlaySyncProcess
 from harness.gateway_config import VARIANTS, ListenerTls, render_gateway_config, render_provider_gateway_config
-from harness.pki import GridPKI
+from harness.pki import GridPKI, ServerFiles
 from harness.process import ManagedProcess, Supervisor
-from harness.topology import SiteSpec, Topology
+from harness.topology import ProviderSpec, SiteSpec, Topology
 from harness.waiting import WaitTimeout, poll_until
+
+if TYPE_CHECKING:
+    from harness.grid import Site
+    from harness.kube_control import KubeControlPlane
 
 NAMESPACE = "agn-system"
 DEFAULT_IMAGE = "agn-conformance/reference:dev"
 OVERLAY_KEY = "routing-overlay.json"
 POD_OVERLAY_DIR = "/var/run/agn/overlay"
 POD_FILES_DIR = "/var/run/agn/files"
+POD_SEED_DIR = "/var/run/agn/seed"
 GATEWAY_PORT = 8080
 ADMIN_PORT = 9901
+SYNC_ADMIN_PORT = 9102
 FAKE_PORT = 8000
+TLS_METRICS_PORT = 8443
 GATEWAY_NODEPORT = 30080
 ADMIN_NODEPORT = 30901
 FIELD_MANAGER = "agn-conformance"
 RUN_LABEL = "agn.grid/run"
 GATEWAY_LABEL = "agn.grid/gateway"
+OPERATOR_DEPLOYMENT = "agn-operator"
+OPERATOR_SELECTOR = "app.kubernetes.io/name=agn-operator"
+#: The Secret holding the run's CA: the name the suites' metricsConfig.tls.caSecretRef points at.
+METRICS_CA_SECRET = "metrics-ca"
+METRICS_CA_DIR = "/etc/agn/metrics-ca"
+TLS_METRICS_NAME = "agn-tls-metrics"
+#: How long a gateway following a ConfigMap waits for overlay-sync's first delivery before starting anyway.
+FIRST_DELIVERY_SECONDS = 60
 _FORWARD_LINE = re.compile(r"Forwarding from 127\.0\.0\.1:(\d+) -> (\d+)")
+#: Waiting reasons after which a container will not start without someone changing the pod.
+_STUCK_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
+                            "CreateContainerError"})
+#: Projects stdin (base64) into a directory the way kubelet projects a ConfigMap (the harness's own code).
+_WRITE_OVERLAY = ("import base64, pathlib, sys\n"
+                  "from harness.projection import project\n"
+                  "project(pathlib.Path(sys.argv[1]), {sys.argv[2]: base64.b64decode(sys.stdin.read())})\n")
+#: Seeds the overlay directory from a mounted ConfigMap key before the gateway starts (nothing when absent).
+_SEED_OVERLAY = ("import pathlib, sys\n"
+                 "from harness.projection import project\n"
+                 "seed = pathlib.Path(sys.argv[3])\n"
+                 "if seed.is_file():\n"
+                 "    project(pathlib.Path(sys.argv[1]), {sys.argv[2]: seed.read_bytes()})\n")
+#: Keeps the writer container alive for `kubectl exec` and ends it at once on SIGTERM (it runs as PID 1).
+_IDLE = "import signal, sys\nsignal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\nwhile True:\n    signal.pause()\n"
+#: Host ports of kind port mappings claimed by the backends of this process (two grids of one session).
+_CLAIMED_PORTS: dict[tuple[str, int], int] = {}
+_CLAIMED_LOCK = threading.Lock()
 
 
 class BackendUnavailable(RuntimeError):
     """A tool the backend needs is missing or not working; the message names it."""
-
-
-@dataclass
-class KubeProvider(ProviderProcess):
-    """A fake backend in a cluster: `address` is its in-cluster Service, `url` the host's forwarded port."""
-
-    host_url: str = ""
-
-    @property
-    def url(self) -> str:
-        return self.host_url
 
 
 @dataclass
@@ -86,11 +119,92 @@ class SiteCluster:
 
 
 @dataclass
+class KubeProvider(ProviderProcess):
+    """A fake backend in a cluster: `address` is its in-cluster Service, `url` the host's forwarded port."""
+
+    host_url: str = ""
+
+    @property
+    def url(self) -> str:
+        return self.host_url
+
+    @property
+    def cluster_url(self) -> str:
+        """How pods of its cluster reach it (what an in-cluster operator scrapes)."""
+        return f"{self.scheme}://{self.address}"
+
+
+@dataclass(frozen=True)
+class FollowedConfigMap:
+    """An operator's ConfigMap a gateway pod's overlay-sync follows, and the scope its envelopes must carry."""
+
+    namespace: str
+    name: str
+    scope: ScopeSpec
+
+
+@dataclass
+class KubeOverlaySync(OverlaySyncProcess):
+    """The overlay-sync container of a gateway pod; its admin port is forwarded to the host.
+
+    `process` is the pod's handle (the gateway's log stream); `target_dir` stands for the pod's overlay
+    emptyDir, whose file `read_delivered` reads through `kubectl exec`; `configmap_file` only names the
+    followed ConfigMap (overlay-sync reads it from the API, no such file exists).
+    """
+
+    read_delivered: Callable[[], bytes | None] = lambda: None
+    pod: str = ""  # the gateway Deployment whose overlay-sync container this is
+
+    def ready_status(self) -> dict[str, Any]:
+        """overlay-sync's /ready document: `ready` and the delivered `revision` (200 or 503 alike)."""
+        doc = httpx.get(f"http://{self.admin}/ready", timeout=5.0).json()
+        return doc if isinstance(doc, dict) else {}
+
+    def delivered(self) -> dict[str, Any] | None:
+        try:
+            doc = json.loads(self.read_delivered() or b"")
+        except ValueError:
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def delivered_revision(self) -> str | None:
+        """The revision overlay-sync reports as delivered on its admin /ready (None before the first)."""
+        try:
+            revision = self.ready_status().get("revision")
+        except (httpx.HTTPError, ValueError):
+            return None
+        return revision if isinstance(revision, str) else None
+
+
+@dataclass
 class _KubeGateway:
     site: SiteCluster
     name: str
     overlay_dir: Path
+    handle: ManagedProcess  # `kubectl logs -f` of the gateway container: the GatewayProcess's process
     forward: ManagedProcess
+    mode: str  # "mirror", "follow" or "none"
+    peer: str | None = None  # the host address other gateways' configs name it by (provider gateways)
+
+
+@dataclass(frozen=True)
+class _Peer:
+    site: SiteCluster
+    service: str  # host:port inside its own cluster
+    node: str  # node address:NodePort, for pods of other clusters
+
+
+class _PortForwardPKI(GridPKI):
+    """The run's CA; a certificate for a pod listener ("0.0.0.0") also names 127.0.0.1.
+
+    The harness reaches pod listeners through loopback port-forwards and verifies them by that address;
+    peers in the clusters verify the SNI name the certificate also carries.
+    """
+
+    def server(self, name: str, *hosts: str) -> ServerFiles:
+        if "0.0.0.0" in hosts and "127.0.0.1" not in hosts:
+            hosts = (*hosts, "127.0.0.1")
+        return super().server(name, *hosts)
 
 
 def repo_root() -> Path:
@@ -176,28 +290,56 @@ class KubeBackend:
         self.image = image or DEFAULT_IMAGE
         self.image_given = image is not None
         self.keep = keep
+        self.seed = seed
         self.run_id = run_id or secrets.token_hex(3)
         self.ready_timeout = ready_timeout
         self.supervisor = supervisor or Supervisor(workdir / "logs")
         self.plan = plan or AddressPlan(seed=seed)
-        # host-side pieces (operator, overlay-sync chains, TLS metrics) run as on the local backend
-        self._host = LocalBackend(workdir, self.supervisor, self.plan, impl, seed)
         self.sites: list[SiteCluster] = []
+        self._pki: GridPKI | None = None
+        self._gateway_count = 0
+        self._follow_count = 0
         self._gateway_sites: dict[Path, SiteCluster] = {}
         self._gateways: dict[int, _KubeGateway] = {}
         self._forwards: dict[str, ManagedProcess] = {}
+        self._follows: dict[Path, FollowedConfigMap] = {}
+        self._syncs: dict[Path, KubeOverlaySync] = {}
+        self._peers: dict[str, _Peer] = {}
+        self._node_addresses: dict[str, str] = {}
+        self._cluster_urls: dict[str, str] = {}
         self._mirror = OverlayMirror(self)
 
     # ------------------------------------------------------------------------ lifecycle
 
     @property
     def pki(self) -> GridPKI:
-        return self._host.pki
+        """The run's certificate authority, made on first use."""
+        if self._pki is None:
+            self._pki = _PortForwardPKI(self.workdir / "pki")
+        return self._pki
 
     def kubectl(self, site: SiteCluster, *args: str, input: str | None = None, check: bool = True,
                 timeout: float | None = 600.0) -> str:
         return self.runner.run(["kubectl", *site.kubectl_args, *args], input=input, check=check,
                                timeout=timeout).stdout
+
+    def kubectl_json(self, site: SiteCluster, *args: str, check: bool = True,
+                     timeout: float | None = 60.0) -> dict[str, Any] | None:
+        """`kubectl ... -o json` parsed; None when it printed nothing (`--ignore-not-found` of a missing object)."""
+        out = self.kubectl(site, *args, "-o", "json", check=check, timeout=timeout)
+        if not out.strip():
+            return None
+        try:
+            doc = json.loads(out)
+        except ValueError as exc:
+            raise CommandFailed(["kubectl", *args], 0, out, f"not JSON: {exc}") from None
+        return doc if isinstance(doc, dict) else None
+
+    def apply_json(self, site: SiteCluster, docs: Sequence[Mapping[str, Any]]) -> None:
+        """Server-side apply objects through stdin (Secrets go this way: no file holds their data)."""
+        body = docs[0] if len(docs) == 1 else {"apiVersion": "v1", "kind": "List", "items": list(docs)}
+        self.kubectl(site, "apply", "--server-side", "--field-manager", FIELD_MANAGER, "-f", "-",
+                     input=json.dumps(body))
 
     def start(self) -> KubeBackend:
         """Bring every site up: clusters (where this backend makes them), image, CRDs, components."""
@@ -246,11 +388,15 @@ class KubeBackend:
         raise NotImplementedError
 
     def close(self) -> None:
-        """Stop mirroring and port-forwards; subclasses then remove what they made."""
+        """Stop mirroring, log streams and port-forwards; subclasses then remove what they made."""
         self._mirror.stop()
         for gateway in list(self._gateways.values()):
+            self.supervisor.stop(gateway.handle)
             self.supervisor.stop(gateway.forward)
         self._gateways.clear()
+        for forward in list(self._forwards.values()):
+            self.supervisor.stop(forward)
+        self._forwards.clear()
 
     # ------------------------------------------------------------------------ rendering
 
@@ -342,83 +488,270 @@ class KubeBackend:
             key = f"{site.name}-fake-{spec.name}"
             ports = self.forward(cluster, f"service/agn-fake-{spec.name}", [FAKE_PORT], key)
             proc = self._forwards[key]
-            started[spec.name] = KubeProvider(spec, self.fake_address(spec.name), proc,
-                                              host_url=f"http://127.0.0.1:{ports[FAKE_PORT]}")
-        for provider in started.values():
-            _wait_http(f"{provider.url}/admin/stats", f"fake backend {provider.spec.name}", 60)
+            provider = KubeProvider(spec, self.fake_address(spec.name), proc,
+                                    host_url=f"http://127.0.0.1:{ports[FAKE_PORT]}")
+            self._cluster_urls[provider.host_url] = provider.cluster_url
+            started[spec.name] = provider
+        for ready in started.values():
+            _wait_http(f"{ready.url}/admin/stats", f"fake backend {ready.spec.name}", 60)
         return started
 
     def start_tls_metrics(self, site_index: int, site: SiteSpec) -> ProviderProcess:
-        return self._host.start_tls_metrics(site_index, site)
+        """A fake backend serving HTTPS in the site's cluster, its certificate from the run's CA.
+
+        The certificate names its Service (what the in-cluster operator scrapes) and 127.0.0.1 (the
+        harness's port-forward, through which the suites set its series).
+        """
+        cluster = self.sites[site_index]
+        kname = TLS_METRICS_NAME
+        service = f"{kname}.{NAMESPACE}.svc.cluster.local"
+        files = self.pki.server(f"kube-{site.name}-tls-metrics", service, f"{kname}.{NAMESPACE}.svc", "127.0.0.1")
+        spec = ProviderSpec(name=f"tls-metrics-{site.name}", site=site.name, role="metrics")
+        labels = self._labels(**{"app.kubernetes.io/name": kname})
+        self.apply_json(cluster, [_secret(f"{kname}-tls", {"tls.crt": files.cert.read_bytes(),
+                                                           "tls.key": files.key.read_bytes()}, labels)])
+        container = {"name": "fake-backend", "image": self.image, "imagePullPolicy": "IfNotPresent",
+                     "command": ["agn-fake-backend", "--name", spec.name, "--site", site.name,
+                                 "--listen", f"0.0.0.0:{TLS_METRICS_PORT}", "--tls-cert", "/etc/agn/tls/tls.crt",
+                                 "--tls-key", "/etc/agn/tls/tls.key"],
+                     "ports": [{"containerPort": TLS_METRICS_PORT, "name": "https"}],
+                     "readinessProbe": {"httpGet": {"path": "/admin/stats", "port": TLS_METRICS_PORT,
+                                                    "scheme": "HTTPS"}, "periodSeconds": 1},
+                     "volumeMounts": [{"name": "tls", "mountPath": "/etc/agn/tls", "readOnly": True}]}
+        docs = [_deployment(kname, labels, [container], [{"name": "tls", "secret": {"secretName": f"{kname}-tls"}}]),
+                _service(kname, labels, [{"name": "https", "port": TLS_METRICS_PORT, "targetPort": TLS_METRICS_PORT}])]
+        manifest = self._site_dir(cluster) / f"{kname}.yaml"
+        manifest.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+        self.kubectl(cluster, "apply", "-f", str(manifest))
+        try:
+            self.kubectl(cluster, "--namespace", NAMESPACE, "rollout", "status", f"deployment/{kname}",
+                         f"--timeout={int(self.ready_timeout)}s", timeout=self.ready_timeout + 30)
+        except CommandFailed as exc:
+            raise BackendUnavailable(f"site {site.name}: the TLS metrics backend did not roll out: {exc}\n"
+                                     f"{self.logs(cluster, kname)}") from None
+        key = f"{site.name}-{kname}"
+        ports = self.forward(cluster, f"service/{kname}", [TLS_METRICS_PORT], key)
+        provider = KubeProvider(spec, f"{service}:{TLS_METRICS_PORT}", self._forwards[key], scheme="https",
+                                host_url=f"https://127.0.0.1:{ports[TLS_METRICS_PORT]}")
+        self._cluster_urls[provider.host_url] = provider.cluster_url
+        verify = ssl.create_default_context(cafile=str(self.pki.ca_path))
+        poll_until(lambda: httpx.get(f"{provider.url}/admin/stats", timeout=2.0, verify=verify).status_code,
+                   lambda s: s == 200, what=f"TLS metrics backend {spec.name} to answer 200", timeout=60,
+                   interval=0.1, max_interval=1.0)
+        return provider
+
+    def cluster_url(self, url: str) -> str:
+        """A fake backend URL as the harness reaches it, rewritten to how its cluster's pods reach it."""
+        for host_url, in_cluster in self._cluster_urls.items():
+            url = re.sub(re.escape(host_url) + r"(?!\d)", in_cluster, url)
+        return url
 
     def start_operator(self, site_index: int, name: str,
                        mesh: Mapping[str, str] | None = None) -> tuple[ManagedProcess, Path, Path]:
-        if mesh is not None:
-            raise OperatorUnsupported("the mesh profile runs on the local backend only in this release")
-        return self._host.start_operator(site_index, name)
+        raise OperatorUnsupported("the operator runs in the site's cluster on this backend; use control_plane()")
 
     def start_overlay_sync(self, site_index: int, configmap_file: Path, scope: ScopeSpec) -> OverlaySyncProcess:
-        return self._host.start_overlay_sync(site_index, configmap_file, scope)
+        raise OperatorUnsupported("overlay-sync runs in the gateway pod on this backend; use follow_configmap()")
+
+    # ------------------------------------------------------------------------ the operator under test
+
+    def control_plane(self, site: Site, mesh: Mapping[str, str] | None = None) -> KubeControlPlane:
+        """The site's in-cluster operator (the producer profile), checked installed and available."""
+        from harness.kube_control import KubeControlPlane
+
+        if mesh is not None:
+            raise OperatorUnsupported("mesh profile runs on the local backend only")
+        if getattr(self.impl, "operator", None) is None:
+            raise OperatorUnsupported("the implementation descriptor has no operator section")
+        cluster = self.sites[site.index]
+        self.ensure_operator(cluster)
+        return KubeControlPlane(site, self, cluster)
+
+    def ensure_operator(self, site: SiteCluster) -> None:
+        """The operator Deployment of the kustomize overlay, given the run's CA for TLS metrics, rolled out.
+
+        The reference operator reads no Secrets (its RBAC has none), so the CA reaches it as a mounted
+        Secret `metrics-ca` (the name the suites' caSecretRef uses) and `--metrics-ca` pointing at it.
+        """
+        deployment = self.kubectl_json(site, "--namespace", NAMESPACE, "get", "deployment", OPERATOR_DEPLOYMENT,
+                                       "--ignore-not-found")
+        if deployment is None:
+            raise OperatorUnsupported(f"site {site.spec.name} has no Deployment {NAMESPACE}/{OPERATOR_DEPLOYMENT} "
+                                      "(the kustomize overlay leaves the operator out)")
+        self.apply_json(site, [_secret(METRICS_CA_SECRET, {"ca.crt": self.pki.ca_path.read_bytes()},
+                                       self._labels())])
+        patch = _metrics_ca_patch(deployment)
+        if patch is not None:
+            self.kubectl(site, "--namespace", NAMESPACE, "patch", "deployment", OPERATOR_DEPLOYMENT, "--type",
+                         "strategic", "-p", json.dumps(patch))
+        try:
+            self.kubectl(site, "--namespace", NAMESPACE, "rollout", "status", f"deployment/{OPERATOR_DEPLOYMENT}",
+                         f"--timeout={int(self.ready_timeout)}s", timeout=self.ready_timeout + 30)
+        except CommandFailed as exc:
+            raise BackendUnavailable(f"site {site.spec.name}: the operator did not roll out: {exc}\n"
+                                     f"{self.logs(site, OPERATOR_DEPLOYMENT)}") from None
+
+    # ------------------------------------------------------------------------ gateways
 
     def allocate_gateway(self, site_index: int) -> tuple[str, str, Path]:
         """Pod addresses for the config; the work directory keeps the rendered files and the local overlay."""
-        self._host._gateway_count += 1
-        workdir = self.workdir / f"gateway-{self._host._gateway_count}"
+        self._gateway_count += 1
+        workdir = self.workdir / f"gateway-{self._gateway_count}"
         workdir.mkdir(parents=True, exist_ok=True)
         self._gateway_sites[workdir] = self.sites[site_index]
         return f"0.0.0.0:{GATEWAY_PORT}", f"0.0.0.0:{ADMIN_PORT}", workdir
 
+    def follow_configmap(self, namespace: str, name: str, scope: ScopeSpec) -> Path:
+        """A local directory standing for a gateway pod's overlay emptyDir fed by overlay-sync from a ConfigMap.
+
+        The next gateway started on it (`start_gateway(..., overlay_dir=<it>)`, however the Grid renders
+        its config) gets an overlay-sync container on `--configmap NAMESPACE/NAME`; `overlay_sync(dir)`
+        then returns that container's handle.
+        """
+        self._follow_count += 1
+        overlay_dir = self.workdir / f"overlay-sync-{self._follow_count}" / "overlay"
+        overlay_dir.mkdir(parents=True, exist_ok=True)
+        self._follows[overlay_dir] = FollowedConfigMap(namespace, name, scope)
+        return overlay_dir
+
+    def overlay_sync(self, overlay_dir: Path) -> KubeOverlaySync:
+        """The overlay-sync of the gateway started on a `follow_configmap` directory."""
+        return self._syncs[overlay_dir]
+
     def start_gateway(self, name: str, listen: str, admin: str, workdir: Path, config_text: str,
                       overlay_dir: Path, *, env: Mapping[str, str] | None = None,
-                      scheme: str = "http") -> GatewayProcess:
-        """Deploy one gateway pod (overlay-sync + gateway), forward its ports, wait for /ready."""
+                      scheme: str = "http", follow: FollowedConfigMap | None = None) -> GatewayProcess:
+        """Deploy one gateway pod, wait until it is ready (or failed), forward its ports, wait for /ready.
+
+        `follow` (or a `follow_configmap` registration of `overlay_dir`) makes overlay-sync deliver the
+        overlay from a ConfigMap; otherwise a config that reads `overlay_dir` gets what the harness writes
+        there, and one that does not (a provider gateway) gets no overlay at all.
+        """
         site = self._gateway_sites[workdir]
         kname = f"agn-gw-{workdir.name.rsplit('-', 1)[-1]}"
-        config = config_text.replace(str(overlay_dir / OVERLAY_KEY), f"{POD_OVERLAY_DIR}/{OVERLAY_KEY}")
+        overlay_file = str(overlay_dir / OVERLAY_KEY)
+        follow = follow or self._follows.pop(overlay_dir, None)
+        mode = "follow" if follow is not None else "mirror" if overlay_file in config_text else "none"
+        config = config_text.replace(overlay_file, f"{POD_OVERLAY_DIR}/{OVERLAY_KEY}")
+        config = self._peer_addresses(site, config)
         config, files = self._pod_files(config)
         config_path = workdir / "praxis.yaml"
         config_path.write_text(config)
-        overlay_file = overlay_dir / OVERLAY_KEY
-        overlay = overlay_file.read_text() if overlay_file.is_file() else None
+        seed_file = overlay_dir / OVERLAY_KEY
+        seed = seed_file.read_bytes() if mode == "mirror" and seed_file.is_file() else None
         listen_port, admin_port = int(listen.rsplit(":", 1)[1]), int(admin.rsplit(":", 1)[1])
+        pod = _GatewayPod(kname, mode, follow, listen_port, admin_port, nodeport=scheme == "https")
+        docs = self._gateway_docs(pod, config, seed, files, dict(env or {}))
         manifest = workdir / "kube.yaml"
-        manifest.write_text(yaml.safe_dump_all(
-            self._gateway_docs(kname, config, overlay, files, dict(env or {}), listen_port, admin_port),
-            sort_keys=False))
+        manifest.write_text(yaml.safe_dump_all([d for d in docs if d["kind"] != "Secret"], sort_keys=False))
+        self.apply_json(site, [d for d in docs if d["kind"] == "Secret"])
         self.kubectl(site, "apply", "-f", str(manifest))
+        started: list[ManagedProcess] = []
         try:
-            self.kubectl(site, "--namespace", NAMESPACE, "rollout", "status", f"deployment/{kname}",
-                         f"--timeout={int(self.impl.gateway.startup_timeout_s) + 60}s")
-        except CommandFailed as exc:
-            logs = self.logs(site, kname)
-            raise GatewayStartFailed(f"gateway {name} ({kname}) did not roll out: {exc}", None, logs) from None
-        ports = self.forward(site, f"deployment/{kname}", [listen_port, admin_port], kname)
-        forward = self._forwards[kname]
-        proc = GatewayProcess(name, f"127.0.0.1:{ports[listen_port]}", f"127.0.0.1:{ports[admin_port]}",
-                              config_path, overlay_dir, forward, scheme)
-        try:
-            _wait_http(f"{proc.admin_url}/ready", f"gateway {name} /ready",
-                       float(self.impl.gateway.startup_timeout_s) + 30)
-        except WaitTimeout as exc:
-            self.supervisor.stop(forward)
-            raise GatewayStartFailed(str(exc), None, self.logs(site, kname)) from None
-        self._gateways[id(forward)] = _KubeGateway(site, kname, overlay_dir, forward)
-        self._mirror.watch(site, f"{kname}-overlay", overlay_dir, overlay)
+            self._wait_pod(site, kname, name, float(self.impl.gateway.startup_timeout_s) + 60)
+            ports = [listen_port, admin_port] + ([SYNC_ADMIN_PORT] if mode == "follow" else [])
+            local = self.forward(site, f"deployment/{kname}", ports, kname)
+            forward = self._forwards.pop(kname)
+            started.append(forward)
+            handle = self.runner.spawn(self.supervisor, f"logs-{name}-{kname}",
+                                       ["kubectl", *site.kubectl_args, "--namespace", NAMESPACE, "logs", "-f",
+                                        f"deployment/{kname}", "-c", "gateway"])
+            started.append(handle)
+            proc = GatewayProcess(name, f"127.0.0.1:{local[listen_port]}", f"127.0.0.1:{local[admin_port]}",
+                                  config_path, overlay_dir, handle, scheme)
+            try:
+                _wait_http(f"{proc.admin_url}/ready", f"gateway {name} /ready",
+                           float(self.impl.gateway.startup_timeout_s) + 30)
+            except WaitTimeout as exc:
+                raise GatewayStartFailed(str(exc), None, self.logs(site, kname)) from None
+            peer = self._record_peer(site, kname, proc.listen, listen_port) if pod.nodeport else None
+        except BaseException:
+            for process in started:
+                self.supervisor.stop(process)
+            self._delete_gateway(site, kname)
+            raise
+        self._gateways[id(handle)] = _KubeGateway(site, kname, overlay_dir, handle, forward, mode, peer)
+        if mode == "mirror":
+            self._mirror.watch(site, kname, overlay_dir, seed)
+        elif follow is not None:
+            self._syncs[overlay_dir] = KubeOverlaySync(
+                handle, overlay_dir / f"{follow.name}.configmap.yaml", overlay_dir,
+                f"127.0.0.1:{local[SYNC_ADMIN_PORT]}", read_delivered=lambda: self._read_pod_overlay(site, kname),
+                pod=kname)
         return proc
 
     def stop(self, process: ManagedProcess) -> int | None:
-        """Stop a host process, or remove an in-cluster gateway (its port-forward is the handle)."""
+        """Remove an in-cluster gateway (its log stream is the handle), or stop a host process."""
         gateway = self._gateways.pop(id(process), None)
         if gateway is None:
-            return self._host.stop(process)
+            return self.supervisor.stop(process)
         self._mirror.forget(gateway.overlay_dir)
-        self.supervisor.stop(process)
-        self.kubectl(gateway.site, "--namespace", NAMESPACE, "delete", "deployment,configmap,secret",
-                     "-l", f"{GATEWAY_LABEL}={gateway.name}", "--ignore-not-found", "--wait=false", check=False)
+        self._syncs.pop(gateway.overlay_dir, None)
+        if gateway.peer is not None:
+            self._peers.pop(gateway.peer, None)
+        self.supervisor.stop(gateway.handle)
+        self.supervisor.stop(gateway.forward)
+        self._delete_gateway(gateway.site, gateway.name)
         return 0
 
+    def _delete_gateway(self, site: SiteCluster, kname: str) -> None:
+        self.kubectl(site, "--namespace", NAMESPACE, "delete", "deployment,service,configmap,secret",
+                     "-l", f"{GATEWAY_LABEL}={kname}", "--ignore-not-found", "--wait=false", check=False)
+
+    def _wait_pod(self, site: SiteCluster, kname: str, name: str, timeout: float) -> None:
+        """Until the pod's containers are all ready; a container that exits or cannot start fails at once.
+
+        A gateway that refuses its config exits; its exit code (from the container status) is what
+        GatewayStartFailed carries, as on the local backend.
+        """
+        def probe() -> PodState:
+            return pod_state(self.kubectl_json(site, "--namespace", NAMESPACE, "get", "pods", "-l",
+                                               f"{GATEWAY_LABEL}={kname}"))
+
+        try:
+            state = poll_until(probe, lambda s: s.phase != "pending", what=f"gateway {name} ({kname}) pod to be ready",
+                               timeout=timeout, interval=0.25, max_interval=1.0, describe=lambda s: s.detail)
+        except WaitTimeout as exc:
+            raise GatewayStartFailed(str(exc), None, self.logs(site, kname)) from None
+        if state.phase == "failed":
+            raise GatewayStartFailed(f"gateway {name} ({kname}): {state.detail}", state.exit_code,
+                                     self.logs(site, kname))
+
+    def _record_peer(self, site: SiteCluster, kname: str, host_address: str, port: int) -> str:
+        """Note how pods reach this gateway: its Service in its cluster, its node's NodePort from others."""
+        service = self.kubectl_json(site, "--namespace", NAMESPACE, "get", "service", kname) or {}
+        node_port = next((p.get("nodePort") for p in (service.get("spec") or {}).get("ports") or []
+                          if p.get("port") == port), None)
+        if node_port is None:
+            raise GatewayStartFailed(f"Service {kname} has no NodePort for port {port}", None, json.dumps(service))
+        self._peers[host_address] = _Peer(site, f"{kname}.{NAMESPACE}.svc.cluster.local:{port}",
+                                          f"{self.node_address(site)}:{node_port}")
+        return host_address
+
+    def node_address(self, site: SiteCluster) -> str:
+        """The InternalIP of the site's first node: how pods of the other clusters (same Docker network) reach it."""
+        if site.name not in self._node_addresses:
+            nodes = self.kubectl_json(site, "get", "nodes") or {}
+            for node in nodes.get("items") or []:
+                for address in (node.get("status") or {}).get("addresses") or []:
+                    if address.get("type") == "InternalIP" and address.get("address"):
+                        self._node_addresses[site.name] = str(address["address"])
+                        break
+                if site.name in self._node_addresses:
+                    break
+            else:
+                raise BackendUnavailable(f"site {site.spec.name}: no node reports an InternalIP")
+        return self._node_addresses[site.name]
+
+    def _peer_addresses(self, site: SiteCluster, config: str) -> str:
+        """Host addresses of in-cluster gateways (their port-forwards) become addresses pods can reach."""
+        for host_address, peer in self._peers.items():
+            target = peer.service if peer.site is site else peer.node
+            config = re.sub(re.escape(host_address) + r"(?!\d)", target, config)
+        return config
+
     def _pod_files(self, config: str) -> tuple[str, dict[str, bytes]]:
-        """Local files the config names (certificates, credential files) become keys of a mounted Secret."""
+        """Local files the config names (certificates, keys, credential files) become keys of a mounted Secret."""
         files: dict[str, bytes] = {}
         pattern = re.compile(re.escape(str(self.workdir)) + r"/[^\s\"',\]]+")
 
@@ -432,36 +765,89 @@ class KubeBackend:
 
         return pattern.sub(swap, config), files
 
-    def _gateway_docs(self, kname: str, config: str, overlay: str | None, files: dict[str, bytes],
-                      env: dict[str, str], listen_port: int, admin_port: int) -> list[dict[str, Any]]:
+    def _gateway_docs(self, pod: _GatewayPod, config: str, seed: bytes | None, files: dict[str, bytes],
+                      env: dict[str, str]) -> list[dict[str, Any]]:
+        kname = pod.kname
         labels = self._labels(**{GATEWAY_LABEL: kname, "app.kubernetes.io/name": kname})
-        sync = {"name": "overlay-sync", "image": self.image, "imagePullPolicy": "IfNotPresent",
-                "command": ["agn-overlay-sync", "--configmap", f"{NAMESPACE}/{kname}-overlay",
-                            "--target-dir", POD_OVERLAY_DIR, "--admin", "0.0.0.0:9102"],
-                "volumeMounts": [{"name": "overlay", "mountPath": POD_OVERLAY_DIR}]}
-        gateway = {"name": "gateway", "image": self.image, "imagePullPolicy": "IfNotPresent",
-                   "command": ["agn-gateway", "-c", "/etc/praxis/praxis.yaml"],
-                   "envFrom": [{"secretRef": {"name": f"{kname}-env"}}],
-                   "ports": [{"containerPort": listen_port, "name": "listen"},
-                             {"containerPort": admin_port, "name": "admin"}],
-                   "readinessProbe": {"httpGet": {"path": "/ready", "port": admin_port}, "periodSeconds": 1},
-                   "volumeMounts": [{"name": "overlay", "mountPath": POD_OVERLAY_DIR, "readOnly": True},
-                                    {"name": "config", "mountPath": "/etc/praxis", "readOnly": True},
-                                    {"name": "files", "mountPath": POD_FILES_DIR, "readOnly": True}]}
-        volumes = [{"name": "overlay", "emptyDir": {}},
-                   {"name": "config", "configMap": {"name": f"{kname}-config"}},
-                   {"name": "files", "secret": {"secretName": f"{kname}-files"}}]
-        return [_configmap(f"{kname}-config", {"praxis.yaml": config}, labels),
-                _configmap(f"{kname}-overlay", {OVERLAY_KEY: overlay} if overlay is not None else {}, labels),
-                _secret(f"{kname}-files", files, labels),
-                _secret(f"{kname}-env", {k: v.encode() for k, v in env.items()}, labels),
-                _deployment(kname, labels, [sync, gateway], volumes, service_account="agn-gateway")]
+        command = ["agn-gateway", "-c", "/etc/praxis/praxis.yaml"]
+        if pod.mode == "follow":
+            # overlay-sync and the gateway start together; the gateway waits for the first delivery, as
+            # connect() starts it only after one on the local backend (then starts anyway and says why)
+            wait = (f'i=0; while [ ! -e "$0" ] && [ "$i" -lt {FIRST_DELIVERY_SECONDS * 10} ]; do sleep 0.1; '
+                    'i=$((i+1)); done; exec "$@"')
+            command = ["sh", "-c", wait, f"{POD_OVERLAY_DIR}/{OVERLAY_KEY}", *command]
+        gateway: dict[str, Any] = {
+            "name": "gateway", "image": self.image, "imagePullPolicy": "IfNotPresent", "command": command,
+            "envFrom": [{"secretRef": {"name": f"{kname}-env"}}],
+            "ports": [{"containerPort": pod.listen_port, "name": "listen"},
+                      {"containerPort": pod.admin_port, "name": "admin"}],
+            "readinessProbe": {"httpGet": {"path": "/ready", "port": pod.admin_port}, "periodSeconds": 1},
+            "volumeMounts": [{"name": "config", "mountPath": "/etc/praxis", "readOnly": True},
+                             {"name": "files", "mountPath": POD_FILES_DIR, "readOnly": True}]}
+        containers = [gateway]
+        init: list[dict[str, Any]] = []
+        volumes: list[dict[str, Any]] = [{"name": "config", "configMap": {"name": f"{kname}-config"}},
+                                         {"name": "files", "secret": {"secretName": f"{kname}-files"}}]
+        docs = [_configmap(f"{kname}-config", {"praxis.yaml": config}, labels)]
+        if pod.mode != "none":
+            gateway["volumeMounts"].append({"name": "overlay", "mountPath": POD_OVERLAY_DIR, "readOnly": True})
+            volumes.append({"name": "overlay", "emptyDir": {}})
+        if pod.mode == "mirror":
+            writer = {"name": "overlay-writer", "image": self.image, "imagePullPolicy": "IfNotPresent",
+                      "command": ["python", "-c", _IDLE],
+                      "volumeMounts": [{"name": "overlay", "mountPath": POD_OVERLAY_DIR}]}
+            init.append({"name": "overlay-seed", "image": self.image, "imagePullPolicy": "IfNotPresent",
+                         "command": ["python", "-c", _SEED_OVERLAY, POD_OVERLAY_DIR, OVERLAY_KEY,
+                                     f"{POD_SEED_DIR}/{OVERLAY_KEY}"],
+                         "volumeMounts": [{"name": "overlay", "mountPath": POD_OVERLAY_DIR},
+                                          {"name": "seed", "mountPath": POD_SEED_DIR, "readOnly": True}]})
+            containers.insert(0, writer)
+            volumes.append({"name": "seed", "configMap": {"name": f"{kname}-overlay"}})
+            seed_doc = _configmap(f"{kname}-overlay", {}, labels)
+            if seed is not None:
+                seed_doc["binaryData"] = {OVERLAY_KEY: base64.b64encode(seed).decode()}
+            docs.append(seed_doc)
+        elif pod.mode == "follow" and pod.follow is not None:
+            scope = ",".join(f"{key}={value}" for key, value in pod.follow.scope.as_dict().items())
+            sync = {"name": "overlay-sync", "image": self.image, "imagePullPolicy": "IfNotPresent",
+                    "command": ["agn-overlay-sync", "--configmap", f"{pod.follow.namespace}/{pod.follow.name}",
+                                "--target-dir", POD_OVERLAY_DIR, "--expected-scope", scope,
+                                "--admin", f"0.0.0.0:{SYNC_ADMIN_PORT}"],
+                    "ports": [{"containerPort": SYNC_ADMIN_PORT, "name": "sync-admin"}],
+                    "volumeMounts": [{"name": "overlay", "mountPath": POD_OVERLAY_DIR}]}
+            containers.insert(0, sync)
+        deployment = _deployment(kname, labels, containers, volumes, service_account="agn-gateway")
+        if init:
+            deployment["spec"]["template"]["spec"]["initContainers"] = init
+        docs += [_secret(f"{kname}-files", files, labels),
+                 _secret(f"{kname}-env", {k: v.encode() for k, v in env.items()}, labels),
+                 deployment]
+        if pod.nodeport:
+            service = _service(kname, labels, [{"name": "listen", "port": pod.listen_port,
+                                                "targetPort": pod.listen_port}])
+            service["spec"]["type"] = "NodePort"
+            docs.append(service)
+        return docs
+
+    def write_pod_overlay(self, site: SiteCluster, kname: str, data: bytes) -> None:
+        """Project `data` into a mirrored gateway pod's overlay directory (through its writer container)."""
+        self.kubectl(site, "--namespace", NAMESPACE, "exec", "-i", f"deployment/{kname}", "-c", "overlay-writer",
+                     "--", "python", "-c", _WRITE_OVERLAY, POD_OVERLAY_DIR, OVERLAY_KEY,
+                     input=base64.b64encode(data).decode(), timeout=60)
+
+    def _read_pod_overlay(self, site: SiteCluster, kname: str) -> bytes | None:
+        result = self.runner.run(["kubectl", *site.kubectl_args, "--namespace", NAMESPACE, "exec",
+                                  f"deployment/{kname}", "-c", "overlay-sync", "--", "cat",
+                                  f"{POD_OVERLAY_DIR}/{OVERLAY_KEY}"], check=False, timeout=60)
+        return result.stdout.encode() if result.returncode == 0 else None
 
     # ------------------------------------------------------------------------ diagnostics
 
-    def logs(self, site: SiteCluster, deployment: str, tail: int = 200) -> str:
-        return self.kubectl(site, "--namespace", NAMESPACE, "logs", f"deployment/{deployment}", "--all-containers",
-                            f"--tail={tail}", check=False, timeout=60)
+    def logs(self, site: SiteCluster, deployment: str, tail: int = 200, *, container: str | None = None,
+             previous: bool = False) -> str:
+        which = ["-c", container] if container else ["--all-containers"]
+        return self.kubectl(site, "--namespace", NAMESPACE, "logs", f"deployment/{deployment}", *which,
+                            f"--tail={tail}", *(["--previous"] if previous else []), check=False, timeout=60)
 
     def collect_logs(self, site: SiteCluster | None = None) -> str:
         """`kubectl logs` of every Deployment in the namespace of one site (or all), also saved to logs/."""
@@ -477,20 +863,92 @@ class KubeBackend:
         return "\n".join(parts)
 
 
+@dataclass(frozen=True)
+class _GatewayPod:
+    kname: str
+    mode: str
+    follow: FollowedConfigMap | None
+    listen_port: int
+    admin_port: int
+    nodeport: bool
+
+
+@dataclass(frozen=True)
+class PodState:
+    """What a gateway pod's status says: "pending", "ready" or "failed" (with the exit code when one exited)."""
+
+    phase: str
+    exit_code: int | None = None
+    detail: str = ""
+
+
+def pod_state(doc: Mapping[str, Any] | None) -> PodState:
+    """Read `kubectl get pods -o json` of one gateway's pods: ready, failed (why, exit code) or pending."""
+    pods = [p for p in (doc or {}).get("items") or [] if isinstance(p, dict)]
+    if not pods:
+        return PodState("pending", detail="no pod yet")
+    seen: list[str] = []
+    for pod in pods:
+        status = pod.get("status") or {}
+        inits = status.get("initContainerStatuses") or []
+        apps = status.get("containerStatuses") or []
+        for container in [*inits, *apps]:
+            name = container.get("name")
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in _STUCK_REASONS:
+                return PodState("failed", None, f"container {name} cannot start: {waiting.get('reason')}: "
+                                                f"{waiting.get('message', '')}".strip())
+            for key in ("state", "lastState"):
+                ended = (container.get(key) or {}).get("terminated")
+                if not ended:
+                    continue
+                code = ended.get("exitCode")
+                if container in inits and code == 0:
+                    continue
+                return PodState("failed", code if isinstance(code, int) else None,
+                                f"container {name} exited with {code} ({ended.get('reason', 'Error')})")
+        if apps and all(c.get("ready") for c in apps):
+            return PodState("ready")
+        seen.append(f"{(pod.get('metadata') or {}).get('name')}: {status.get('phase')} "
+                    f"ready={[c.get('name') for c in apps if c.get('ready')]}")
+    return PodState("pending", detail="; ".join(seen))
+
+
+def _metrics_ca_patch(deployment: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A strategic merge patch mounting Secret metrics-ca into the operator and passing --metrics-ca (None: done)."""
+    containers = (((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+    operator = next((c for c in containers if "agn-operator" in (c.get("command") or [])[:1]),
+                    containers[0] if containers else None)
+    if operator is None:
+        raise OperatorUnsupported(f"Deployment {OPERATOR_DEPLOYMENT} has no containers")
+    command = list(operator.get("command") or [])
+    if "--metrics-ca" in command:
+        return None
+    if not command:
+        raise OperatorUnsupported(f"Deployment {OPERATOR_DEPLOYMENT}: container {operator.get('name')} sets no "
+                                  "command to add --metrics-ca to")
+    return {"spec": {"template": {"spec": {
+        "volumes": [{"name": "metrics-ca", "secret": {"secretName": METRICS_CA_SECRET}}],
+        "containers": [{"name": operator["name"],
+                        "command": [*command, "--metrics-ca", f"{METRICS_CA_DIR}/ca.crt"],
+                        "volumeMounts": [{"name": "metrics-ca", "mountPath": METRICS_CA_DIR, "readOnly": True}]}],
+    }}}}
+
+
 class OverlayMirror:
-    """Copies each in-cluster gateway's local overlay file into the ConfigMap its overlay-sync watches."""
+    """Copies each mirrored gateway's local overlay file, byte for byte, into its pod's overlay directory."""
 
     def __init__(self, backend: KubeBackend, interval: float = 0.05) -> None:
         self.backend = backend
         self.interval = interval
-        self._watched: dict[Path, tuple[SiteCluster, str, str | None]] = {}
+        self._watched: dict[Path, tuple[SiteCluster, str, bytes | None]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def watch(self, site: SiteCluster, configmap: str, overlay_dir: Path, current: str | None) -> None:
+    def watch(self, site: SiteCluster, kname: str, overlay_dir: Path, current: bytes | None) -> None:
         with self._lock:
-            self._watched[overlay_dir] = (site, configmap, current)
+            self._watched[overlay_dir] = (site, kname, current)
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name="overlay-mirror", daemon=True)
             self._thread.start()
@@ -508,20 +966,17 @@ class OverlayMirror:
     def sync_once(self) -> None:
         with self._lock:
             items = list(self._watched.items())
-        for overlay_dir, (site, configmap, last) in items:
+        for overlay_dir, (site, kname, last) in items:
             try:
-                text = (overlay_dir / OVERLAY_KEY).read_text()
+                data = (overlay_dir / OVERLAY_KEY).read_bytes()
             except OSError:
                 continue
-            if text == last:
+            if data == last:
                 continue
-            doc = _configmap(configmap, {OVERLAY_KEY: text}, {})
-            del doc["metadata"]["labels"]
-            self.backend.kubectl(site, "apply", "--server-side", "--force-conflicts", "--field-manager",
-                                 FIELD_MANAGER, "-f", "-", input=json.dumps(doc))
+            self.backend.write_pod_overlay(site, kname, data)
             with self._lock:
                 if overlay_dir in self._watched:
-                    self._watched[overlay_dir] = (site, configmap, text)
+                    self._watched[overlay_dir] = (site, kname, data)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
@@ -539,6 +994,7 @@ class KindBackend(KubeBackend):
     def __init__(self, workdir: Path, topology: Topology, impl: Any, **kwargs: Any) -> None:
         super().__init__(workdir, topology, impl, **kwargs)
         self.clusters: dict[str, _KindCluster] = {}
+        self._claimed: set[tuple[str, int]] = set()
 
     def cluster_name(self, site: SiteSpec) -> str:
         return f"agn-{self.run_id}-{site.name}"
@@ -549,7 +1005,11 @@ class KindBackend(KubeBackend):
                              self.image, str(self.root)], timeout=1800)
 
     def kind_config(self, site: SiteSpec) -> tuple[Path, dict[int, int]]:
-        """This run's copy of clusters/kind/<site>.yaml, named for the run; and its host port mappings."""
+        """This run's copy of clusters/kind/<site>.yaml, named for the run; and its host port mappings.
+
+        A host port another backend of this process already maps (the provider profile's two-site grid
+        beside the session's main grid) is replaced by a free one, so both can exist at once.
+        """
         source = self.root / "clusters" / "kind" / f"{site.name}.yaml"
         if not source.is_file():
             raise BackendUnavailable(f"no kind cluster config for site {site.name}: {source} is missing")
@@ -558,7 +1018,10 @@ class KindBackend(KubeBackend):
         ports: dict[int, int] = {}
         for node in config.get("nodes") or []:
             for mapping in node.get("extraPortMappings") or []:
-                if str(mapping.get("protocol", "TCP")).upper() == "TCP":
+                protocol = str(mapping.get("protocol", "TCP")).upper()
+                mapping["hostPort"] = self._claim(protocol, int(mapping["hostPort"]),
+                                                  str(mapping.get("listenAddress") or "127.0.0.1"))
+                if protocol == "TCP":
                     ports[int(mapping["containerPort"])] = int(mapping["hostPort"])
         target = self.workdir / "kube" / site.name / "kind.yaml"
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -582,6 +1045,14 @@ class KindBackend(KubeBackend):
         self._each_site(self._create_and_load)
         return sites
 
+    def _claim(self, protocol: str, port: int, address: str) -> int:
+        with _CLAIMED_LOCK:
+            if _CLAIMED_PORTS.get((protocol, port), id(self)) != id(self):
+                port = _free_port(protocol, address)
+            _CLAIMED_PORTS[(protocol, port)] = id(self)
+            self._claimed.add((protocol, port))
+        return port
+
     def _create_and_load(self, site: SiteCluster) -> None:
         cluster = self.clusters[site.name]
         cluster.create(timeout=int(self.ready_timeout))
@@ -599,6 +1070,10 @@ class KindBackend(KubeBackend):
     def close(self) -> None:
         """Delete exactly the clusters this run created (all of them are kept with --grid-keep)."""
         super().close()
+        with _CLAIMED_LOCK:
+            for claim in self._claimed:
+                _CLAIMED_PORTS.pop(claim, None)
+            self._claimed.clear()
         if self.keep:
             for name, cluster in self.clusters.items():
                 print(f"\nagn-conformance: kept kind cluster {name} (kubeconfig {cluster.kubeconfig})")
@@ -616,6 +1091,14 @@ class KindBackend(KubeBackend):
 def _wait_http(url: str, what: str, timeout: float) -> None:
     poll_until(lambda: httpx.get(url, timeout=2.0).status_code, lambda s: s == 200, what=f"{what} to answer 200",
                timeout=timeout, interval=0.1, max_interval=1.0)
+
+
+def _free_port(protocol: str, address: str) -> int:
+    """A port nothing listens on at `address` right now (the kernel's pick)."""
+    kind = socket.SOCK_DGRAM if protocol == "UDP" else socket.SOCK_STREAM
+    with socket.socket(socket.AF_INET, kind) as sock:
+        sock.bind((address if address != "0.0.0.0" else "127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _meta(name: str, labels: Mapping[str, str]) -> dict[str, Any]:
@@ -650,5 +1133,5 @@ def _service(name: str, labels: Mapping[str, str], ports: list[dict[str, Any]]) 
             "spec": {"selector": {"app.kubernetes.io/name": name}, "ports": ports}}
 
 
-__all__ = ["DEFAULT_IMAGE", "BackendUnavailable", "KindBackend", "KubeBackend", "KubeProvider", "SiteCluster",
-           "preflight_kind"]
+__all__ = ["DEFAULT_IMAGE", "BackendUnavailable", "FollowedConfigMap", "KindBackend", "KubeBackend", "KubeOverlaySync",
+           "KubeProvider", "PodState", "SiteCluster", "pod_state", "preflight_kind"]

@@ -6,14 +6,12 @@ own oracle; every test names the broken operator it catches.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,7 +43,7 @@ def _configmap(scenario: Scenario, gateway: str = GATEWAY) -> dict[str, Any]:
     """The ConfigMap object under the spec's name; on absence, say which outputs exist instead."""
     configmap = scenario.control.configmap(scenario.net, gateway)
     if configmap is None:
-        found = sorted(p.name for p in scenario.control.out.glob("*.configmap.yaml"))
+        found = scenario.control.output_names("*.configmap.yaml")
         raise AssertionError(f"no ConfigMap named {oracle.configmap_name(scenario.net, gateway)}; outputs: {found}")
     return configmap
 
@@ -519,13 +517,8 @@ def test_candidate_carries_only_the_secret_reference(scenario: Scenario) -> None
 
 
 def _written_texts(scenario: Scenario) -> dict[str, str]:
-    """Everything the operator has written: every file under its output directory, and its log."""
-    texts = {"operator log": scenario.control.log_text()}
-    for path in sorted(Path(scenario.control.out).rglob("*")):
-        with contextlib.suppress(OSError):  # a file replaced while listing is read under its new name
-            if path.is_file():
-                texts[str(path)] = path.read_bytes().decode("utf-8", errors="replace")
-    return texts
+    """Everything the operator has written: every output (ConfigMaps, status), and its log."""
+    return scenario.control.written_texts()
 
 
 @pytest.mark.conformance(id="PROD-CRED-NO-TOKEN", profile="producer", level="core", feature="credentials",

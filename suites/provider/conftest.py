@@ -1,9 +1,10 @@
 """Fixtures of the provider suites: a two-site grid whose site-b runs the provider gateway under test.
 
 The provider profile always runs on the bundled two-site topology (site-a consumes, site-b provides),
-whatever --grid-topology names, since it judges the hop between two sites. Site-b's provider gateways
-and site-a's edge gateway are shared by the session; tests that need a gateway of their own start it and
-stop it themselves.
+whatever --grid-topology names, since it judges the hop between two sites; --grid-backend picks where it
+runs (on kind the provider gateways are pods of site-b's cluster, reached by site-a's pods through site-b's
+node). Site-b's provider gateways and site-a's edge gateway are shared by the session; tests that need a
+gateway of their own start it and stop it themselves.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from harness import contract
+from harness import contract, plugin
 from harness.addresses import AddressPlan
 from harness.gateway_config import ProviderRoute, TrustedPeer
 from harness.grid import Gateway, Grid, ProviderGateway
@@ -28,26 +29,50 @@ _GRID_KEY = pytest.StashKey[Grid]()
 
 
 @pytest.fixture(scope="session")
-def provider_grid(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Grid]:
-    """A two-site grid for this session (local backend), torn down at the end, pass or fail."""
+def provider_grid(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPathFactory,
+                  request: pytest.FixtureRequest) -> Iterator[Grid]:
+    """A two-site grid for this session on the chosen backend, torn down at the end, pass or fail.
+
+    Cluster backends are made by the same factory as the main grid's (kind: two clusters of its own;
+    existing: the contexts given for site-a and site-b).
+    """
     from harness.backends.local import LocalBackend
     from harness.topology import load_topology
 
     backend_name = pytestconfig.getoption("--grid-backend")
+    topology = load_topology(TOPOLOGY)
     if backend_name != "local":
-        pytest.skip(f"the {backend_name} backend is not available in this build; use --grid-backend=local")
+        reason = plugin.cluster_preflight(pytestconfig, backend_name, topology)
+        if reason:
+            pytest.skip(reason)
+        if backend_name == "existing" and pytestconfig.stash.get(plugin.GRID_KEY, None) is not None:
+            pytest.skip("the existing backend would install a second grid into the clusters the session's main "
+                        "grid is using (same object names); run the provider profile in a session of its own")
     keep = pytestconfig.getoption("--grid-keep")
     workdir = Path(tempfile.mkdtemp(prefix="agn-provider-grid-")) if keep else tmp_path_factory.mktemp("provider-grid")
     seed = pytestconfig.getoption("--grid-seed")
-    backend = LocalBackend(workdir, Supervisor(workdir / "logs"), AddressPlan(seed=seed), impl, seed)
-    grid = Grid(load_topology(TOPOLOGY), backend, impl.features)
+    supervisor = Supervisor(workdir / "logs")
+    plan = AddressPlan(seed=seed)
+    cluster_backend = None
+    if backend_name == "local":
+        backend: Any = LocalBackend(workdir, supervisor, plan, impl, seed)
+    else:
+        backend = cluster_backend = plugin.make_cluster_backend(pytestconfig, backend_name, workdir, topology, impl,
+                                                            supervisor, plan)
+    grid = Grid(topology, backend, impl.features)
     pytestconfig.stash[_GRID_KEY] = grid
     try:
+        if cluster_backend is not None:
+            cluster_backend.start()
         grid.start()
         yield grid
     finally:
         del pytestconfig.stash[_GRID_KEY]
-        grid.close()
+        try:
+            grid.close()
+        finally:
+            if cluster_backend is not None:
+                plugin.close_cluster_backend(cluster_backend, failed=bool(request.session.testsfailed))
         if keep:
             print(f"\nagn-conformance: provider grid work directory kept at {workdir}")
 

@@ -1,0 +1,387 @@
+"""A site's control plane on a cluster backend: the operator Deployment under test and the objects it reads and writes.
+
+The same suites run against it as against the local `ControlPlane`:
+
+- resources are server-side applied (`kubectl apply --server-side --field-manager agn-conformance -f -`);
+  a `status` the suite gives (a GridSite's phase, a tool provider's discovered tools) is then written
+  through the status subresource, since the API server drops it from the object itself. URLs of the
+  site's fake backends, which the suites know by their host port-forwards, are rewritten to the
+  in-cluster Services the operator reaches;
+- the overlay ConfigMap and the GridNetwork status are read back with `kubectl get -o json`; a snapshot
+  of the ConfigMap is kept as `<configmap>.configmap.yaml` under the control plane's work directory and
+  replaced only when the object's resourceVersion changes, so "the ConfigMap was not rewritten" still
+  reads as "the file kept its identity";
+- a forced reconcile patches the force-refresh annotation; the status stamp is the status content, which
+  every reconcile changes (`renderedAt`);
+- `check_running` reads the Deployment's available replicas and the pods' restart counts; the log is
+  `kubectl logs deployment/agn-operator`;
+- `connect` starts a gateway pod whose overlay-sync watches the operator's ConfigMap itself.
+
+A resource that breaks its CRD schema never reaches an operator in a cluster: the API server validates it
+against the same schema and refuses it. `apply_raw` records that refusal (the server's message names the
+resource and the field) and `log_text` returns such refusals after the operator's log, labelled as the
+API server's. The producer test that applies an invalid provider therefore still checks, on this backend,
+that the invalid object is refused with a reason naming it, that valid providers keep rendering and that
+the corrected resource is picked up; the operator's own schema check is what the local backend judges.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import fnmatch
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Hashable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from harness import producer_oracle
+from harness.backends.kind import (
+    FIELD_MANAGER,
+    NAMESPACE,
+    OPERATOR_DEPLOYMENT,
+    OPERATOR_SELECTOR,
+    KubeOverlaySync,
+    SiteCluster,
+)
+from harness.backends.runner import CommandFailed
+from harness.contract import ScopeSpec
+from harness.control import DEFAULT_TIMEOUT, FORCE_REFRESH, Chain, ControlPlane, OperatorExited
+from harness.resources import API_VERSION, DEFAULT_GATEWAY, DEFAULT_NAMESPACE
+from harness.waiting import poll_until
+
+if TYPE_CHECKING:
+    from harness.backends.kind import KubeBackend
+    from harness.grid import Gateway, Site
+
+GROUP = API_VERSION.split("/", 1)[0]
+#: kubectl resource names of the grid kinds (cluster-scoped CRDs).
+GRID_RESOURCES = {kind: f"{kind.lower()}s.{GROUP}"
+                  for kind in ("GridNetwork", "InferenceProvider", "GridSite", "AgentToolProvider")}
+#: Field managers of the harness and of Kubernetes itself: whatever else wrote an object is the operator.
+_NOT_OPERATOR_PREFIXES = ("kubectl", "kube-", FIELD_MANAGER)
+#: Seconds between re-forcing while waiting for a reconcile to rewrite status (its renderedAt has
+#: seconds resolution, so a reconcile within the same second as the last one may write nothing new).
+REFORCE_SECONDS = 1.5
+
+
+class KubeControlPlane(ControlPlane):
+    """The operator Deployment of one site's cluster, driven and read through the backend's kubectl."""
+
+    def __init__(self, site: Site, backend: KubeBackend, cluster: SiteCluster, *,
+                 check_interval: float = 2.0) -> None:
+        self.site = site
+        self.backend = backend
+        self.cluster = cluster
+        self.check_interval = check_interval
+        work = backend.workdir / "kube" / cluster.spec.name / "control"
+        self.manifests = work / "applied"  # files apply_raw was given
+        self.out = work / "outputs"  # snapshots of the ConfigMaps read back
+        self.manifests.mkdir(parents=True, exist_ok=True)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._applied: dict[tuple[str, str], dict[str, Any]] = {}
+        self._with_status: set[tuple[str, str]] = set()
+        self._snapshots: dict[Path, str] = {}
+        self.refusals: list[str] = []
+        self.chains: list[Chain] = []
+        self._last_check = 0.0
+        self._restarts = self._restart_count()
+
+    # --------------------------------------------------------------------------------------- kubectl
+
+    def _kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
+        return self.backend.kubectl(self.cluster, *args, input=input, check=check, timeout=120)
+
+    def _json(self, *args: str) -> dict[str, Any] | None:
+        return self.backend.kubectl_json(self.cluster, *args)
+
+    def _get(self, resource: str, name: str, namespace: str | None = None, *,
+             managed_fields: bool = False) -> dict[str, Any] | None:
+        where = ["--namespace", namespace] if namespace else []
+        extra = ["--show-managed-fields"] if managed_fields else []
+        return self._json(*where, "get", resource, name, "--ignore-not-found", *extra)
+
+    @staticmethod
+    def _resource(kind: str) -> str:
+        return GRID_RESOURCES.get(kind, kind.lower())
+
+    # ---------------------------------------------------------------------------------------- inputs
+
+    def apply(self, *objects: dict[str, Any]) -> None:
+        """Server-side apply each object, then write its `status` (if any) through the status subresource."""
+        for obj in objects:
+            kind, name = obj["kind"], obj["metadata"]["name"]
+            self._applied[(kind, name)] = copy.deepcopy(obj)
+            body = self._for_cluster(obj)
+            status = body.pop("status", None)
+            self._kubectl("apply", "--server-side", "--field-manager", FIELD_MANAGER, "-f", "-",
+                          input=json.dumps(body))
+            if status is not None or (kind, name) in self._with_status:
+                patch = [{"op": "add", "path": "/status", "value": status or {}}]
+                self._kubectl("patch", self._resource(kind), name, "--subresource=status", "--type=json",
+                              "-p", json.dumps(patch))
+                if status is None:
+                    self._with_status.discard((kind, name))
+                else:
+                    self._with_status.add((kind, name))
+
+    def apply_raw(self, filename: str, text: str) -> Path:
+        """Apply a resource file verbatim; the API server's refusal of a schema-breaking one is recorded."""
+        path = self.manifests / filename
+        _write(path, text)
+        try:
+            self._kubectl("apply", "--server-side", "--field-manager", FIELD_MANAGER, "-f", "-",
+                          input=self.backend.cluster_url(text))
+        except CommandFailed as exc:
+            message = " ".join((exc.stderr or exc.stdout).split())
+            if " is invalid" not in message:
+                raise
+            self.refusals.append(f"kube-apiserver refused {filename}: {message}")
+        return path
+
+    def delete(self, kind: str, name: str) -> None:
+        obj = self._applied.pop((kind, name), None)
+        self._with_status.discard((kind, name))
+        namespace = ((obj or {}).get("metadata") or {}).get("namespace")
+        self._delete(kind, name, namespace)
+
+    def _delete(self, kind: str, name: str, namespace: str | None) -> None:
+        where = ["--namespace", namespace] if namespace else []
+        self._kubectl(*where, "delete", self._resource(kind), name, "--ignore-not-found", "--wait=false")
+
+    def delete_file(self, path: Path) -> None:
+        """Delete what a file given to `apply_raw` describes, and the file."""
+        try:
+            docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if isinstance(d, dict)]
+        except (OSError, yaml.YAMLError, UnicodeDecodeError):
+            docs = []
+        for doc in docs:
+            metadata = doc.get("metadata") or {}
+            if doc.get("kind") and metadata.get("name"):
+                self._delete(str(doc["kind"]), str(metadata["name"]), metadata.get("namespace"))
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+    def force_reconcile(self, network: str) -> None:
+        """Patch a fresh force-refresh annotation onto the GridNetwork (remembered for later applies)."""
+        obj = self._applied[("GridNetwork", network)]
+        value = os.urandom(16).hex()
+        obj["metadata"].setdefault("annotations", {})[FORCE_REFRESH] = value
+        patch = {"metadata": {"annotations": {FORCE_REFRESH: value}}}
+        self._kubectl("patch", GRID_RESOURCES["GridNetwork"], network, "--type=merge", "-p", json.dumps(patch))
+
+    def _for_cluster(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """The object as the cluster should hold it: fake backend URLs as pods reach them."""
+        text = json.dumps(obj)
+        translated: dict[str, Any] = json.loads(self.backend.cluster_url(text))
+        return translated
+
+    # --------------------------------------------------------------------------------------- outputs
+
+    def _gateway_namespace(self, network: str, gateway: str) -> str:
+        obj = self._applied.get(("GridNetwork", network)) or {}
+        for ref in (obj.get("spec") or {}).get("gatewayRefs") or []:
+            if isinstance(ref, dict) and ref.get("name") == gateway and ref.get("namespace"):
+                return str(ref["namespace"])
+        return DEFAULT_NAMESPACE
+
+    def configmap_path(self, network: str, gateway: str = DEFAULT_GATEWAY) -> Path:
+        """A snapshot of the ConfigMap, rewritten only when the object changed (absent: no file)."""
+        name = producer_oracle.configmap_name(network, gateway)
+        path = self.out / f"{name}.configmap.yaml"
+        doc = self._get("configmap", name, self._gateway_namespace(network, gateway))
+        if doc is None:
+            self._snapshots.pop(path, None)
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            return path
+        version = str((doc.get("metadata") or {}).get("resourceVersion"))
+        if self._snapshots.get(path) != version or not path.exists():
+            _write(path, yaml.safe_dump(doc, sort_keys=False))
+            self._snapshots[path] = version
+        return path
+
+    def configmap(self, network: str, gateway: str = DEFAULT_GATEWAY) -> dict[str, Any] | None:
+        path = self.configmap_path(network, gateway)
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def status(self, network: str) -> dict[str, Any]:
+        doc = self._get(GRID_RESOURCES["GridNetwork"], network) or {}
+        status = doc.get("status")
+        return status if isinstance(status, dict) else {}
+
+    def status_stamp(self, network: str) -> Hashable | None:
+        """A digest of the status content (None while there is none): each reconcile writes a new renderedAt."""
+        status = self.status(network)
+        if not status:
+            return None
+        return hashlib.sha256(json.dumps(status, sort_keys=True).encode()).hexdigest()
+
+    def log_text(self) -> str:
+        """The operator container's log, then any API server refusals of resources applied raw."""
+        text = self._kubectl("--namespace", NAMESPACE, "logs", f"deployment/{OPERATOR_DEPLOYMENT}", "--tail=-1",
+                             check=False)
+        return text + "".join(f"{line}\n" for line in self.refusals)
+
+    def _outputs(self) -> dict[str, tuple[str, str]]:
+        """What the operator wrote in the cluster: output name -> (where, YAML text)."""
+        found: dict[str, tuple[str, str]] = {}
+        configmaps = self._json("--namespace", NAMESPACE, "get", "configmaps", "--show-managed-fields") or {}
+        for item in configmaps.get("items") or []:
+            if _written_by_operator(item):
+                metadata = item.get("metadata") or {}
+                found[f"{metadata.get('name')}.configmap.yaml"] = (
+                    f"{metadata.get('namespace', NAMESPACE)}/{metadata.get('name')}.configmap.yaml",
+                    yaml.safe_dump(_without_managed_fields(item), sort_keys=False))
+        networks = self._json("get", GRID_RESOURCES["GridNetwork"], "--show-managed-fields") or {}
+        for item in networks.get("items") or []:
+            if _written_by_operator(item, subresource="status"):
+                name = (item.get("metadata") or {}).get("name")
+                found[f"{name}.status.yaml"] = (f"{name}.status.yaml", yaml.safe_dump(
+                    {"metadata": {"name": name}, "status": item.get("status")}, sort_keys=False))
+        return found
+
+    def output_names(self, pattern: str = "*") -> list[str]:
+        """Names of what the operator wrote (ConfigMaps, GridNetwork statuses), matching a glob."""
+        return sorted(name for name in self._outputs() if fnmatch.fnmatchcase(name, pattern))
+
+    def written_texts(self) -> dict[str, str]:
+        """The operator's log and every ConfigMap and GridNetwork status its field manager wrote, as YAML."""
+        texts = {"operator log": self.log_text()}
+        texts.update(dict(self._outputs().values()))
+        return texts
+
+    # ----------------------------------------------------------------------------------------- waits
+
+    def _restart_count(self) -> int:
+        pods = self._json("--namespace", NAMESPACE, "get", "pods", "-l", OPERATOR_SELECTOR) or {}
+        return sum(int(c.get("restartCount") or 0) for pod in pods.get("items") or []
+                   for c in (pod.get("status") or {}).get("containerStatuses") or [])
+
+    def check_running(self) -> None:
+        """Raise OperatorExited when the Deployment has no available replica or its container restarted.
+
+        Checked at most every `check_interval` seconds: each check is two API round trips.
+        """
+        now = time.monotonic()
+        if now - self._last_check < self.check_interval:
+            return
+        self._last_check = now
+        deployment = self._get("deployment", OPERATOR_DEPLOYMENT, NAMESPACE)
+        if deployment is None:
+            raise OperatorExited(f"the operator Deployment {NAMESPACE}/{OPERATOR_DEPLOYMENT} is gone")
+        available = int((deployment.get("status") or {}).get("availableReplicas") or 0)
+        if available < 1:
+            raise OperatorExited(f"the operator Deployment {NAMESPACE}/{OPERATOR_DEPLOYMENT} has no available "
+                                 f"replica\n--- operator log (tail) ---\n{self._tail(previous=True)}")
+        restarts = self._restart_count()
+        if restarts > self._restarts:
+            self._restarts = restarts
+            raise OperatorExited(f"the operator container restarted ({restarts} restarts)\n"
+                                 f"--- operator log before the restart (tail) ---\n{self._tail(previous=True)}")
+
+    def _tail(self, lines: int = 40, *, previous: bool = False) -> str:
+        if previous:
+            text = self.backend.logs(self.cluster, OPERATOR_DEPLOYMENT, lines, previous=True)
+            if text.strip():
+                return text
+        return self.backend.logs(self.cluster, OPERATOR_DEPLOYMENT, lines)
+
+    def reconcile(self, network: str, gateway: str = DEFAULT_GATEWAY,
+                  timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any] | None:
+        """Force a reconcile and wait until status changes, forcing again while it does not."""
+        before = self.status_stamp(network)
+        self.force_reconcile(network)
+        forced = [time.monotonic()]
+
+        def probe() -> Hashable | None:
+            self.check_running()
+            stamp = self.status_stamp(network)
+            if stamp == before and time.monotonic() - forced[0] >= REFORCE_SECONDS:
+                self.force_reconcile(network)
+                forced[0] = time.monotonic()
+            return stamp
+
+        poll_until(probe, lambda s: s is not None and s != before, timeout=timeout,
+                   what=f"a forced reconcile of {network} to rewrite its status", fatal=(OperatorExited,))
+        return self.envelope(network, gateway)
+
+    # ----------------------------------------------------------------------------------------- chain
+
+    def connect(self, network: str, gateway_ref: str = DEFAULT_GATEWAY, namespace: str = DEFAULT_NAMESPACE,
+                timeout: float = DEFAULT_TIMEOUT,
+                start_gateway: Callable[[Path, ScopeSpec], Gateway] | None = None) -> Chain:
+        """A gateway pod whose overlay-sync follows the operator's ConfigMap, once it holds a first overlay."""
+        envelope = self.wait_envelope(network, gateway=gateway_ref, what="a first overlay", timeout=timeout)
+        scope = ScopeSpec(network, gateway_ref, namespace, envelope["scope"]["local_site"])
+        overlay_dir = self.backend.follow_configmap(namespace, producer_oracle.configmap_name(network, gateway_ref),
+                                                    scope)
+        if start_gateway is None:
+            gateway = self.site.start_gateway("core", None, overlay_dir=overlay_dir, scope=scope)
+        else:
+            gateway = start_gateway(overlay_dir, scope)
+        sync: KubeOverlaySync = self.backend.overlay_sync(overlay_dir)
+        poll_until(sync.delivered_revision, lambda r: r is not None, timeout=timeout,
+                   what=f"overlay-sync to deliver the first revision of {network}")
+        chain = Chain(self, network, gateway_ref, sync, gateway)
+        self.chains.append(chain)
+        return chain
+
+    def disconnect(self, chain: Chain) -> None:
+        """Remove the chain's gateway pod (overlay-sync is one of its containers)."""
+        if chain in self.chains:
+            self.chains.remove(chain)
+        self.site.stop_gateway(chain.gateway)
+
+    def diagnostics(self) -> str:
+        try:
+            names = self.output_names()
+            tail = self._tail()
+        except (CommandFailed, ValueError) as exc:
+            return f"=== operator deployment/{OPERATOR_DEPLOYMENT} in {self.cluster.name}: unreadable ({exc})"
+        parts = [f"=== operator deployment/{OPERATOR_DEPLOYMENT} in {self.cluster.name}: outputs {names}\n"
+                 f"--- log tail ---\n{tail}"]
+        parts += [f"=== refused by the API server\n{line}" for line in self.refusals]
+        for chain in self.chains:
+            if isinstance(chain.sync, KubeOverlaySync) and chain.sync.pod:
+                parts.append(f"=== overlay-sync for {chain.network} (deployment/{chain.sync.pod})\n"
+                             f"{self.backend.logs(self.cluster, chain.sync.pod, 20, container='overlay-sync')}")
+        return "\n".join(parts)
+
+
+def _written_by_operator(obj: Mapping[str, Any], subresource: str | None = None) -> bool:
+    """Whether a field manager other than the harness's or Kubernetes' own wrote the object (or its status)."""
+    for entry in (obj.get("metadata") or {}).get("managedFields") or []:
+        manager = str(entry.get("manager") or "")
+        if manager.startswith(_NOT_OPERATOR_PREFIXES):
+            continue
+        if subresource is None or entry.get("subresource") == subresource:
+            return True
+    return False
+
+
+def _without_managed_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
+    doc = copy.deepcopy(dict(obj))
+    (doc.get("metadata") or {}).pop("managedFields", None)
+    return doc
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace `path` atomically (a new file: a reader comparing identities sees a rewrite)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+__all__ = ["GRID_RESOURCES", "KubeControlPlane"]

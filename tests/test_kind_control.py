@@ -1,0 +1,372 @@
+"""The in-cluster control plane (KubeControlPlane) against recording stand-ins for docker, kind and kubectl.
+
+The stand-ins are those of test_kind_backend; canned `kubectl get` answers play the cluster's side
+(the operator Deployment, its pods, the ConfigMap and GridNetwork it writes). What the harness sends is
+checked argv by argv, with the stdin of every `kubectl apply -f -`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+
+from harness import contract, resources
+from harness.backends.kind import FollowedConfigMap, KubeOverlaySync
+from harness.backends.local import OperatorUnsupported
+from harness.backends.runner import CommandFailed
+from harness.control import FORCE_REFRESH, OperatorExited
+from harness.grid import Grid
+from harness.kube_control import KubeControlPlane
+from harness.topology import load_topology
+from tests.test_kind_backend import Tools, make_kind, parts, ready_server, root, tools  # noqa: F401 - fixtures
+
+NET = "net1"
+CM = "grid-overlay-net1-edge-gateway"
+
+
+def operator_deployment(*, available: int = 1, command: list[str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "agn-operator", "namespace": "agn-system"},
+            "spec": {"template": {"spec": {"containers": [
+                {"name": "operator",
+                 "command": command or ["agn-operator", "run", "--kubernetes", "--namespace", "agn-system"]}]}}},
+            "status": {"availableReplicas": available}}
+
+
+def operator_pods(restarts: int = 0) -> dict[str, Any]:
+    return {"items": [{"metadata": {"name": "agn-operator-1"}, "status": {"phase": "Running", "containerStatuses": [
+        {"name": "operator", "ready": True, "restartCount": restarts}]}}]}
+
+
+def envelope(local_site: str = "site-a") -> dict[str, Any]:
+    scope = contract.ScopeSpec(NET, "edge-gateway", "agn-system", local_site)
+    return contract.envelope([contract.candidate("m", local_site, "provider-a")], scope, generation=1)
+
+
+def configmap(env: dict[str, Any], version: str, *, manager: str = "agn-operator") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": CM, "namespace": "agn-system", "resourceVersion": version,
+                         "annotations": {"grid.praxis.fast/revision": contract.revision_of(env)},
+                         "managedFields": [{"manager": manager, "operation": "Apply"}]},
+            "data": {"routing-overlay.json": contract.encode(env).decode()}}
+
+
+def network_status(rendered_at: str, revision: str = "sha256:aa") -> dict[str, Any]:
+    return {"apiVersion": "grid.praxis.fast/v1alpha1", "kind": "GridNetwork",
+            "metadata": {"name": NET, "resourceVersion": "9"},
+            "status": {"observedGeneration": 1, "overlayStatus": [
+                {"gatewayName": "edge-gateway", "gatewayNamespace": "agn-system", "configMapName": CM,
+                 "renderedRevision": revision, "distributedRevision": revision, "renderedAt": rendered_at,
+                 "phase": "Distributed"}]}}
+
+
+OPERATOR_RULES: tuple[dict[str, Any], ...] = (
+    {"match": ["get", "deployment", "agn-operator"], "stdout": json.dumps(operator_deployment())},
+    {"match": ["get", "pods", "app.kubernetes.io/name=agn-operator"], "stdout": json.dumps(operator_pods())},
+)
+
+
+@pytest.fixture
+def kube(tools: Tools, root: Path, parts: SimpleNamespace) -> Iterator[SimpleNamespace]:  # noqa: F811
+    """A started single-site kind backend and grid on the stand-ins, the operator answering as available."""
+    parts.impl.operator = SimpleNamespace()
+    backend = make_kind(parts, root, "single-site", image="img:1")
+    backend.start()
+    grid = Grid(load_topology("single-site"), backend, frozenset())
+    tools.answer(*OPERATOR_RULES)
+    try:
+        grid.start()
+        kc = ["kubectl", "--kubeconfig", str(parts.workdir / "kube" / "site-a" / "kubeconfig")]
+        yield SimpleNamespace(backend=backend, grid=grid, site=grid.site(), kc=kc, tools=tools)
+    finally:
+        grid.close()
+        backend.close()
+
+
+def calls_since(ns: SimpleNamespace, before: int) -> list[list[str]]:
+    return [list(c) for c in ns.backend.runner.calls[before:]]
+
+
+def control(ns: SimpleNamespace) -> KubeControlPlane:
+    plane = ns.site.control_plane()
+    assert isinstance(plane, KubeControlPlane)
+    plane.check_interval = 0.0
+    return plane
+
+
+# ------------------------------------------------------------------------------------ the operator
+
+
+def test_control_plane_checks_the_operator_gives_it_the_ca_and_waits_for_its_rollout(kube: SimpleNamespace) -> None:
+    before = len(kube.backend.runner.calls)
+    plane = kube.site.control_plane()
+    assert isinstance(plane, KubeControlPlane) and kube.site.control_plane() is plane
+    kc, ns = kube.kc, ["--namespace", "agn-system"]
+    calls = calls_since(kube, before)
+    assert calls[:2] == [
+        [*kc, *ns, "get", "deployment", "agn-operator", "--ignore-not-found", "-o", "json"],
+        [*kc, "apply", "--server-side", "--field-manager", "agn-conformance", "-f", "-"],
+    ]
+    assert calls[2][:-1] == [*kc, *ns, "patch", "deployment", "agn-operator", "--type", "strategic", "-p"]
+    assert calls[3:] == [
+        [*kc, *ns, "rollout", "status", "deployment/agn-operator", "--timeout=300s"],
+        [*kc, *ns, "get", "pods", "-l", "app.kubernetes.io/name=agn-operator", "-o", "json"],
+    ]
+    secret = json.loads([e for e in kube.tools.entries() if e["stdin"]][-1]["stdin"])
+    assert (secret["kind"], secret["metadata"]["name"], secret["metadata"]["namespace"]) == (
+        "Secret", "metrics-ca", "agn-system")
+    assert base64.b64decode(secret["data"]["ca.crt"]) == kube.backend.pki.ca_path.read_bytes()
+    container = json.loads(calls[2][-1])["spec"]["template"]["spec"]["containers"][0]
+    assert container["name"] == "operator"
+    assert container["command"] == ["agn-operator", "run", "--kubernetes", "--namespace", "agn-system",
+                                    "--metrics-ca", "/etc/agn/metrics-ca/ca.crt"]
+    assert container["volumeMounts"] == [{"name": "metrics-ca", "mountPath": "/etc/agn/metrics-ca",
+                                          "readOnly": True}]
+
+
+def test_an_operator_that_already_has_the_ca_is_not_patched_again(kube: SimpleNamespace) -> None:
+    command = ["agn-operator", "run", "--kubernetes", "--metrics-ca", "/etc/agn/metrics-ca/ca.crt"]
+    kube.tools.answer({"match": ["get", "deployment", "agn-operator"],
+                       "stdout": json.dumps(operator_deployment(command=command))}, *OPERATOR_RULES[1:])
+    before = len(kube.backend.runner.calls)
+    kube.site.control_plane()
+    assert not [c for c in calls_since(kube, before) if "patch" in c]
+
+
+def test_mesh_missing_operator_section_or_deployment_are_unsupported(kube: SimpleNamespace) -> None:
+    with pytest.raises(OperatorUnsupported, match="^mesh profile runs on the local backend only$"):
+        kube.backend.control_plane(kube.site, {"site": "site-a"})
+    kube.backend.impl.operator = None
+    with pytest.raises(OperatorUnsupported, match="no operator section"):
+        kube.backend.control_plane(kube.site)
+    kube.backend.impl.operator = SimpleNamespace()
+    kube.tools.answer({"match": ["get", "deployment", "agn-operator"], "stdout": ""})
+    with pytest.raises(OperatorUnsupported, match="no Deployment agn-system/agn-operator"):
+        kube.backend.control_plane(kube.site)
+
+
+def test_an_operator_without_an_available_replica_or_with_a_restart_has_exited(kube: SimpleNamespace) -> None:
+    plane = control(kube)
+    plane.check_running()  # available, no restart
+    kube.tools.answer({"match": ["get", "deployment", "agn-operator"],
+                       "stdout": json.dumps(operator_deployment(available=0))}, *OPERATOR_RULES[1:])
+    with pytest.raises(OperatorExited, match="no available replica") as exited:
+        plane.check_running()
+    assert "a log line of deployment/agn-operator" in str(exited.value)
+    assert [*kube.kc, "--namespace", "agn-system", "logs", "deployment/agn-operator", "--all-containers",
+            "--tail=40", "--previous"] in calls_since(kube, 0)
+    kube.tools.answer(OPERATOR_RULES[0], {"match": ["get", "pods", "app.kubernetes.io/name=agn-operator"],
+                                          "stdout": json.dumps(operator_pods(restarts=1))})
+    with pytest.raises(OperatorExited, match="restarted"):
+        plane.check_running()
+    plane.check_running()  # the restart is reported once
+
+
+# ------------------------------------------------------------------------------------ inputs
+
+
+def test_apply_sends_the_object_by_server_side_apply_and_its_status_through_the_subresource(
+        kube: SimpleNamespace) -> None:
+    plane = control(kube)
+    metrics_url = kube.site.backend("provider-a").url
+    provider = resources.inference_provider("p1", NET, site="site-a", cluster="provider-a", models=("m",),
+                                            metrics=resources.metrics_config(metrics_url, "p1"))
+    site = resources.grid_site("site-a", NET, phase="Draining")
+    before = len(kube.backend.runner.calls)
+    plane.apply(provider, site)
+    kc = kube.kc
+    assert calls_since(kube, before) == [
+        [*kc, "apply", "--server-side", "--field-manager", "agn-conformance", "-f", "-"],
+        [*kc, "apply", "--server-side", "--field-manager", "agn-conformance", "-f", "-"],
+        [*kc, "patch", "gridsites.grid.praxis.fast", "site-a", "--subresource=status", "--type=json", "-p",
+         json.dumps([{"op": "add", "path": "/status", "value": {"phase": "Draining"}}])],
+    ]
+    sent = [json.loads(e["stdin"]) for e in kube.tools.entries() if e["stdin"]][-2:]
+    assert sent[0]["spec"]["metricsConfig"]["endpoint"] == "http://agn-fake-provider-a.agn-system.svc.cluster.local:8000"
+    assert "status" not in sent[1] and sent[1]["spec"] == site["spec"]
+    assert plane.applied("InferenceProvider", "p1")["spec"]["metricsConfig"]["endpoint"] == metrics_url
+
+    before = len(kube.backend.runner.calls)
+    plane.apply(resources.grid_site("site-a", NET, phase="Active") | {"status": {}})
+    assert calls_since(kube, before)[-1][-1] == json.dumps([{"op": "add", "path": "/status", "value": {}}])
+    secret = resources.secret("creds", "agn-system", {"token": "t"})
+    plane.apply(secret)
+    before = len(kube.backend.runner.calls)
+    plane.delete("InferenceProvider", "p1")
+    plane.delete("Secret", "creds")
+    assert calls_since(kube, before) == [
+        [*kc, "delete", "inferenceproviders.grid.praxis.fast", "p1", "--ignore-not-found", "--wait=false"],
+        [*kc, "--namespace", "agn-system", "delete", "secret", "creds", "--ignore-not-found", "--wait=false"],
+    ]
+
+
+def test_force_reconcile_patches_a_fresh_annotation_and_later_applies_keep_it(kube: SimpleNamespace) -> None:
+    plane = control(kube)
+    plane.apply(resources.grid_network(NET, [resources.gateway_ref("site-a")]))
+    before = len(kube.backend.runner.calls)
+    plane.force_reconcile(NET)
+    plane.force_reconcile(NET)
+    patches = calls_since(kube, before)
+    assert [c[:-1] for c in patches] == [[*kube.kc, "patch", "gridnetworks.grid.praxis.fast", NET, "--type=merge",
+                                          "-p"]] * 2
+    values = [json.loads(c[-1])["metadata"]["annotations"][FORCE_REFRESH] for c in patches]
+    assert len(set(values)) == 2
+    assert plane.applied("GridNetwork", NET)["metadata"]["annotations"][FORCE_REFRESH] == values[1]
+    with pytest.raises(KeyError):
+        plane.force_reconcile("never-applied")
+
+
+def test_a_resource_the_api_server_refuses_is_recorded_in_the_log(kube: SimpleNamespace) -> None:
+    plane = control(kube)
+    refusal = ('Error from server (Invalid): InferenceProvider.grid.praxis.fast "bad" is invalid: '
+               "spec.capacityWeight: Invalid value: 0:\n spec.capacityWeight in body should be >= 1\n")
+    kube.tools.answer({"match": ["apply", "--server-side"], "rc": 1, "stderr": refusal}, *OPERATOR_RULES)
+    obj = resources.inference_provider("bad", NET, site="site-a", cluster="bad", models=("m",), capacityWeight=0)
+    path = plane.apply_raw("inferenceprovider-bad.yaml", yaml.safe_dump(obj))
+    assert path.read_text() == yaml.safe_dump(obj)
+    log = plane.log_text()
+    assert log.startswith("a log line of deployment/agn-operator")
+    line = next(line for line in log.splitlines() if "bad" in line and "capacityWeight" in line)
+    assert line.startswith("kube-apiserver refused inferenceprovider-bad.yaml:")
+    kube.tools.answer({"match": ["apply", "--server-side"], "rc": 1, "stderr": "connection refused\n"})
+    with pytest.raises(CommandFailed, match="connection refused"):
+        plane.apply_raw("other.yaml", yaml.safe_dump(obj))
+    kube.tools.answer(*OPERATOR_RULES)
+    before = len(kube.backend.runner.calls)
+    plane.delete_file(path)
+    assert calls_since(kube, before) == [[*kube.kc, "delete", "inferenceproviders.grid.praxis.fast", "bad",
+                                          "--ignore-not-found", "--wait=false"]]
+    assert not path.exists()
+
+
+# ------------------------------------------------------------------------------------ outputs
+
+
+def test_configmap_envelope_and_snapshot_follow_the_object(kube: SimpleNamespace) -> None:
+    plane = control(kube)
+    assert plane.configmap(NET) is None and plane.envelope(NET) is None  # nothing rendered yet
+    first, second = envelope(), envelope("site-b")
+    kube.tools.answer({"match": ["get", "configmap", CM],
+                       "stdouts": [json.dumps(configmap(first, "5")), json.dumps(configmap(first, "5")),
+                                   json.dumps(configmap(second, "6"))]}, *OPERATOR_RULES)
+    assert [*kube.kc, "--namespace", "agn-system", "get", "configmap", CM, "--ignore-not-found", "-o",
+            "json"] in calls_since(kube, 0)
+    path = plane.configmap_path(NET)
+    identity = (path.stat().st_ino, path.stat().st_mtime_ns)
+    assert plane.envelope(NET) == first  # same resourceVersion: the snapshot file is left alone
+    assert (path.stat().st_ino, path.stat().st_mtime_ns) == identity
+    assert plane.envelope(NET) == second
+    assert path.stat().st_ino != identity[0]
+    assert yaml.safe_load(path.read_text())["metadata"]["resourceVersion"] == "6"
+
+
+def test_status_entry_stamp_and_reconcile_read_the_gridnetwork(kube: SimpleNamespace) -> None:
+    plane = control(kube)
+    plane.apply(resources.grid_network(NET, [resources.gateway_ref("site-a")]))
+    assert plane.status(NET) == {} and plane.status_stamp(NET) is None
+    old, new = network_status("2026-01-01T00:00:00Z"), network_status("2026-01-01T00:00:02Z")
+    kube.tools.answer({"match": ["get", "gridnetworks.grid.praxis.fast", NET],
+                       "stdouts": [json.dumps(old)] * 4 + [json.dumps(new)]},
+                      {"match": ["get", "configmap", CM], "stdout": json.dumps(configmap(envelope(), "5"))},
+                      *OPERATOR_RULES)
+    assert plane.status_entry(NET)["renderedRevision"] == "sha256:aa"
+    assert plane.status_entry(NET, gateway="other") == {}
+    stamp = plane.status_stamp(NET)
+    before = len(kube.backend.runner.calls)
+    assert plane.reconcile(NET, timeout=20) == envelope()
+    assert plane.status_stamp(NET) != stamp
+    calls = calls_since(kube, before)
+    assert [*kube.kc, "get", "gridnetworks.grid.praxis.fast", NET, "--ignore-not-found", "-o", "json"] in calls
+    assert calls[1][:5] == [*kube.kc, "patch", "gridnetworks.grid.praxis.fast"]
+
+
+def test_outputs_are_what_a_field_manager_other_than_the_harness_wrote(kube: SimpleNamespace) -> None:
+    plane = control(kube)
+    ours = configmap(envelope(), "3", manager="kubectl-client-side-apply") | {
+        "metadata": {"name": "agn-gateway-config", "namespace": "agn-system",
+                     "managedFields": [{"manager": "kubectl-client-side-apply"}]}}
+    root_ca = {"metadata": {"name": "kube-root-ca.crt", "namespace": "agn-system",
+                            "managedFields": [{"manager": "kube-controller-manager"}]}}
+    written = configmap(envelope(), "5")
+    network = network_status("2026-01-01T00:00:00Z")
+    network["metadata"]["managedFields"] = [{"manager": "agn-conformance", "operation": "Apply"},
+                                            {"manager": "agn-operator", "operation": "Update",
+                                             "subresource": "status"}]
+    untouched = {"metadata": {"name": "quiet", "managedFields": [{"manager": "agn-conformance"}]}}
+    kube.tools.answer(
+        {"match": ["get", "configmaps", "--show-managed-fields"],
+         "stdout": json.dumps({"items": [ours, root_ca, written]})},
+        {"match": ["get", "gridnetworks.grid.praxis.fast", "--show-managed-fields"],
+         "stdout": json.dumps({"items": [network, untouched]})}, *OPERATOR_RULES)
+    assert plane.output_names() == [f"{CM}.configmap.yaml", f"{NET}.status.yaml"]
+    assert plane.output_names("*.configmap.yaml") == [f"{CM}.configmap.yaml"]
+    texts = plane.written_texts()
+    assert sorted(texts) == ["agn-system/" + f"{CM}.configmap.yaml", "net1.status.yaml", "operator log"]
+    assert "routing-overlay.json" in texts[f"agn-system/{CM}.configmap.yaml"]
+    assert "managedFields" not in texts[f"agn-system/{CM}.configmap.yaml"]
+    assert yaml.safe_load(texts["net1.status.yaml"])["status"]["overlayStatus"][0]["renderedAt"]
+    assert texts["operator log"].startswith("a log line of deployment/agn-operator")
+
+
+# ------------------------------------------------------------------------------------ the chain
+
+
+def test_connect_deploys_a_gateway_whose_overlay_sync_follows_the_operators_configmap(
+        kube: SimpleNamespace) -> None:
+    plane = control(kube)
+    env = envelope()
+    revision = contract.revision_of(env)
+    kube.tools.answer({"match": ["get", "configmap", CM], "stdout": json.dumps(configmap(env, "5"))},
+                      *OPERATOR_RULES)
+    kube.tools.pages({"/ready": {"ready": True, "revision": revision}})
+    before = len(kube.backend.runner.calls)
+    chain = plane.connect(NET)
+    assert isinstance(chain.sync, KubeOverlaySync)
+    assert chain.sync.delivered_revision() == revision
+    chain.wait_accepted(revision)
+    kname = chain.sync.pod
+    calls = calls_since(kube, before)
+    ns = ["--namespace", "agn-system"]
+    assert [*kube.kc, *ns, "port-forward", "--address", "127.0.0.1", f"deployment/{kname}", ":8080", ":9901",
+            ":9102"] in calls
+    workdir = chain.gateway.proc.config_path.parent
+    docs = {d["metadata"]["name"]: d for d in yaml.safe_load_all((workdir / "kube.yaml").read_text())}
+    assert f"{kname}-overlay" not in docs  # no mirror: overlay-sync reads the operator's ConfigMap itself
+    pod = docs[kname]["spec"]["template"]["spec"]
+    assert "initContainers" not in pod and pod["serviceAccountName"] == "agn-gateway"
+    sync, gateway = pod["containers"]
+    assert sync["command"] == ["agn-overlay-sync", "--configmap", f"agn-system/{CM}", "--target-dir",
+                               "/var/run/agn/overlay", "--expected-scope",
+                               "network=net1,gateway=edge-gateway,namespace=agn-system,local_site=site-a",
+                               "--admin", "0.0.0.0:9102"]
+    assert gateway["command"][:2] == ["sh", "-c"] and gateway["command"][-3:] == [
+        "agn-gateway", "-c", "/etc/praxis/praxis.yaml"]
+    assert {"name": "overlay", "mountPath": "/var/run/agn/overlay", "readOnly": True} in gateway["volumeMounts"]
+    config = yaml.safe_load(docs[f"{kname}-config"]["data"]["praxis.yaml"])
+    assert "/var/run/agn/overlay/routing-overlay.json" in json.dumps(config)
+
+    assert plane.diagnostics().count("=== overlay-sync for net1") == 1
+    before = len(kube.backend.runner.calls)
+    plane.disconnect(chain)
+    assert calls_since(kube, before)[-1] == [*kube.kc, *ns, "delete", "deployment,service,configmap,secret", "-l",
+                                             f"agn.grid/gateway={kname}", "--ignore-not-found", "--wait=false"]
+    assert not chain.gateway.proc.process.running() and plane.chains == []
+
+
+def test_a_followed_configmap_is_handed_to_exactly_one_gateway(kube: SimpleNamespace) -> None:
+    scope = contract.ScopeSpec(NET, "edge-gateway", "agn-system", "site-a")
+    overlay_dir = kube.backend.follow_configmap("agn-system", CM, scope)
+    assert kube.backend._follows[overlay_dir] == FollowedConfigMap("agn-system", CM, scope)
+    gateway = kube.site.start_gateway("core", None, overlay_dir=overlay_dir, scope=scope)
+    assert overlay_dir not in kube.backend._follows
+    assert kube.backend.overlay_sync(overlay_dir).pod == f"agn-gw-{kube.backend._gateway_count}"
+    kube.site.stop_gateway(gateway)
+    with pytest.raises(KeyError):
+        kube.backend.overlay_sync(overlay_dir)
