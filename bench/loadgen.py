@@ -17,7 +17,8 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -51,14 +52,55 @@ async def _wait_go(go_file: Path) -> float:
     raise TimeoutError(f"no go file {go_file} after {GO_WAIT_LIMIT_S:.0f}s")
 
 
+@dataclass
+class Tally:
+    """What a closed loop saw: requests sent, and in the measuring window statuses and 200 latencies."""
+
+    sent: int = 0
+    latencies_us: list[int] = field(default_factory=list)
+    statuses: Counter[int] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"sent": self.sent, "ok": len(self.latencies_us),
+                "statuses": {str(k): v for k, v in self.statuses.items()}, "errors": dict(self.errors),
+                "latencies_us": self.latencies_us}
+
+
+async def closed_loop(session: aiohttp.ClientSession, url: str, body: bytes,
+                      headers: Callable[[], Mapping[str, str]], concurrency: int, window_start: float,
+                      window_end: float) -> Tally:
+    """`concurrency` workers each send the next request as soon as the last one answered, until the window
+    ends; only answers that arrive inside [window_start, window_end] (perf_counter seconds) are counted."""
+    tally = Tally()
+
+    async def worker() -> None:
+        while tally.sent < MAX_REQUESTS:
+            t0 = time.perf_counter()
+            if t0 >= window_end:
+                return
+            tally.sent += 1
+            try:
+                async with session.post(url, data=body, headers=dict(headers())) as resp:
+                    await resp.read()
+                    status = resp.status
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                tally.errors[type(exc).__name__] += 1
+                continue
+            t1 = time.perf_counter()
+            if window_start <= t1 <= window_end:
+                tally.statuses[status] += 1
+                if status == 200:
+                    tally.latencies_us.append(int((t1 - t0) * 1e6))
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return tally
+
+
 async def generate(url: str, body: bytes, headers: dict[str, str], concurrency: int, warmup_s: float,
                    duration_s: float, ready_file: Path | None, go_file: Path | None) -> dict[str, Any]:
     connector = aiohttp.TCPConnector(limit=concurrency, force_close=False)
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
-    latencies: list[int] = []
-    statuses: Counter[int] = Counter()
-    errors: Counter[str] = Counter()
-    sent = 0
     async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False) as session:
         if ready_file is not None:
             ready_file.write_text(str(os.getpid()))
@@ -69,38 +111,14 @@ async def generate(url: str, body: bytes, headers: dict[str, str], concurrency: 
         window_start = began + warmup_s
         window_end = window_start + duration_s
 
-        async def worker() -> None:
-            nonlocal sent
-            while sent < MAX_REQUESTS:
-                t0 = time.perf_counter()
-                if t0 >= window_end:
-                    return
-                sent += 1
-                try:
-                    async with session.post(url, data=body, headers=headers) as resp:
-                        await resp.read()
-                        status = resp.status
-                except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                    errors[type(exc).__name__] += 1
-                    continue
-                t1 = time.perf_counter()
-                if window_start <= t1 <= window_end:
-                    statuses[status] += 1
-                    if status == 200:
-                        latencies.append(int((t1 - t0) * 1e6))
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        tally = await closed_loop(session, url, body, lambda: headers, concurrency, window_start, window_end)
     return {
         "url": url,
         "concurrency": concurrency,
         "warmup_s": warmup_s,
         "window_s": duration_s,
         "late_s": late_s,
-        "sent": sent,
-        "ok": len(latencies),
-        "statuses": {str(k): v for k, v in statuses.items()},
-        "errors": dict(errors),
-        "latencies_us": latencies,
+        **tally.as_dict(),
     }
 
 

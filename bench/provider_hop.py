@@ -23,7 +23,6 @@ import secrets
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,7 @@ import httpx
 import yaml
 
 from bench.core import ROOT, BenchResult, Target, child_env, emit, percentile, table
-from bench.loadgen import MAX_REQUESTS, REQUEST_TIMEOUT_S, _wait_go, loopback_only
+from bench.loadgen import REQUEST_TIMEOUT_S, _wait_go, closed_loop, loopback_only
 from bench.overlays import KIND, MODEL, SCOPE
 from bench.proxy import LoadShape, _cores, _cpu_sample, _loadavg, _sleep_until, _wait_ready, measure
 from bench.services import (
@@ -248,11 +247,7 @@ async def tls_generate(url: str, ca: Path, cert: Path, key: Path, revision: str,
     connector = aiohttp.TCPConnector(limit=concurrency, force_close=fresh, ssl=context)
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
     body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "hello"}]}).encode()
-    latencies: list[int] = []
-    statuses: Counter[int] = Counter()
-    errors: Counter[str] = Counter()
     connected_at: list[float] = []  # when each new connection (and so each handshake) completed
-    sent = 0
 
     async def on_connect(_session: Any, _ctx: Any, _params: Any) -> None:
         connected_at.append(time.perf_counter())
@@ -267,32 +262,11 @@ async def tls_generate(url: str, ca: Path, cert: Path, key: Path, revision: str,
         window_start = time.perf_counter() + warmup_s
         window_end = window_start + duration_s
 
-        async def worker() -> None:
-            nonlocal sent
-            while sent < MAX_REQUESTS:
-                t0 = time.perf_counter()
-                if t0 >= window_end:
-                    return
-                sent += 1
-                try:
-                    async with session.post(url, data=body, headers=_hop_headers(revision)) as resp:
-                        await resp.read()
-                        status = resp.status
-                except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                    errors[type(exc).__name__] += 1
-                    continue
-                t1 = time.perf_counter()
-                if window_start <= t1 <= window_end:
-                    statuses[status] += 1
-                    if status == 200:
-                        latencies.append(int((t1 - t0) * 1e6))
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return {"url": url, "fresh": fresh, "concurrency": concurrency, "late_s": late_s, "sent": sent,
-            "ok": len(latencies), "statuses": {str(k): v for k, v in statuses.items()}, "errors": dict(errors),
+        tally = await closed_loop(session, url, body, lambda: _hop_headers(revision), concurrency, window_start,
+                                  window_end)
+    return {"url": url, "fresh": fresh, "concurrency": concurrency, "late_s": late_s, **tally.as_dict(),
             "connections": len(connected_at),
-            "connections_in_window": sum(1 for t in connected_at if window_start <= t <= window_end),
-            "latencies_us": latencies}
+            "connections_in_window": sum(1 for t in connected_at if window_start <= t <= window_end)}
 
 
 def measure_tls(supervisor: Supervisor, workdir: Path, layout: Layout, fresh: bool, concurrency: int, warmup: float,
