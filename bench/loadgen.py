@@ -122,6 +122,18 @@ async def generate(url: str, body: bytes, headers: dict[str, str], concurrency: 
     }
 
 
+def checked_load(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """Refuse a load shape outside the bounds (concurrency, warmup, duration); the loopback URL to load."""
+    if not 1 <= args.concurrency <= 1024:
+        parser.error("--concurrency must be 1..1024")
+    if not (0 <= args.warmup <= 60 and 0 < args.duration <= 120):
+        parser.error("--warmup must be 0..60 and --duration 0..120 seconds")
+    try:
+        return loopback_only(args.url)
+    except ValueError as exc:
+        parser.error(f"--url: {exc}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.loadgen", description=__doc__)
     parser.add_argument("--url", required=True, help="loopback URL to POST to")
@@ -132,14 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--result", type=Path, required=True, help="where to write the JSON result")
     parser.add_argument("--go-file", type=Path, default=None, help="wait for this file's start time")
     args = parser.parse_args(argv)
-    if not 1 <= args.concurrency <= 1024:
-        parser.error("--concurrency must be 1..1024")
-    if not (0 <= args.warmup <= 60 and 0 < args.duration <= 120):
-        parser.error("--warmup must be 0..60 and --duration 0..120 seconds")
-    try:
-        url = loopback_only(args.url)
-    except ValueError as exc:
-        parser.error(f"--url: {exc}")
+    url = checked_load(parser, args)
     body = json.dumps({"model": args.model, "messages": [{"role": "user", "content": "hello"}]}).encode()
     headers = {"content-type": "application/json"}
     ready = args.result.with_name(args.result.name + ".ready")

@@ -33,7 +33,7 @@ import httpx
 import yaml
 
 from bench.core import ROOT, BenchResult, Target, child_env, emit, percentile, table
-from bench.loadgen import REQUEST_TIMEOUT_S, _wait_go, closed_loop, loopback_only
+from bench.loadgen import REQUEST_TIMEOUT_S, _wait_go, checked_load, closed_loop
 from bench.overlays import KIND, MODEL, SCOPE
 from bench.proxy import LoadShape, _cores, _cpu_sample, _loadavg, _sleep_until, _wait_ready, measure
 from bench.services import (
@@ -503,14 +503,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     client.add_argument("--warmup", type=float, default=1.0)
     client.add_argument("--duration", type=float, default=5.0)
     args = parser.parse_args(argv)
-    if not 1 <= args.concurrency <= 1024:
-        parser.error("--concurrency must be 1..1024")
-    if not (0 <= args.warmup <= 60 and 0 < args.duration <= 120):
-        parser.error("--warmup must be 0..60 and --duration 0..120 seconds")
-    try:
-        url = loopback_only(args.url)
-    except ValueError as exc:
-        parser.error(f"--url: {exc}")
+    url = checked_load(parser, args)
     ready = args.result.with_name(args.result.name + ".ready")
     result = asyncio.run(tls_generate(url, args.ca, args.cert, args.key, args.revision, args.fresh,
                                       args.concurrency, args.warmup, args.duration, ready, args.go_file))
