@@ -523,12 +523,7 @@ class KubeBackend:
         manifest = self._site_dir(cluster) / f"{kname}.yaml"
         manifest.write_text(yaml.safe_dump_all(docs, sort_keys=False))
         self.kubectl(cluster, "apply", "-f", str(manifest))
-        try:
-            self.kubectl(cluster, "--namespace", NAMESPACE, "rollout", "status", f"deployment/{kname}",
-                         f"--timeout={int(self.ready_timeout)}s", timeout=self.ready_timeout + 30)
-        except CommandFailed as exc:
-            raise BackendUnavailable(f"site {site.name}: the TLS metrics backend did not roll out: {exc}\n"
-                                     f"{self.logs(cluster, kname)}") from None
+        self.await_rollout(cluster, kname, "the TLS metrics backend")
         key = f"{site.name}-{kname}"
         ports = self.forward(cluster, f"service/{kname}", [TLS_METRICS_PORT], key)
         provider = KubeProvider(spec, f"{service}:{TLS_METRICS_PORT}", self._forwards[key], scheme="https",
@@ -584,12 +579,7 @@ class KubeBackend:
         if patch is not None:
             self.kubectl(site, "--namespace", NAMESPACE, "patch", "deployment", OPERATOR_DEPLOYMENT, "--type",
                          "strategic", "-p", json.dumps(patch))
-        try:
-            self.kubectl(site, "--namespace", NAMESPACE, "rollout", "status", f"deployment/{OPERATOR_DEPLOYMENT}",
-                         f"--timeout={int(self.ready_timeout)}s", timeout=self.ready_timeout + 30)
-        except CommandFailed as exc:
-            raise BackendUnavailable(f"site {site.spec.name}: the operator did not roll out: {exc}\n"
-                                     f"{self.logs(site, OPERATOR_DEPLOYMENT)}") from None
+        self.await_rollout(site, OPERATOR_DEPLOYMENT, "the operator")
 
     # ------------------------------------------------------------------------ gateways
 
@@ -840,6 +830,15 @@ class KubeBackend:
                                   f"deployment/{kname}", "-c", "overlay-sync", "--", "cat",
                                   f"{POD_OVERLAY_DIR}/{OVERLAY_KEY}"], check=False, timeout=60)
         return result.stdout.encode() if result.returncode == 0 else None
+
+    def await_rollout(self, site: SiteCluster, deployment: str, what: str) -> None:
+        """Wait for a Deployment's rollout; BackendUnavailable with its logs when it never completes."""
+        try:
+            self.kubectl(site, "--namespace", NAMESPACE, "rollout", "status", f"deployment/{deployment}",
+                         f"--timeout={int(self.ready_timeout)}s", timeout=self.ready_timeout + 30)
+        except CommandFailed as exc:
+            raise BackendUnavailable(f"site {site.spec.name}: {what} did not roll out: {exc}\n"
+                                     f"{self.logs(site, deployment)}") from None
 
     # ------------------------------------------------------------------------ diagnostics
 
