@@ -4,9 +4,14 @@ It serves, for the grid CRDs (cluster-scoped) and ConfigMaps:
 - GET list endpoints with a list resourceVersion, `fieldSelector=metadata.name=...`;
 - GET `?watch=1` streams of newline-delimited JSON events (chunked), resumed from `resourceVersion`,
   ended after `timeoutSeconds`, and an `ERROR` event with code 410 when that version is too old;
-- GET of one ConfigMap and of a GridNetwork's `/status`;
-- PATCH `application/apply-patch+yaml` of a ConfigMap (server-side apply; `fieldManager` required);
-- PATCH `application/merge-patch+json` of a GridNetwork's `/status`.
+- GET of one ConfigMap or grid object and of a grid object's `/status`;
+- PATCH `application/apply-patch+yaml` of a ConfigMap or a grid object (server-side apply; `fieldManager`
+  required). Each manager's applied configuration is kept and the object is their merge, the latest
+  applier winning conflicts (`force`), so fields applied by another manager (or written before the
+  first apply) stay, and fields a manager stops applying go away; `status` in an apply body is ignored,
+  as it is for a resource with a status subresource;
+- PATCH `application/merge-patch+json` of a grid object's `/status`;
+- DELETE of a grid object.
 Everything else answers 404 (and is recorded, so a test can prove it was never asked). Every request is
 recorded with method, path, query, content type and body. The server runs its own event loop on a
 thread, so blocking clients and the test's own loop can both use it.
@@ -37,6 +42,9 @@ CRD_PLURALS = {
 }
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
+#: The manager owning what was written by other means before the first apply (as a real server names it).
+BEFORE_FIRST_APPLY = "before-first-apply"
+_SERVER_METADATA = ("uid", "creationTimestamp", "resourceVersion", "generation", "managedFields")
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,8 @@ class _Event:
 @dataclass
 class _State:
     objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    #: Per object, each field manager's last applied configuration, in the order they first applied.
+    applied: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = field(default_factory=dict)
     events: list[_Event] = field(default_factory=list)
     resource_version: int = 100
     compacted: int = 0
@@ -78,6 +88,23 @@ def merge_patch(target: Any, patch: Any) -> Any:
             out.pop(key, None)
         else:
             out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+def deep_merge(target: Any, overlay: Any) -> Any:
+    """`overlay` over `target`: maps merge key by key, anything else (lists too) is replaced."""
+    if not (isinstance(target, dict) and isinstance(overlay, dict)):
+        return copy.deepcopy(overlay)
+    out = copy.deepcopy(target)
+    for key, value in overlay.items():
+        out[key] = deep_merge(out.get(key), value)
+    return out
+
+
+def _configuration(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object as a manager's configuration: without status and the server's bookkeeping."""
+    out = {key: copy.deepcopy(value) for key, value in obj.items() if key != "status"}
+    out["metadata"] = {k: v for k, v in (out.get("metadata") or {}).items() if k not in _SERVER_METADATA}
     return out
 
 
@@ -167,7 +194,14 @@ class FakeKubeApi:
     def put(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Create or replace an object (as kubectl apply would), emitting ADDED or MODIFIED."""
         collection, namespace, name = self._locate(obj)
+        with self._lock:
+            self._state.applied.pop((collection, namespace, name), None)  # a replace owns every field anew
         return self._call(lambda: self._store(collection, namespace, name, copy.deepcopy(obj), spec_change=True))
+
+    def apply(self, obj: dict[str, Any], manager: str) -> dict[str, Any]:
+        """Server-side apply `obj` as `manager` (with force), as a PATCH from that manager would."""
+        collection, namespace, name = self._locate(obj)
+        return self._call(lambda: self._apply(collection, namespace, name, copy.deepcopy(obj), manager))
 
     def delete(self, obj: dict[str, Any]) -> None:
         collection, namespace, name = self._locate(obj)
@@ -177,6 +211,12 @@ class FakeKubeApi:
         with self._lock:
             found = self._state.objects.get((collection, namespace, name))
             return copy.deepcopy(found) if found else None
+
+    def items(self, collection: str) -> list[dict[str, Any]]:
+        """Every stored object of a collection, in name order (what a list would return)."""
+        with self._lock:
+            found = [obj for (c, _ns, _n), obj in sorted(self._state.objects.items()) if c == collection]
+            return copy.deepcopy(found)
 
     def expire(self) -> None:
         """Compact history: open watches get an ERROR 410 event, and resuming from older versions fails."""
@@ -241,17 +281,43 @@ class FakeKubeApi:
             self._changed.notify_all()
         return copy.deepcopy(obj)
 
-    async def _remove(self, collection: str, namespace: str, name: str) -> None:
+    async def _apply(
+        self, collection: str, namespace: str, name: str, body: dict[str, Any], manager: str
+    ) -> dict[str, Any]:
+        """Merge every manager's configuration, this manager's last; the stored status stays."""
+        key = (collection, namespace, name)
+        with self._lock:
+            current = self._state.objects.get(key)
+            configurations = self._state.applied.get(key)
+            if configurations is None:
+                configurations = {BEFORE_FIRST_APPLY: _configuration(current)} if current is not None else {}
+            configurations = {m: c for m, c in configurations.items() if m != manager}
+            configurations[manager] = _configuration(body)
+            self._state.applied[key] = configurations
+        merged: dict[str, Any] = {}
+        for config in configurations.values():
+            merged = deep_merge(merged, config)
+        merged["metadata"]["managedFields"] = [
+            {"manager": m, "operation": "Update" if m == BEFORE_FIRST_APPLY else "Apply", "fieldsType": "FieldsV1"}
+            for m in configurations
+        ]
+        if current is not None and "status" in current:
+            merged["status"] = copy.deepcopy(current["status"])
+        return await self._store(collection, namespace, name, merged, spec_change=True)
+
+    async def _remove(self, collection: str, namespace: str, name: str) -> dict[str, Any] | None:
         assert self._changed is not None
         async with self._changed:
             with self._lock:
+                self._state.applied.pop((collection, namespace, name), None)
                 old = self._state.objects.pop((collection, namespace, name), None)
                 if old is None:
-                    return
+                    return None
                 self._state.resource_version += 1
                 old["metadata"]["resourceVersion"] = str(self._state.resource_version)
                 self._state.events.append(_Event(self._state.resource_version, collection, "DELETED", old))
             self._changed.notify_all()
+        return copy.deepcopy(old)
 
     async def _compact(self) -> None:
         assert self._changed is not None
@@ -301,6 +367,11 @@ class FakeKubeApi:
             return web.json_response(found)
         if request.method == "PATCH" and name is not None:
             return await self._patch(recorded, collection, namespace, name, sub)
+        if request.method == "DELETE" and name is not None and sub is None and collection in CRD_PLURALS:
+            gone = await self._remove(collection, namespace, name)
+            if gone is None:
+                return web.json_response(_status(404, "NotFound", f'{collection} "{name}" not found'), status=404)
+            return web.json_response(gone)
         return web.json_response(_status(405, "MethodNotAllowed", request.method), status=405)
 
     @staticmethod
@@ -394,15 +465,20 @@ class FakeKubeApi:
         body = recorded.body
         if not isinstance(body, dict):
             return web.json_response(_status(400, "BadRequest", "patch body is not an object"), status=400)
-        if collection == "configmaps" and sub is None:
+        if sub is None:
             if recorded.content_type != APPLY:
                 return web.json_response(_status(415, "UnsupportedMediaType", str(recorded.content_type)), status=415)
-            if not recorded.query.get("fieldManager"):
+            manager = recorded.query.get("fieldManager")
+            if not manager:
                 return web.json_response(_status(400, "BadRequest", "fieldManager is required for apply"), status=400)
             metadata = body.get("metadata") or {}
-            if (metadata.get("name"), metadata.get("namespace")) != (name, namespace):
+            if (metadata.get("name"), metadata.get("namespace") or "") != (name, namespace):
                 return web.json_response(_status(400, "BadRequest", "name/namespace differ from the URL"), status=400)
-            return web.json_response(await self._store(collection, namespace, name, copy.deepcopy(body), False))
+            expected = "ConfigMap" if collection == "configmaps" else CRD_PLURALS[collection]
+            if body.get("kind") != expected or not body.get("apiVersion"):
+                problem = _status(400, "BadRequest", f"apply needs kind {expected} and an apiVersion")
+                return web.json_response(problem, status=400)
+            return web.json_response(await self._apply(collection, namespace, name, copy.deepcopy(body), manager))
         if collection in CRD_PLURALS and sub == "status":
             if recorded.content_type != MERGE:
                 return web.json_response(_status(415, "UnsupportedMediaType", str(recorded.content_type)), status=415)
@@ -412,7 +488,7 @@ class FakeKubeApi:
             updated = {**current, "status": merge_patch(current.get("status"), body.get("status"))}
             return web.json_response(await self._store(collection, namespace, name, updated, False))
         return web.json_response(
-            _status(405, "MethodNotAllowed", "only apply of ConfigMaps and status patches"), status=405
+            _status(405, "MethodNotAllowed", "only applies and status merge patches"), status=405
         )
 
 

@@ -3,7 +3,8 @@
 Every object is validated against the Kubernetes schemas with kubernetes-validate (strict), the kind overlay
 is rendered with `kubectl kustomize` and validated as a whole, and the rules the components rely on are
 checked: least-privilege RBAC, no subPath mounts, the gateway pod's shared overlay directory, probes,
-security contexts, Service ports, and that the default gateway configs load in the reference gateway.
+security contexts, Service ports, the operator's mesh port, Service and node address, and that the default
+gateway configs load in the reference gateway.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ NAMESPACE = "agn-system"
 OVERLAY_DIR = "/var/run/agn/overlay"
 CONTRACT_SCRIPTS = {"agn-operator", "agn-overlay-sync", "agn-gateway", "agn-fake-backend"}
 GRID_RESOURCES = {"gridnetworks", "inferenceproviders", "gridsites", "agenttoolproviders"}
+#: The only deletion any role may do: the operator removing the GridSites of sites that left the mesh.
+ALLOWED_DELETES = {("ClusterRole", "agn-operator", "grid.praxis.fast", "gridsites")}
+MESH_PORT = 7946
+MESH_NODE_PORT = 30946
 EXPECTED_OBJECTS = {
     ("Namespace", "agn-system"),
     ("ServiceAccount", "agn-operator"),
@@ -46,6 +51,7 @@ EXPECTED_OBJECTS = {
     ("Role", "agn-operator"),
     ("RoleBinding", "agn-operator"),
     ("Deployment", "agn-operator"),
+    ("Service", "agn-operator-mesh"),
     ("ServiceAccount", "agn-gateway"),
     ("Role", "agn-gateway"),
     ("RoleBinding", "agn-gateway"),
@@ -270,7 +276,11 @@ def test_no_role_grants_secrets_or_wildcards() -> None:
                 assert not any("*" in value for value in rule[field]), where
             assert not rule.get("nonResourceURLs"), where
             assert not rule.get("resourceNames"), where
-            assert not {"escalate", "bind", "impersonate", "delete", "deletecollection"} & set(rule["verbs"]), where
+            assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"]), where
+            if "delete" in rule["verbs"]:
+                grants = {(role["kind"], role["metadata"]["name"], g, r) for g in rule["apiGroups"]
+                          for r in rule["resources"]}
+                assert grants <= ALLOWED_DELETES, where
 
 
 def test_operator_cluster_role_is_least_privilege() -> None:
@@ -278,10 +288,12 @@ def test_operator_cluster_role_is_least_privilege() -> None:
     group = "grid.praxis.fast"
     expected = {(group, r, v) for r in GRID_RESOURCES for v in ("get", "list", "watch")}
     expected |= {(group, f"{r}/status", v) for r in GRID_RESOURCES for v in ("patch", "update")}
+    expected |= {(group, "gridsites", v) for v in ("create", "patch", "delete")}  # discovered sites
     expected |= {("", "events", "create"), ("events.k8s.io", "events", "create")}
     assert grants == expected
     assert (group, "gridnetworks/status", "patch") in grants
-    assert not {(g, r, v) for g, r, v in grants if r in GRID_RESOURCES and v not in ("get", "list", "watch")}
+    writes = {(r, v) for g, r, v in grants if r in GRID_RESOURCES and v not in ("get", "list", "watch")}
+    assert writes == {("gridsites", "create"), ("gridsites", "patch"), ("gridsites", "delete")}
 
 
 def test_operator_writes_configmaps_only_in_its_namespace() -> None:
@@ -376,6 +388,8 @@ def _expanded(container: Obj, pod_labels: dict[str, str], literals: dict[str, st
             values[env["name"]] = env["value"]
         elif "configMapKeyRef" in source:
             values[env["name"]] = literals[source["configMapKeyRef"]["key"]]
+        elif source.get("fieldRef", {}).get("fieldPath") == "status.hostIP":
+            values[env["name"]] = "172.18.0.2"  # what the kubelet gives: the node's address
         else:
             label = re.fullmatch(r"metadata\.labels\['([^']+)'\]", source["fieldRef"]["fieldPath"])
             assert label is not None, env
@@ -468,20 +482,59 @@ def test_services_reach_their_pods() -> None:
     objects = _base_objects()
     pods = {o["metadata"]["name"]: o["spec"]["template"] for o in objects if o["kind"] == "Deployment"}
     expected = {
-        "agn-gateway": {(8080, 8080, 30080), (9901, 9901, 30901)},
-        "agn-provider-gateway": {(8443, 8443, 30443)},
-        "agn-fake-backend": {(8000, 8000, None)},
+        "agn-gateway": {(8080, 8080, 30080, "TCP"), (9901, 9901, 30901, "TCP")},
+        "agn-provider-gateway": {(8443, 8443, 30443, "TCP")},
+        "agn-fake-backend": {(8000, 8000, None, "TCP")},
+        "agn-operator-mesh": {(MESH_PORT, MESH_PORT, MESH_NODE_PORT, "UDP")},
     }
     for service in (o for o in objects if o["kind"] == "Service"):
         name = service["metadata"]["name"]
-        template = pods[name]
-        labels = template["metadata"]["labels"]
-        assert service["spec"]["selector"].items() <= labels.items(), name
-        container_of = {p["name"]: c for c in template["spec"]["containers"] for p in c.get("ports", [])}
-        found = {(p["port"], _port(container_of[p["targetPort"]], p["targetPort"]), p.get("nodePort"))
-                 for p in service["spec"]["ports"]}
+        selector = service["spec"]["selector"]
+        selected = [t for t in pods.values() if selector.items() <= t["metadata"]["labels"].items()]
+        assert len(selected) == 1, f"{name} selects {len(selected)} pod templates"
+        template = selected[0]
+        ports_of = {p["name"]: (c, p) for c in template["spec"]["containers"] for p in c.get("ports", [])}
+        found = set()
+        for port in service["spec"]["ports"]:
+            container, declared = ports_of[port["targetPort"]]
+            protocol = port.get("protocol", "TCP")
+            assert declared.get("protocol", "TCP") == protocol, f"{name} {port}: the container port is not {protocol}"
+            found.add((port["port"], _port(container, port["targetPort"]), port.get("nodePort"), protocol))
         assert found == expected.pop(name), name
     assert not expected, f"missing Services: {sorted(expected)}"
+
+
+def test_operator_mesh_port_service_and_node_address() -> None:
+    objects = _base_objects()
+    operator = dict(_containers(objects))["agn-operator/operator"]
+    assert {(p["name"], p["containerPort"], p["protocol"]) for p in operator["ports"]} == {("swim", MESH_PORT, "UDP")}
+    env = {e["name"]: e for e in operator["env"]}
+    assert env["NODE_IP"] == {"name": "NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}
+    service = _find(objects, "Service", "agn-operator-mesh")
+    assert service["metadata"]["namespace"] == NAMESPACE
+    spec = service["spec"]
+    assert spec["type"] == "NodePort"
+    assert spec["externalTrafficPolicy"] == "Local", "the peer's source address must survive the node port"
+    (port,) = spec["ports"]
+    assert (port["protocol"], port["port"], _port(operator, port["targetPort"]), port["nodePort"]) == (
+        "UDP", MESH_PORT, MESH_PORT, MESH_NODE_PORT)
+    assert not [a for a in operator["command"] if a.startswith("--mesh") or a.startswith("--swim")], \
+        "the default command has no mesh flags (they are appended where a mesh is wanted)"
+
+
+def test_operator_accepts_the_mesh_flags_a_cluster_needs() -> None:
+    """Bound to every address of the pod, the operator must be told the node address to announce."""
+    from reference.operator import cli as operator_cli
+
+    operator = dict(_containers(_base_objects()))["agn-operator/operator"]
+    base = _expanded(operator, {}, {})
+    mesh = ["--mesh-site", "site-a", "--mesh-bind", f"0.0.0.0:{MESH_PORT}", "--mesh-seeds", ""]
+    advertise = ["--mesh-advertise", _expanded({**operator, "command": [f"$(NODE_IP):{MESH_NODE_PORT}"]}, {}, {})[0]]
+    settings = operator_cli._mesh_settings(operator_cli.build_parser().parse_args([*base[1:], *mesh, *advertise]))
+    assert settings is not None
+    assert (settings.bind, settings.advertise) == (("0.0.0.0", MESH_PORT), ("172.18.0.2", MESH_NODE_PORT))
+    with pytest.raises(operator_cli.InputError, match="--mesh-advertise: required"):
+        operator_cli._mesh_settings(operator_cli.build_parser().parse_args([*base[1:], *mesh]))
 
 
 def test_provider_gateway_projects_config_and_tls_into_one_directory() -> None:

@@ -7,13 +7,18 @@ runs the reconcile loop with the `dir` source and sink, scraping each provider's
 against a cluster (the grid CRDs watched, ConfigMaps applied, status patched; in-cluster configuration
 unless a kubeconfig or context is given). Bad input exits 2 with the offending file, option or key named.
 
-`--mesh-site NAME --mesh-bind HOST:PORT [--mesh-seeds A:P,B:P] [--mesh-gateway HOST:PORT]` makes the
-operator a member of the site mesh (either mode): it gossips its providers to the other sites' operators
-over SWIM (`--swim-*` tune the timing), learns theirs, keeps a GridSite per discovered site that becomes
-Active only once the site's gateway certificate matches the pins an admin put in a GridSite of that name,
-and renders eligible remote providers into the overlay, reconciling promptly whenever the mesh changes.
-In dir mode the discovered GridSites (`<name>.gridsite.yaml`) and `mesh.state.yaml` are written to
---out; in --kubernetes mode the phases are used for rendering only. SIGTERM leaves the mesh gracefully.
+`--mesh-site NAME --mesh-bind HOST:PORT [--mesh-advertise HOST:PORT] [--mesh-seeds A:P,B:P]
+[--mesh-gateway HOST:PORT]` makes the operator a member of the site mesh (either mode): it gossips its
+providers to the other sites' operators over SWIM (`--swim-*` tune the timing), learns theirs, keeps a
+GridSite per discovered site that becomes Active only once the site's gateway certificate matches the pins
+an admin put in a GridSite of that name, and renders eligible remote providers into the overlay,
+reconciling promptly whenever the mesh changes. Peers are told `--mesh-advertise` as this member's address
+(default: the bound one; required when binding a wildcard address, e.g. the node address and NodePort in
+front of a pod). In dir mode the discovered GridSites (`<name>.gridsite.yaml`) and `mesh.state.yaml` are
+written to --out; in --kubernetes mode the same YAML goes to the ConfigMap `agn-mesh-state` in
+--namespace (default agn-system) and the GridSites are server-side applied (name, labels and
+spec.gridNetworkRef only, so an admin's trust pins on the same object stay) with their status patched,
+and deleted when their site or network goes away. SIGTERM leaves the mesh gracefully.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ipaddress
 import json
 import logging
 import math
@@ -44,7 +50,7 @@ from reference.operator.mesh.runtime import MeshRuntime, MeshSettings
 from reference.operator.mesh.sites import client_context, split_address
 from reference.operator.mesh.swim import SwimConfig
 from reference.operator.scrape import SIGNALS, Scraper, targets_from_objects
-from reference.operator.sinks import DirSink, OverlaySink
+from reference.operator.sinks import DirSink, MeshOutputs, OverlaySink
 from reference.operator.sources import DirSource, Loaded, resource_files
 from reference.operator.triggers import Triggers, fingerprint, force_tokens, refresh_interval
 
@@ -176,13 +182,11 @@ class Operator:
         self.memory = AdmissionMemory()
         self.mesh = mesh
         self._mesh_seen: int | None = None
+        self._mesh_error: str | None = None
         self._loaded: tuple[str, Loaded] | None = None
         self._reported: tuple[str, ...] = ()
-        if mesh is not None and not isinstance(sink, DirSink):
-            log.info(
-                "mesh: discovered GridSites and mesh.state.yaml are written only in dir mode (--out); "
-                "here their phases are kept in memory and used for rendering"
-            )
+        if mesh is not None and not isinstance(sink, MeshOutputs):
+            log.info("mesh: this sink stores no mesh outputs; GridSite phases are used for rendering only")
 
     @classmethod
     def for_directories(
@@ -227,19 +231,33 @@ class Operator:
         except Exception as exc:  # a bad policy must not stop the loop; status says why
             error = f"{type(exc).__name__}: {exc}"
             log.error("render failed: %s", error)
-        self.sink.publish(loaded.resources.networks, rendered, self.clock.wall(), error)
-        self.write_mesh_files()
+        # Sinks block on I/O (files, API calls): off the event loop, which also runs the mesh's timers.
+        await asyncio.to_thread(self.sink.publish, loaded.resources.networks, rendered, self.clock.wall(), error)
+        await self.write_mesh_outputs()
         return error is None
 
-    def write_mesh_files(self) -> None:
-        """Discovered GridSites and the mesh status into the `dir` sink; each file only when it changed."""
-        if self.mesh is None or not isinstance(self.sink, DirSink):
+    async def write_mesh_outputs(self) -> None:
+        """Discovered GridSites and the mesh status into the sink; the sink writes only what changed."""
+        if self.mesh is None or not isinstance(self.sink, MeshOutputs):
             return
+        sink = self.sink
+        objects, document, networks = self.mesh.gridsite_objects(), self.mesh.status_document(), self.mesh.networks
+
+        def write() -> None:
+            sink.write_gridsites(objects, networks)
+            sink.write_mesh_status(document)
+
         try:
-            self.sink.write_gridsites(self.mesh.gridsite_objects())
-            self.sink.write_mesh_status(self.mesh.status_document())
+            await asyncio.to_thread(write)
         except OSError as exc:
-            log.warning("writing the mesh files failed: %s", exc)
+            message = str(exc)
+            if message != self._mesh_error:  # a failure repeated every pass is logged once
+                log.warning("writing the mesh outputs failed: %s", message)
+            self._mesh_error = message
+        else:
+            if self._mesh_error is not None:
+                log.info("mesh outputs written again")
+            self._mesh_error = None
 
     def _mesh_due(self) -> bool:
         """A mesh change since the last render (none before the first render: that one is `initial`)."""
@@ -276,7 +294,7 @@ class Operator:
                 if once:
                     return 0 if ok else 1
             else:
-                self.write_mesh_files()
+                await self.write_mesh_outputs()
             wait = min(self.poll, self.triggers.wait_time(interval))
             await self._wait(stop, max(wait, 0.01))
         return 0
@@ -303,10 +321,17 @@ async def _run_async(args: argparse.Namespace) -> int:
 async def _run_kubernetes(
     args: argparse.Namespace, stop: asyncio.Event, context: ssl.SSLContext | None, mesh: MeshRuntime | None
 ) -> int:
-    from reference.operator.kube import KubeSink, KubeSource  # the kubernetes client loads slowly: only here
+    # the kubernetes client loads slowly: only here
+    from reference.operator.kube import MESH_STATE_NAMESPACE, KubeSink, KubeSource
 
     source = KubeSource(args.api, args.namespace)
-    sink = KubeSink(args.api, network_namespace=source.network_namespace)
+    sites = source.watches.get("GridSite")
+    sink = KubeSink(
+        args.api,
+        network_namespace=source.network_namespace,
+        mesh_namespace=args.namespace or MESH_STATE_NAMESPACE,
+        gridsites=sites.snapshot if sites is not None else None,
+    )
     operator = Operator(source, sink, SystemClock(), args.poll, context, mesh)
     source.start()
     try:
@@ -324,7 +349,8 @@ async def _start_mesh(settings: MeshSettings | None) -> MeshRuntime | None:
         await mesh.start()
     except OSError as exc:
         raise InputError(f"--mesh-bind: cannot bind {_show(settings.bind)}: {exc.strerror or exc}") from exc
-    log.info("mesh: site %s listening on udp %s", settings.site, _show(mesh.address))
+    bound, announced = _show(mesh.bound), _show(mesh.address)
+    log.info("mesh: site %s listening on udp %s, announced as %s", settings.site, bound, announced)
     return mesh
 
 
@@ -332,6 +358,7 @@ async def _start_mesh(settings: MeshSettings | None) -> MeshRuntime | None:
 
 MESH_FLAGS = (
     ("--mesh-bind", "mesh_bind"),
+    ("--mesh-advertise", "mesh_advertise"),
     ("--mesh-seeds", "mesh_seeds"),
     ("--mesh-gateway", "mesh_gateway"),
     ("--mesh-routing-cluster", "mesh_routing_cluster"),
@@ -374,6 +401,29 @@ def _resolve(flag: str, host: str, port: int, family: int) -> Address:
     return str(infos[0][4][0]), port
 
 
+def _wildcard(host: str) -> bool:
+    """An unspecified address (0.0.0.0, ::): fine to bind, meaningless to tell a peer."""
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+def _advertise(args: argparse.Namespace, bind: Address, family: int) -> Address | None:
+    """The --mesh-advertise address, resolved; required when the bind host is a wildcard."""
+    if args.mesh_advertise is None:
+        if _wildcard(bind[0]):
+            raise InputError(
+                f"--mesh-advertise: required when --mesh-bind is a wildcard address ({_show(bind)}): "
+                "give the HOST:PORT peers reach this member at"
+            )
+        return None
+    host, port = _host_port("--mesh-advertise", args.mesh_advertise)
+    if _wildcard(host):
+        raise InputError(f"--mesh-advertise: {args.mesh_advertise!r} is a wildcard address; peers cannot send to it")
+    return _resolve("--mesh-advertise", host, port, family)
+
+
 def _positive(flag: str, text: str, kind: type[float] | type[int] = float) -> float:
     try:
         value = kind(text)
@@ -396,6 +446,7 @@ def _mesh_settings(args: argparse.Namespace) -> MeshSettings | None:
         raise InputError("--mesh-bind: required with --mesh-site")
     bind = _host_port("--mesh-bind", args.mesh_bind, allow_zero=True)
     family = socket.AF_INET6 if ":" in bind[0] else socket.AF_INET
+    advertise = _advertise(args, bind, family)
     seeds = tuple(
         _resolve("--mesh-seeds", *_host_port("--mesh-seeds", item), family)
         for item in (args.mesh_seeds or "").split(",")
@@ -428,6 +479,7 @@ def _mesh_settings(args: argparse.Namespace) -> MeshSettings | None:
     return MeshSettings(
         site=site,
         bind=bind,
+        advertise=advertise,
         seeds=seeds,
         gateway=gateway,
         routing_cluster=cluster,
@@ -501,7 +553,11 @@ def build_parser() -> argparse.ArgumentParser:
     loop.add_argument(
         "--kubernetes", action="store_true", help="watch the grid resources of a cluster and write to it instead"
     )
-    loop.add_argument("--namespace", help="with --kubernetes: watch namespaced grid kinds only in this namespace")
+    loop.add_argument(
+        "--namespace",
+        help="with --kubernetes: watch namespaced grid kinds only in this namespace; the mesh status ConfigMap "
+        "agn-mesh-state is written here (default agn-system)",
+    )
     loop.add_argument("--kubeconfig", type=Path, help="with --kubernetes: kubeconfig file (default: in-cluster)")
     loop.add_argument("--context", help="with --kubernetes: kubeconfig context (default: its current context)")
     loop.add_argument("--once", action="store_true", help="reconcile once and exit")
@@ -513,6 +569,12 @@ def build_parser() -> argparse.ArgumentParser:
     mesh = loop.add_argument_group("mesh", "gossip with other sites' operators (every option needs --mesh-site)")
     mesh.add_argument("--mesh-site", help="this site's name in the mesh; enables the mesh")
     mesh.add_argument("--mesh-bind", metavar="HOST:PORT", help="UDP address for membership gossip (port 0: any)")
+    mesh.add_argument(
+        "--mesh-advertise",
+        metavar="HOST:PORT",
+        help="address peers send to, announced as this member's (default: the bound one; required when binding "
+        "a wildcard address, e.g. a node address and NodePort)",
+    )
     mesh.add_argument("--mesh-seeds", metavar="A:P,B:P", help="members to join through (may be empty)")
     mesh.add_argument("--mesh-gateway", metavar="HOST:PORT", help="this site's provider gateway, told to peers")
     mesh.add_argument("--mesh-routing-cluster", metavar="NAME", help="cluster peers route to this site by")

@@ -4,8 +4,11 @@
 `dir` source produces (each object checked against its CRD schema; an invalid one is reported and
 skipped). `KubeSink` server-side applies each overlay ConfigMap into its gateway's namespace when the
 revision changed and patches `GridNetwork.status` through the status subresource, with the status
-entries every sink builds (`sinks.OverlaySink`). Secrets are never read: credentials reach the overlay
-as references only.
+entries every sink builds (`sinks.OverlaySink`). With the mesh enabled it also stores the mesh outputs
+(`sinks.MeshOutputs`): the mesh status document in the ConfigMap `agn-mesh-state` and one GridSite per
+discovered site, of which it owns only the name, two labels and `spec.gridNetworkRef` (server-side apply)
+plus the status; an admin's trust pins on the same object stay the admin's. Secrets are never read:
+credentials reach the overlay as references only.
 
 `ListWatch` is the list-then-watch loop both use (and overlay-sync's ConfigMap source): it keeps an
 in-memory copy of one collection, resumes watches from the last resourceVersion, re-lists when the
@@ -22,7 +25,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,7 @@ from kubernetes.config.config_exception import ConfigException
 from reference.operator import sinks
 from reference.operator.core.model import GridNetworkSpec, ResourceError, Resources
 from reference.operator.core.render import Rendered
+from reference.operator.mesh.sites import LABEL_NETWORK, label_value
 from reference.operator.sources import Issue, Kind, Loaded, _fill_defaults, crd_dir, default_kinds, schema_errors
 from reference.operator.triggers import objects_fingerprint
 
@@ -43,6 +47,14 @@ FIELD_MANAGER = "agn-operator"
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
 NETWORK_KIND = "GridNetwork"
+SITE_KIND = "GridSite"
+#: The ConfigMap holding `mesh.state.yaml`, in the operator's namespace.
+MESH_STATE_CONFIGMAP = "agn-mesh-state"
+MESH_STATE_NAMESPACE = "agn-system"
+MANAGED_BY = {"app.kubernetes.io/managed-by": FIELD_MANAGER}
+#: A mesh status that differs only in members' ages (which tick every second while a member is suspect,
+#: dead or gone) is applied at most this often; any other change is applied at once.
+AGE_REFRESH_SECONDS = 10.0
 #: Seconds a watch stays open before the server ends it and the client resumes from its resourceVersion.
 WATCH_SECONDS = 300
 CONNECT_SECONDS = 10.0
@@ -400,8 +412,22 @@ class KubeSource:
         return None
 
 
-class KubeSink(sinks.OverlaySink):
-    """Overlay ConfigMaps by server-side apply, GridNetwork status through its status subresource."""
+#: What `KubeSink` last did about one GridSite: (the resourceVersion it saw then, what it wanted).
+_Acted = tuple[str | None, Any]
+_DELETE = "delete"
+
+
+class KubeSink(sinks.OverlaySink, sinks.MeshOutputs):
+    """Overlay ConfigMaps by server-side apply, GridNetwork status through its status subresource, and the
+    mesh outputs: the `agn-mesh-state` ConfigMap in `mesh_namespace` and the discovered GridSites.
+
+    `gridsites` returns the GridSites as the cluster has them (the source's watch). A GridSite is written
+    only when the stored one lacks the owned fields or has another phase, reason or message, and at most
+    once per stored version for the same wish: the operator's own writes come back through the watch, and
+    until they do the stale copy must not cause a second write. Without `gridsites` the sink remembers
+    what it wrote instead. The mesh status is applied when it changed, a change of members' ages alone at
+    most every AGE_REFRESH_SECONDS.
+    """
 
     def __init__(
         self,
@@ -409,13 +435,26 @@ class KubeSink(sinks.OverlaySink):
         field_manager: str = FIELD_MANAGER,
         network_namespace: Callable[[str], str | None] = lambda _name: None,
         network: CrdResource | None = None,
+        *,
+        mesh_namespace: str = MESH_STATE_NAMESPACE,
+        gridsites: Callable[[], Sequence[Mapping[str, Any]]] | None = None,
+        site: CrdResource | None = None,
+        now: Callable[[], float] = time.monotonic,
     ) -> None:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.field_manager = field_manager
         self.network_namespace = network_namespace
         self.network = network or next(r for r in GRID_RESOURCES if r.kind == NETWORK_KIND)
+        self.site = site or next(r for r in GRID_RESOURCES if r.kind == SITE_KIND)
+        self.mesh_namespace = mesh_namespace
+        self.gridsites = gridsites
         self._status: dict[str, dict[str, Any]] = {}
+        self._now = now
+        self._mesh_text: str | None = None
+        self._mesh_ageless: Any = None
+        self._mesh_written_at = 0.0
+        self._acted: dict[str, _Acted] = {}
 
     def read_configmap(self, name: str, namespace: str) -> dict[str, Any] | None:
         """The stored ConfigMap, None when there is none; other failures raise OSError."""
@@ -453,20 +492,26 @@ class KubeSink(sinks.OverlaySink):
             raise OSError(f"applying ConfigMap {namespace}/{name}: {api_error(exc)}") from exc
         return True
 
-    def _status_call(self, verb: str, name: str) -> Callable[..., Any]:
+    def _network_call(self, verb: str, name: str, suffix: str = "_status") -> Callable[..., Any]:
+        """A client call on one GridNetwork (`suffix` "_status": its status subresource)."""
         res = self.network
         namespace = self.network_namespace(name) if res.namespaced else None
         if namespace:
-            method = getattr(self.custom, f"{verb}_namespaced_custom_object_status")
+            method = getattr(self.custom, f"{verb}_namespaced_custom_object{suffix}")
             return functools.partial(method, res.group, res.version, namespace, res.plural, name)
-        method = getattr(self.custom, f"{verb}_cluster_custom_object_status")
+        method = getattr(self.custom, f"{verb}_cluster_custom_object{suffix}")
         return functools.partial(method, res.group, res.version, res.plural, name)
 
     def previous_entries(self, network: str) -> dict[tuple[Any, Any], dict[str, Any]]:
-        """The status written last (read from the cluster once per network, then remembered)."""
+        """The status written last (read from the cluster once per network, then remembered).
+
+        Read from the object itself, which carries its status: the operator may get GridNetworks but
+        only patch and update their status subresource.
+        """
         if network not in self._status:
             try:
-                response = self._status_call("get", network)(_preload_content=False, _request_timeout=REQUEST_SECONDS)
+                response = self._network_call("get", network, suffix="")(
+                    _preload_content=False, _request_timeout=REQUEST_SECONDS)
                 doc = json.loads(response.data)
             except (ApiException, urllib3.exceptions.HTTPError, ValueError) as exc:
                 log.warning("reading GridNetwork %s status failed: %s", network, api_error(exc))
@@ -482,10 +527,165 @@ class KubeSink(sinks.OverlaySink):
         if self._status.get(network.name) == status:
             return
         try:
-            self._status_call("patch", network.name)(
+            self._network_call("patch", network.name)(
                 {"status": status}, _content_type=MERGE_PATCH, _request_timeout=REQUEST_SECONDS
             )
         except (ApiException, urllib3.exceptions.HTTPError) as exc:
             log.warning("patching GridNetwork %s status failed: %s", network.name, api_error(exc))
             return
         self._status[network.name] = copy.deepcopy(status)
+
+    # --- mesh outputs ---------------------------------------------------------------------------------
+
+    def write_mesh_status(self, document: Mapping[str, Any]) -> bool:
+        """Apply the `agn-mesh-state` ConfigMap when the document changed (a change of members' ages
+        alone at most every AGE_REFRESH_SECONDS); True when applied."""
+        text = sinks.mesh_status_text(document)
+        if text == self._mesh_text:
+            return False
+        ageless = _without_ages(document)
+        if ageless == self._mesh_ageless and self._now() - self._mesh_written_at < AGE_REFRESH_SECONDS:
+            return False
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": MESH_STATE_CONFIGMAP, "namespace": self.mesh_namespace, "labels": dict(MANAGED_BY)},
+            "data": {sinks.MESH_STATUS_FILE: text},
+        }
+        try:
+            self.core.patch_namespaced_config_map(
+                MESH_STATE_CONFIGMAP,
+                self.mesh_namespace,
+                body,
+                field_manager=self.field_manager,
+                force=True,
+                _content_type=APPLY_PATCH,
+                _preload_content=False,
+                _request_timeout=REQUEST_SECONDS,
+            )
+        except (ApiException, urllib3.exceptions.HTTPError) as exc:
+            raise OSError(f"applying ConfigMap {self.mesh_namespace}/{MESH_STATE_CONFIGMAP}: {api_error(exc)}") from exc
+        self._mesh_text, self._mesh_ageless, self._mesh_written_at = text, ageless, self._now()
+        return True
+
+    def write_gridsites(self, objects: Mapping[str, Mapping[str, Any]], networks: Collection[str] = ()) -> list[str]:
+        """Apply and status-patch each discovered GridSite that differs from the stored one; delete the
+        auto-discovered ones that went away (or whose network is no longer a local GridNetwork).
+
+        Every object is tried; failures are raised together as one OSError afterwards.
+        """
+        stored = self._stored()
+        touched: list[str] = []
+        failures: list[str] = []
+        for name, obj in sorted(objects.items()):
+            try:
+                if self._write_gridsite(name, obj, stored.get(name)):
+                    touched.append(name)
+            except OSError as exc:
+                failures.append(str(exc))
+        local = {label_value(network) for network in networks}
+        swept = {
+            name
+            for name, obj in stored.items()
+            if sinks.auto_discovered(obj) and ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_NETWORK)
+            not in local
+        }
+        for name in sorted((set(self._acted) | swept) - set(objects)):
+            try:
+                if self._retire_gridsite(name, stored.get(name)):
+                    touched.append(name)
+            except OSError as exc:
+                failures.append(str(exc))
+        if failures:
+            raise OSError("; ".join(failures))
+        return touched
+
+    def _stored(self) -> dict[str, Mapping[str, Any]]:
+        """The GridSites as the cluster has them, by name (empty without a watch to ask)."""
+        if self.gridsites is None:
+            return {}
+        return {str((obj.get("metadata") or {}).get("name")): obj for obj in self.gridsites()}
+
+    def _write_gridsite(self, name: str, obj: Mapping[str, Any], stored: Mapping[str, Any] | None) -> bool:
+        owned = sinks.owned_gridsite(obj)
+        status = sinks.gridsite_status(obj)
+        apply = not sinks.holds_owned_fields(stored, owned)
+        patch = sinks.gridsite_verdict(stored) != sinks.gridsite_verdict(obj)
+        wish = (owned, sinks.gridsite_verdict(obj))
+        seen = _resource_version(stored)
+        if not (apply or patch):
+            self._acted[name] = (seen, wish)  # stored as wished: remembered, so its going away deletes it
+            return False
+        if self._acted.get(name) == (seen, wish):
+            return False  # written already; the watch has not brought the new version yet
+        res = self.site
+        if apply:
+            try:
+                self.custom.patch_cluster_custom_object(
+                    res.group,
+                    res.version,
+                    res.plural,
+                    name,
+                    owned,
+                    field_manager=self.field_manager,
+                    force=True,
+                    _content_type=APPLY_PATCH,
+                    _preload_content=False,
+                    _request_timeout=REQUEST_SECONDS,
+                )
+            except (ApiException, urllib3.exceptions.HTTPError) as exc:
+                raise OSError(f"applying GridSite {name}: {api_error(exc)}") from exc
+        if patch:
+            try:
+                self.custom.patch_cluster_custom_object_status(
+                    res.group,
+                    res.version,
+                    res.plural,
+                    name,
+                    {"status": status},
+                    _content_type=MERGE_PATCH,
+                    _preload_content=False,
+                    _request_timeout=REQUEST_SECONDS,
+                )
+            except (ApiException, urllib3.exceptions.HTTPError) as exc:
+                raise OSError(f"patching GridSite {name} status: {api_error(exc)}") from exc
+        self._acted[name] = (seen, wish)
+        return True
+
+    def _retire_gridsite(self, name: str, stored: Mapping[str, Any] | None) -> bool:
+        """Delete a GridSite that is no longer discovered, only when it carries the auto-discovered label
+        (or, not seen yet, was written by this sink). True when a DELETE was sent."""
+        acted = self._acted.get(name)
+        if stored is not None and not sinks.auto_discovered(stored):
+            self._acted.pop(name, None)
+            return False
+        if stored is None and (acted is None or acted[1] == _DELETE):
+            self._acted.pop(name, None)
+            return False
+        seen = _resource_version(stored)
+        if acted == (seen, _DELETE):
+            return False
+        res = self.site
+        try:
+            self.custom.delete_cluster_custom_object(
+                res.group, res.version, res.plural, name, _preload_content=False, _request_timeout=REQUEST_SECONDS
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise OSError(f"deleting GridSite {name}: {api_error(exc)}") from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise OSError(f"deleting GridSite {name}: {api_error(exc)}") from exc
+        self._acted[name] = (seen, _DELETE)
+        return True
+
+
+def _without_ages(document: Mapping[str, Any]) -> Any:
+    members = document.get("members")
+    if not isinstance(members, list):
+        return copy.deepcopy(dict(document))
+    ageless = [{k: v for k, v in m.items() if k != "ageSecs"} if isinstance(m, Mapping) else m for m in members]
+    return {**copy.deepcopy(dict(document)), "members": ageless}
+
+
+def _resource_version(obj: Mapping[str, Any] | None) -> str | None:
+    return None if obj is None else str((obj.get("metadata") or {}).get("resourceVersion") or "")

@@ -11,10 +11,12 @@ directory, `..data` symlink swapped atomically, one symlink per key), so a gatew
 watch it exactly as in a cluster. Unchanged revisions are not rewritten. `<network>.status.yaml` carries
 the per-gateway overlay status; a failed render or write keeps the last distributed revision and says why.
 
-With the mesh enabled it also writes `<gridsite>.gridsite.yaml`, one GridSite object per discovered site
-(rewritten when its spec, labels, phase, reason or message change, removed when the site or its network
-goes away), and `mesh.state.yaml`, the membership and merged record view. Every file is replaced
-atomically, so a reader never sees half of one.
+With the mesh enabled a sink also takes the mesh outputs (`MeshOutputs`): the discovered GridSites and
+the mesh status document. The `dir` sink writes `<gridsite>.gridsite.yaml`, one GridSite object per
+discovered site (rewritten when its spec, labels, phase, reason or message change, removed when the site
+or its network goes away), and `mesh.state.yaml`, the membership and merged record view. Every file is
+replaced atomically, so a reader never sees half of one. The helpers below (`mesh_status_text`,
+`owned_gridsite`, `gridsite_status`, ...) are what every sink stores, so files and cluster agree.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import copy
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -36,6 +38,7 @@ import yaml
 from reference.operator.core.configmap import configmap_name, needs_write
 from reference.operator.core.model import GridNetworkSpec
 from reference.operator.core.render import Rendered
+from reference.operator.mesh.sites import API_VERSION, LABEL_DISCOVERED, LABEL_NETWORK
 
 DATA_LINK = "..data"
 STATUS_SUFFIX = ".status.yaml"
@@ -196,7 +199,87 @@ class OverlaySink(abc.ABC):
         return entry
 
 
-class DirSink(OverlaySink):
+# --- mesh outputs ---------------------------------------------------------------------------------
+
+#: The GridSite status keys a sink stores for a discovered site.
+GRIDSITE_STATUS_KEYS = ("phase", "reason", "message", "lastProbeTime", "lastTransitionTime")
+
+
+def mesh_status_text(document: Mapping[str, Any]) -> str:
+    """`mesh.state.yaml` as every sink stores it (the file, or the ConfigMap's data key)."""
+    return yaml.safe_dump(dict(document), sort_keys=True)
+
+
+def owned_gridsite(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a discovered GridSite the operator owns in a cluster: its name, the network and
+    auto-discovered labels and `spec.gridNetworkRef`. Everything else (an admin's `spec.trust`,
+    `spec.gatewayEndpoint`, other labels) belongs to whoever wrote it."""
+    metadata = obj.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "GridSite",
+        "metadata": {
+            "name": metadata.get("name"),
+            "labels": {key: labels[key] for key in (LABEL_NETWORK, LABEL_DISCOVERED) if key in labels},
+        },
+        "spec": {"gridNetworkRef": (obj.get("spec") or {}).get("gridNetworkRef")},
+    }
+
+
+def gridsite_status(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The status of a discovered GridSite as stored: phase, reason, message and the two times."""
+    status = obj.get("status") or {}
+    return {key: status.get(key) for key in GRIDSITE_STATUS_KEYS}
+
+
+def gridsite_verdict(obj: Mapping[str, Any] | None) -> tuple[Any, Any, Any]:
+    """(phase, reason, message): what decides whether a stored status is rewritten (not the probe time)."""
+    status = (obj or {}).get("status") or {}
+    if not isinstance(status, Mapping):
+        return (None, None, None)
+    return (status.get("phase"), status.get("reason"), status.get("message"))
+
+
+def holds_owned_fields(stored: Mapping[str, Any] | None, owned: Mapping[str, Any]) -> bool:
+    """True when a stored GridSite carries every field of `owned_gridsite(...)` with the same value."""
+    if stored is None:
+        return False
+    labels = (stored.get("metadata") or {}).get("labels") or {}
+    spec = stored.get("spec") or {}
+    return dict(labels).items() >= owned["metadata"]["labels"].items() and (
+        spec.get("gridNetworkRef") == owned["spec"]["gridNetworkRef"]
+    )
+
+
+def auto_discovered(obj: Mapping[str, Any] | None) -> bool:
+    """Whether a stored GridSite carries the auto-discovered label (only those are ever deleted)."""
+    labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
+    return isinstance(labels, Mapping) and labels.get(LABEL_DISCOVERED) == "true"
+
+
+class MeshOutputs(abc.ABC):
+    """Where the mesh's outputs go: the discovered GridSites and the mesh status document.
+
+    Both methods are called after every reconcile and on every loop pass, so they must be cheap when
+    nothing changed and write only what did; a failure raises OSError and the next pass tries again.
+    """
+
+    @abc.abstractmethod
+    def write_gridsites(
+        self, objects: Mapping[str, Mapping[str, Any]], networks: Collection[str] = ()
+    ) -> list[str]:
+        """Make the stored discovered GridSites `objects` (name -> object with status); `networks` are
+        the local GridNetworks. Returns the names written or removed."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def write_mesh_status(self, document: Mapping[str, Any]) -> bool:
+        """Store the mesh status document when it changed; True when written."""
+        raise NotImplementedError
+
+
+class DirSink(OverlaySink, MeshOutputs):
     """Writes overlays and status under `out`; every method is safe to repeat."""
 
     def __init__(self, out: Path) -> None:
@@ -255,7 +338,9 @@ class DirSink(OverlaySink):
     def mesh_status_path(self) -> Path:
         return self.out / MESH_STATUS_FILE
 
-    def write_gridsites(self, objects: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    def write_gridsites(
+        self, objects: Mapping[str, Mapping[str, Any]], networks: Collection[str] = ()
+    ) -> list[str]:
         """Make the `*.gridsite.yaml` files exactly `objects`; returns the names written or removed.
 
         A file is rewritten only when the object changed apart from `status.lastProbeTime`, so a site that
@@ -284,7 +369,7 @@ class DirSink(OverlaySink):
         path = self.mesh_status_path()
         if self._mesh_status == document and path.exists():
             return False
-        _atomic_write(path, yaml.safe_dump(dict(document), sort_keys=True))
+        _atomic_write(path, mesh_status_text(document))
         self._mesh_status = copy.deepcopy(dict(document))
         return True
 

@@ -40,7 +40,8 @@ from tests.kube_api_fake import APPLY, MERGE, FakeKubeApi, Request
 GV = "grid.praxis.fast/v1alpha1"
 CM_NAME = "grid-overlay-net-1-gw-1"
 CM_PATH = f"/api/v1/namespaces/praxis/configmaps/{CM_NAME}"
-STATUS_PATH = f"/apis/{GV}/gridnetworks/net-1/status"
+NETWORK_PATH = f"/apis/{GV}/gridnetworks/net-1"
+STATUS_PATH = f"{NETWORK_PATH}/status"
 PLURALS = ("agenttoolproviders", "gridnetworks", "gridsites", "inferenceproviders")
 DEADLINE = 15.0
 
@@ -142,7 +143,7 @@ def test_run_once_lists_applies_and_patches_status(
     assert all("resourceVersion" not in r.query for r in lists)
 
     assert summary(sink_calls(api)) == [
-        ("GET", STATUS_PATH),
+        ("GET", NETWORK_PATH),  # the object carries its status; RBAC grants no get on /status
         ("GET", CM_PATH),
         ("PATCH", CM_PATH),
         ("PATCH", STATUS_PATH),

@@ -17,7 +17,11 @@ _MAX_SLEEP = 0.5
 
 
 class UdpMember:
-    """A started member: `node` is the protocol state, `address` the bound UDP address."""
+    """A started member: `node` is the protocol state, `address` the address it announces to peers.
+
+    That is the bound UDP address unless another one was given to advertise: behind a NAT (a NodePort, a
+    load balancer) peers must be told where to send, which is not where the socket listens.
+    """
 
     def __init__(self, node: SwimNode, transport: UdpTransport) -> None:
         self.node = node
@@ -27,6 +31,12 @@ class UdpMember:
 
     @property
     def address(self) -> Address:
+        """What peers know this member by and send to."""
+        return self.node.address
+
+    @property
+    def bound(self) -> Address:
+        """The local socket address (differs from `address` when another one is advertised)."""
         return self.transport.address
 
     @classmethod
@@ -39,10 +49,15 @@ class UdpMember:
         seeds: Iterable[Address] = (),
         config: SwimConfig = LOCAL,
         rng: random.Random | None = None,
+        advertise: Address | None = None,
     ) -> UdpMember:
-        """Bind host:port (0 picks a free port), start the member and join through `seeds`."""
+        """Bind host:port (0 picks a free port), start the member and join through `seeds`.
+
+        `advertise` is the address announced to peers as this member's own (default: the bound one).
+        """
         transport = await UdpTransport.bind(host, port)
-        node = SwimNode(name, transport.address, transport, SystemClock(), config, seeds=seeds, rng=rng)
+        announced = advertise if advertise is not None else transport.address
+        node = SwimNode(name, announced, transport, SystemClock(), config, seeds=seeds, rng=rng)
         transport.set_receiver(node.receive)
         member = cls(node, transport)
         node.start()

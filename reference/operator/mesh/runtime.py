@@ -43,6 +43,7 @@ from reference.operator.mesh.sites import (
     ADDRESS_INVALID,
     CONNECTING,
     DEFAULT_TIMEOUT,
+    LABEL_DISCOVERED,
     LEFT,
     MEMBER_LEFT,
     PENDING,
@@ -77,6 +78,8 @@ class MeshSettings:
     site: str
     bind: Address
     seeds: tuple[Address, ...] = ()
+    #: The address peers send to, announced as this member's (default: the bound one); differs behind NAT.
+    advertise: Address | None = None
     gateway: str | None = None
     routing_cluster: str | None = None
     client_cert: str | None = None
@@ -206,14 +209,25 @@ class MeshRuntime:
 
     @property
     def address(self) -> Address:
+        """The address announced to peers (the bound one unless another is advertised)."""
         if self.member is None:
             raise RuntimeError("the mesh runtime is not started")
         return self.member.address
 
+    @property
+    def bound(self) -> Address:
+        """The local UDP socket address."""
+        if self.member is None:
+            raise RuntimeError("the mesh runtime is not started")
+        return self.member.bound
+
     async def start(self) -> None:
         """Bind the membership port, join through the seeds and start publishing."""
-        host, port = self.settings.bind
-        self.member = await UdpMember.start(self.site, host, port, seeds=self.settings.seeds, config=self.settings.swim)
+        settings = self.settings
+        host, port = settings.bind
+        self.member = await UdpMember.start(
+            self.site, host, port, seeds=settings.seeds, config=settings.swim, advertise=settings.advertise
+        )
         self.member.node.on_payload(lambda _member, _data: self._schedule())
         self.member.node.on_member_change(lambda _member: self._schedule())
         self._publish()
@@ -289,6 +303,11 @@ class MeshRuntime:
 
     # --- what render needs ----------------------------------------------------------------------
 
+    @property
+    def networks(self) -> tuple[str, ...]:
+        """The local GridNetworks of the last `update_local`."""
+        return self._local_networks
+
     def members(self) -> list[MemberView]:
         return self.member.node.members() if self.member is not None else []
 
@@ -304,10 +323,18 @@ class MeshRuntime:
 
     def site_specs(self, declared: Sequence[GridSiteSpec]) -> tuple[GridSiteSpec, ...]:
         """The GridSites to render with: declared ones, with the computed phase for discovered names, plus
-        every discovered site that has no declared object."""
-        out = [
-            replace(spec, phase=self.sites[spec.name].phase) if spec.name in self.sites else spec for spec in declared
-        ]
+        every discovered site that has no declared object.
+
+        A declared object labelled auto-discovered whose site is not (or no longer) discovered carries no
+        phase: its status is this operator's own from an earlier run and vouches for nothing now.
+        """
+        out = []
+        for spec in declared:
+            if spec.name in self.sites:
+                spec = replace(spec, phase=self.sites[spec.name].phase)
+            elif spec.labels.get(LABEL_DISCOVERED) == "true":
+                spec = replace(spec, phase=None)
+            out.append(spec)
         names = {spec.name for spec in declared}
         for name, state in sorted(self.sites.items()):
             if name not in names:

@@ -74,15 +74,15 @@ def discovered_site_resource(network: str, site: str, gateway_address: str | Non
         "kind": "GridSite",
         "metadata": {
             "name": discovered_site_k8s_name(network, site),
-            "labels": {LABEL_NETWORK: _label_value(network), LABEL_DISCOVERED: "true"},
+            "labels": {LABEL_NETWORK: label_value(network), LABEL_DISCOVERED: "true"},
         },
         "spec": spec,
         "status": {"phase": DISCOVERED},
     }
 
 
-def _label_value(value: str) -> str:
-    """Label values are at most 63 characters of a restricted alphabet."""
+def label_value(value: str) -> str:
+    """A name as a label value (at most 63 characters of a restricted alphabet), as the labels carry it."""
     return "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "-" for c in value)[:63].strip("-_.")
 
 
