@@ -1,7 +1,9 @@
 """A site's control plane on the local backend: the operator under test, what it reads and what it writes.
 
 The operator watches a directory of grid resources and writes, per gateway reference,
-`<configmap>.configmap.yaml` and, per network, `<network>.status.yaml` (rewritten on every reconcile).
+`<configmap>.configmap.yaml` and, per network, `<network>.status.yaml` (rewritten on every reconcile);
+in a mesh also `mesh.state.yaml` (members and merged records) and `<gridsite>.gridsite.yaml` per
+discovered site, which `mesh_state` and `gridsite` read.
 The suites apply and delete resources, force reconciles with the force-refresh annotation, read back the
 ConfigMap and status, and connect the reference overlay-sync and a gateway to follow a revision from
 rendered to distributed, accepted and serving. `output_names` and `written_texts` list what the operator
@@ -21,7 +23,7 @@ import uuid
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 import yaml
@@ -39,10 +41,36 @@ FORCE_REFRESH = "grid.praxis.fast/force-refresh"
 ENVELOPE_KEY = "routing-overlay.json"
 LEGACY_KEY = "routing-config.json"
 DEFAULT_TIMEOUT = 20.0
+#: The dir sink's mesh outputs: the membership and merged records, and one file per discovered GridSite.
+MESH_STATE = "mesh.state.yaml"
+GRIDSITE_SUFFIX = ".gridsite.yaml"
 
 
 class OperatorExited(RuntimeError):
     """The operator under test is no longer running; carries its log tail."""
+
+
+class OperatorProcess(Protocol):
+    """The operator under test as the suites handle it: a process here, a Deployment in a cluster.
+
+    `kill` crashes it with no chance to say goodbye, `stop` lets it shut down gracefully.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def running(self) -> bool: ...
+
+    def kill(self) -> int | None: ...
+
+    def stop(self) -> int | None: ...
+
+    def log_text(self) -> str: ...
+
+    def log_tail(self, lines: int = 40) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -56,6 +84,8 @@ class StatusStamp:
 
 class ControlPlane:
     """The operator process of one site with its resource and output directories."""
+
+    process: OperatorProcess
 
     def __init__(self, site: Site, process: ManagedProcess, manifests: Path, out: Path) -> None:
         self.site = site
@@ -150,6 +180,14 @@ class ControlPlane:
         except FileNotFoundError:
             return None
         return StatusStamp(st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def mesh_state(self) -> dict[str, Any] | None:
+        """The operator's mesh status (`site`, `members`, `records`) as last written; None before the first."""
+        return _read_yaml(self.out / MESH_STATE)
+
+    def gridsite(self, name: str) -> dict[str, Any] | None:
+        """The GridSite `name` with its status as the operator last wrote it; None while it wrote none."""
+        return _read_yaml(self.out / f"{name}{GRIDSITE_SUFFIX}")
 
     def log_text(self) -> str:
         return self.process.log_text()
@@ -323,4 +361,5 @@ def _monotonic() -> float:
     return time.monotonic()
 
 
-__all__ = ["Chain", "ControlPlane", "FORCE_REFRESH", "OperatorExited", "OverlaySyncProcess", "WaitTimeout"]
+__all__ = ["Chain", "ControlPlane", "FORCE_REFRESH", "GRIDSITE_SUFFIX", "MESH_STATE", "OperatorExited",
+           "OperatorProcess", "OverlaySyncProcess", "WaitTimeout"]

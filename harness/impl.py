@@ -61,12 +61,13 @@ PLACEHOLDERS: frozenset[str] = frozenset({"python", "config", "workdir"})
 #: ConfigMaps and status into, and the PEM CA bundle that signs TLS metrics endpoints.
 OPERATOR_PLACEHOLDERS: frozenset[str] = frozenset({"python", "manifests", "out", "workdir", "metrics_ca"})
 #: Extra placeholders of ``operator.mesh_args`` (the mesh profile): this site's name, the UDP address its
-#: membership binds, the seed addresses (comma-separated, may be empty), its provider gateway's address,
-#: the cluster name peers route to it by, a client certificate and key for fetching peer certificates, and
-#: the SWIM timing the suites' bounds are computed from.
+#: membership binds, the address peers reach that membership at (the bind address unless a NAT such as a
+#: cluster NodePort sits in between), the seed addresses (comma-separated, may be empty), its provider
+#: gateway's address, the cluster name peers route to it by, a client certificate and key for fetching
+#: peer certificates, and the SWIM timing the suites' bounds are computed from.
 MESH_PLACEHOLDERS: frozenset[str] = frozenset({
-    "site", "mesh_bind", "mesh_seeds", "gateway_address", "routing_cluster", "client_cert", "client_key",
-    "probe_interval", "probe_timeout", "suspicion_mult",
+    "site", "mesh_bind", "mesh_advertise", "mesh_seeds", "gateway_address", "routing_cluster", "client_cert",
+    "client_key", "probe_interval", "probe_timeout", "suspicion_mult",
 })
 
 DEFAULT_STARTUP_TIMEOUT_S = 20.0

@@ -15,7 +15,11 @@ The same suites run against it as against the local `ControlPlane`:
   every reconcile changes (`renderedAt`);
 - `check_running` reads the Deployment's available replicas and the pods' restart counts; the log is
   `kubectl logs deployment/agn-operator`;
-- `connect` starts a gateway pod whose overlay-sync watches the operator's ConfigMap itself.
+- `connect` starts a gateway pod whose overlay-sync watches the operator's ConfigMap itself;
+- in a mesh, the operator's status is ConfigMap `agn-mesh-state` (key `mesh.state.yaml`, the dir sink's
+  document) and the GridSites it discovers are objects with their status; `process` is the Deployment
+  seen as a process: `kill` crashes it without a goodbye (where the backend reaches the nodes), `stop`
+  scales it to zero so it leaves gracefully.
 
 A resource that breaks its CRD schema never reaches an operator in a cluster: the API server validates it
 against the same schema and refuses it. `apply_raw` records that refusal (the server's message names the
@@ -52,7 +56,7 @@ from harness.backends.kind import (
 )
 from harness.backends.runner import CommandFailed
 from harness.contract import ScopeSpec
-from harness.control import DEFAULT_TIMEOUT, FORCE_REFRESH, Chain, ControlPlane, OperatorExited
+from harness.control import DEFAULT_TIMEOUT, FORCE_REFRESH, MESH_STATE, Chain, ControlPlane, OperatorExited
 from harness.resources import API_VERSION, DEFAULT_GATEWAY, DEFAULT_NAMESPACE
 from harness.waiting import poll_until
 
@@ -69,10 +73,61 @@ _NOT_OPERATOR_PREFIXES = ("kubectl", "kube-", FIELD_MANAGER)
 #: Seconds between re-forcing while waiting for a reconcile to rewrite status (its renderedAt has
 #: seconds resolution, so a reconcile within the same second as the last one may write nothing new).
 REFORCE_SECONDS = 1.5
+#: The ConfigMap (in the operator's namespace) holding the operator's mesh status under key `mesh.state.yaml`.
+MESH_STATE_CONFIGMAP = "agn-mesh-state"
+
+
+class KubeOperatorProcess:
+    """The operator Deployment handled like the local backend's operator process.
+
+    `kill` is a crash without a goodbye: the backend freezes the operator's process on its node, leaving
+    the pod and Deployment in place so nothing restarts it (backends without node access refuse with
+    OperationUnsupported). `stop` scales the Deployment to zero: SIGTERM, so the operator leaves the mesh,
+    and waits until no pod is left. Either way it is no longer `running`.
+    """
+
+    def __init__(self, backend: KubeBackend, cluster: SiteCluster) -> None:
+        self.backend = backend
+        self.cluster = cluster
+        self.ended: str | None = None  # "killed" or "stopped" once the harness ended it
+
+    @property
+    def name(self) -> str:
+        return f"deployment/{OPERATOR_DEPLOYMENT} in {self.cluster.name}"
+
+    @property
+    def returncode(self) -> int | None:
+        return None  # a Deployment has no exit status; check_running reads its replicas and restarts
+
+    def kill(self) -> int | None:
+        self.backend.suspend_operator(self.cluster)
+        self.ended = "killed"
+        return None
+
+    def stop(self) -> int | None:
+        self.backend.stop_operator(self.cluster)
+        self.ended = "stopped"
+        return 0
+
+    def running(self) -> bool:
+        """Not ended by the harness and the Deployment has an available replica."""
+        if self.ended is not None:
+            return False
+        deployment = self.backend.kubectl_json(self.cluster, "--namespace", NAMESPACE, "get", "deployment",
+                                               OPERATOR_DEPLOYMENT, "--ignore-not-found")
+        return int(((deployment or {}).get("status") or {}).get("availableReplicas") or 0) >= 1
+
+    def log_text(self) -> str:
+        return self.backend.logs(self.cluster, OPERATOR_DEPLOYMENT, -1)
+
+    def log_tail(self, lines: int = 40) -> str:
+        return self.backend.logs(self.cluster, OPERATOR_DEPLOYMENT, lines)
 
 
 class KubeControlPlane(ControlPlane):
     """The operator Deployment of one site's cluster, driven and read through the backend's kubectl."""
+
+    process: KubeOperatorProcess
 
     def __init__(self, site: Site, backend: KubeBackend, cluster: SiteCluster, *,
                  check_interval: float = 2.0) -> None:
@@ -90,6 +145,7 @@ class KubeControlPlane(ControlPlane):
         self._snapshots: dict[Path, str] = {}
         self.refusals: list[str] = []
         self.chains: list[Chain] = []
+        self.process = KubeOperatorProcess(backend, cluster)
         self._last_check = 0.0
         self._restarts = self._restart_count()
 
@@ -227,6 +283,22 @@ class KubeControlPlane(ControlPlane):
             return None
         return hashlib.sha256(json.dumps(status, sort_keys=True).encode()).hexdigest()
 
+    def mesh_state(self) -> dict[str, Any] | None:
+        """The document in ConfigMap agn-mesh-state, key mesh.state.yaml; None while absent or unreadable."""
+        configmap = self._get("configmap", MESH_STATE_CONFIGMAP, NAMESPACE)
+        text = ((configmap or {}).get("data") or {}).get(MESH_STATE)
+        if not isinstance(text, str):
+            return None
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def gridsite(self, name: str) -> dict[str, Any] | None:
+        """The GridSite object `name` with its status (None: no such object)."""
+        return self._get(GRID_RESOURCES["GridSite"], name)
+
     def log_text(self) -> str:
         """The operator container's log, then any API server refusals of resources applied raw."""
         text = self._kubectl("--namespace", NAMESPACE, "logs", f"deployment/{OPERATOR_DEPLOYMENT}", "--tail=-1",
@@ -249,14 +321,20 @@ class KubeControlPlane(ControlPlane):
                 name = (item.get("metadata") or {}).get("name")
                 found[f"{name}.status.yaml"] = (f"{name}.status.yaml", yaml.safe_dump(
                     {"metadata": {"name": name}, "status": item.get("status")}, sort_keys=False))
+        sites = self._json("get", GRID_RESOURCES["GridSite"], "--show-managed-fields") or {}
+        for item in sites.get("items") or []:
+            if _written_by_operator(item):
+                name = (item.get("metadata") or {}).get("name")
+                found[f"{name}.gridsite.yaml"] = (f"{name}.gridsite.yaml",
+                                                   yaml.safe_dump(_without_managed_fields(item), sort_keys=False))
         return found
 
     def output_names(self, pattern: str = "*") -> list[str]:
-        """Names of what the operator wrote (ConfigMaps, GridNetwork statuses), matching a glob."""
+        """Names of what the operator wrote (ConfigMaps, GridNetwork statuses, GridSites), matching a glob."""
         return sorted(name for name in self._outputs() if fnmatch.fnmatchcase(name, pattern))
 
     def written_texts(self) -> dict[str, str]:
-        """The operator's log and every ConfigMap and GridNetwork status its field manager wrote, as YAML."""
+        """The operator's log and every ConfigMap, GridNetwork status and GridSite it wrote, as YAML."""
         texts = {"operator log": self.log_text()}
         texts.update(dict(self._outputs().values()))
         return texts
@@ -271,8 +349,11 @@ class KubeControlPlane(ControlPlane):
     def check_running(self) -> None:
         """Raise OperatorExited when the Deployment has no available replica or its container restarted.
 
-        Checked at most every `check_interval` seconds: each check is two API round trips.
+        Checked at most every `check_interval` seconds: each check is two API round trips. An operator the
+        harness crashed or stopped (`process`) has exited at once.
         """
+        if self.process.ended is not None:
+            raise OperatorExited(f"the operator of {self.cluster.name} was {self.process.ended} by the harness")
         now = time.monotonic()
         if now - self._last_check < self.check_interval:
             return
@@ -384,4 +465,4 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["GRID_RESOURCES", "KubeControlPlane"]
+__all__ = ["GRID_RESOURCES", "MESH_STATE_CONFIGMAP", "KubeControlPlane", "KubeOperatorProcess"]

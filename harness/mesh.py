@@ -1,10 +1,13 @@
-"""A mesh of sites on the local backend: one operator per site gossiping with the others.
+"""A mesh of sites: one operator per site gossiping with the others, on the local or a cluster backend.
 
 Every site runs its operator under test (joined to the mesh through the sites its topology names as
 seeds), a provider gateway (the certificate peers pin, and the mTLS hop into the site) and its fake
-backends. The operators watch their own resource directories; a `MeshScenario` gives each test its own
-GridNetwork on every site so tests sharing one mesh never see each other's resources. Where network
-namespaces work, a mesh can live in a `Fabric` so tests can cut and heal links between sites.
+backends. A `MeshScenario` gives each test its own GridNetwork on every site so tests sharing one mesh
+never see each other's resources. The backend decides where things run and how they address each other:
+on the local backend every site is a set of processes (in a `Fabric` of network namespaces where links
+must be cut); on a cluster backend (made by the plugin's factory, one cluster per site) each operator is
+its cluster's Deployment, reached by the others at its node's address, and links are cut on the nodes.
+The operators' mesh outputs are read through their control planes, wherever those keep them.
 """
 
 from __future__ import annotations
@@ -16,10 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
+
 from harness import mesh_oracle, resources
 from harness.addresses import AddressPlan, SiteHostPlan
+from harness.backends import OperationUnsupported
 from harness.contract import ScopeSpec
-from harness.control import ControlPlane, OperatorExited, _read_yaml
+from harness.control import ControlPlane, OperatorExited
 from harness.gateway_config import CredentialRef, ProviderRoute, TrustedPeer
 from harness.grid import Gateway, Grid, ProviderGateway, Site
 from harness.mesh_oracle import SwimTiming
@@ -28,15 +34,13 @@ from harness.topology import Topology, load_topology
 from harness.waiting import poll_until
 
 if TYPE_CHECKING:
-    from harness.backends.local import LocalBackend
     from harness.netns import Fabric
 
 TOPOLOGY = "three-node-mesh"
-MESH_PORT = 17946
-MESH_STATUS = "mesh.state.yaml"
-GRIDSITE_SUFFIX = ".gridsite.yaml"
 ANCHOR_MODEL = "mesh-anchor"
 DEFAULT_TIMEOUT = 30.0
+#: Makes a cluster backend (not yet started) for a topology: (workdir, topology, supervisor, plan) -> backend.
+ClusterFactory = Callable[[Path, Topology, Supervisor, AddressPlan], Any]
 
 
 def start_site_provider_gateway(site: Site, candidate_id: str, model: str) -> ProviderGateway:
@@ -51,18 +55,20 @@ def start_site_provider_gateway(site: Site, candidate_id: str, model: str) -> Pr
                                        tokens={credential: f"agn-mesh-token-{secrets.token_hex(16)}"})
 
 
-class PartitionUnsupported(RuntimeError):
-    """Links between sites can only be cut when the mesh runs in network namespaces."""
+class PartitionUnsupported(OperationUnsupported):
+    """Links between sites can only be cut in network namespaces or on nodes the backend reaches."""
 
 
 @dataclass
 class MeshSite:
-    """One site of the mesh: its operator, its provider gateway and where its membership listens."""
+    """One site of the mesh: its operator, its provider gateway, the address its peers send membership
+    messages to and the address other sites' components dial its provider gateway at."""
 
     site: Site
     control: ControlPlane
     gateway: ProviderGateway
     mesh_address: str
+    gateway_address: str
 
     @property
     def name(self) -> str:
@@ -79,11 +85,11 @@ class MeshSite:
 
     def mesh_status(self) -> dict[str, Any]:
         self.control.check_running()
-        return _read_yaml(self.control.out / MESH_STATUS) or {}
+        return self.control.mesh_state() or {}
 
     def gridsite(self, network: str, of: str) -> dict[str, Any] | None:
         """The GridSite this site's operator keeps for site `of` in `network`, as it last wrote it."""
-        return _read_yaml(self.control.out / f"{mesh_oracle.discovered_site_name(network, of)}{GRIDSITE_SUFFIX}")
+        return self.control.gridsite(mesh_oracle.discovered_site_name(network, of))
 
 
 def phase_of(gridsite: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
@@ -99,50 +105,86 @@ class Mesh:
     sites: dict[str, MeshSite]
     timing: SwimTiming
     fabric: Fabric | None = None
+    cluster_backend: Any = None  # the clusters the mesh runs in, torn down by `close` (None: local)
     _killed: set[str] = field(default_factory=set)
 
     @classmethod
     def start(cls, impl: Any, workdir: Path, *, seed: int | None = None, fabric: Fabric | None = None,
-              timing: SwimTiming | None = None, topology: Topology | None = None) -> Mesh:
+              timing: SwimTiming | None = None, topology: Topology | None = None,
+              cluster: ClusterFactory | None = None) -> Mesh:
         """Start fake backends, provider gateways and operators for every site; closes what it started
-        when any part fails."""
-        from harness.backends.local import LocalBackend
+        when any part fails.
 
+        Sites are local processes (inside `fabric` when given) unless `cluster` makes a cluster backend,
+        which the mesh starts and, on `close`, tears down with the plugin's helper.
+        """
+        if cluster is not None and fabric is not None:
+            raise ValueError("a fabric of network namespaces holds local sites only")
         timing = timing or SwimTiming()
         topology = topology or load_topology(TOPOLOGY)
+        supervisor = Supervisor(workdir / "logs")
+        if cluster is not None:
+            cluster_plan = AddressPlan(seed=seed)
+            try:
+                made = cluster(workdir, topology, supervisor, cluster_plan)
+            except BaseException:
+                cluster_plan.close()
+                raise
+            return cls._start_on_clusters(made, impl, topology, timing)
+        from harness.backends.local import LocalBackend
+
         plan: AddressPlan | SiteHostPlan = AddressPlan(seed=seed)
         if fabric is not None:
             plan = SiteHostPlan(tuple(fabric.site_address(i) for i in range(len(topology.sites))))
-        backend = LocalBackend(workdir, Supervisor(workdir / "logs"), plan, impl, seed, fabric=fabric)
+        backend = LocalBackend(workdir, supervisor, plan, impl, seed, fabric=fabric)
         grid = Grid(topology, backend, impl.features)
         try:
             grid.start()
-            return cls._start_control(grid, backend, timing, fabric)
+            return cls._start_control(grid, timing, fabric)
         except BaseException:
             grid.close()
             raise
 
     @classmethod
-    def _start_control(cls, grid: Grid, backend: LocalBackend, timing: SwimTiming, fabric: Fabric | None) -> Mesh:
+    def _start_on_clusters(cls, backend: Any, impl: Any, topology: Topology, timing: SwimTiming) -> Mesh:
+        from harness.plugin import close_cluster_backend
+
+        grid = Grid(topology, backend, impl.features)
+        try:
+            backend.start()
+            grid.start()
+            return cls._start_control(grid, timing, None, backend)
+        except BaseException:
+            try:
+                grid.close()
+            finally:
+                close_cluster_backend(backend, failed=True)
+            raise
+
+    @classmethod
+    def _start_control(cls, grid: Grid, timing: SwimTiming, fabric: Fabric | None,
+                       cluster_backend: Any = None) -> Mesh:
+        backend = grid.backend
         gateways: dict[str, ProviderGateway] = {}
-        binds: dict[str, str] = {}
+        addresses: dict[str, tuple[str, str]] = {}  # site -> (bind, advertise)
         for site in grid.sites.values():
             gateways[site.spec.name] = start_site_provider_gateway(site, f"{site.spec.name}-anchor", ANCHOR_MODEL)
-            host, port = backend.plan.allocate(site.index, MESH_PORT)
-            binds[site.spec.name] = f"{host}:{port}"
+            addresses[site.spec.name] = backend.mesh_addresses(site.index)
         sites: dict[str, MeshSite] = {}
         for site in grid.sites.values():
-            client = backend.pki.client(f"operator-{site.spec.name}")
+            name = site.spec.name
+            client = backend.pki.client(f"operator-{name}")
+            bind, advertise = addresses[name]
+            gateway_address = backend.peer_address(gateways[name].proc.listen)
             values = {
-                "site": site.spec.name, "mesh_bind": binds[site.spec.name],
-                "mesh_seeds": ",".join(binds[name] for name in site.spec.seeds),
-                "gateway_address": gateways[site.spec.name].proc.listen,
-                "routing_cluster": site.spec.provider_gateway_cluster,
+                "site": name, "mesh_bind": bind, "mesh_advertise": advertise,
+                "mesh_seeds": ",".join(addresses[seed][1] for seed in site.spec.seeds),
+                "gateway_address": gateway_address, "routing_cluster": site.spec.provider_gateway_cluster,
                 "client_cert": str(client.cert), "client_key": str(client.key), **timing.as_placeholders(),
             }
             control = site.control_plane(mesh=values)
-            sites[site.spec.name] = MeshSite(site, control, gateways[site.spec.name], binds[site.spec.name])
-        mesh = cls(grid, sites, timing, fabric)
+            sites[name] = MeshSite(site, control, gateways[name], advertise, gateway_address)
+        mesh = cls(grid, sites, timing, fabric, cluster_backend)
         mesh.wait_members()
         return mesh
 
@@ -165,36 +207,54 @@ class Mesh:
                    fatal=(OperatorExited,))
 
     def kill(self, name: str) -> None:
-        """Crash a site's operator (SIGKILL: it cannot announce that it leaves)."""
+        """Crash a site's operator: it cannot announce that it leaves (SIGKILL here, frozen on its node in a
+        cluster; OperationUnsupported where the backend cannot)."""
         self.sites[name].control.process.kill()
         self._killed.add(name)
 
+    def _cutter(self) -> Any:
+        """What cuts links: the fabric, else the backend when it can (on the nodes); PartitionUnsupported."""
+        if self.fabric is not None:
+            return self.fabric
+        if getattr(self.grid.backend, "partition", None) is None:
+            raise PartitionUnsupported("this mesh does not run in network namespaces")
+        return self.grid.backend
+
     def partition(self, group_a: Iterable[str], group_b: Iterable[str]) -> None:
         """Cut every link between the sites of `group_a` and those of `group_b`, both ways."""
-        if self.fabric is None:
-            raise PartitionUnsupported("this mesh does not run in network namespaces")
+        cutter = self._cutter()
         index = {name: s.site.index for name, s in self.sites.items()}
-        self.fabric.partition([index[n] for n in group_a], [index[n] for n in group_b])
+        cutter.partition([index[n] for n in group_a], [index[n] for n in group_b])
 
     def heal(self) -> None:
-        if self.fabric is None:
-            raise PartitionUnsupported("this mesh does not run in network namespaces")
-        self.fabric.heal()
+        self._cutter().heal()
 
     def diagnostics(self) -> str:
         parts = [self.grid.diagnostics()]
         for site in self.sites.values():
-            files = sorted(p.name for p in site.control.out.glob("*.yaml"))
-            parts.append(f"=== {site.name} mesh status ({files})\n{(site.control.out / MESH_STATUS).read_text()}"
-                         if (site.control.out / MESH_STATUS).exists() else f"=== {site.name}: no mesh status")
+            try:
+                outputs = site.control.output_names("*.yaml")
+                state = site.control.mesh_state()
+            except Exception as exc:  # diagnostics describe a failure; they must not raise one of their own
+                parts.append(f"=== {site.name}: mesh status unreadable ({type(exc).__name__}: {exc})")
+                continue
+            parts.append(f"=== {site.name} mesh status ({outputs})\n{yaml.safe_dump(state, sort_keys=False)}"
+                         if state is not None else f"=== {site.name}: no mesh status ({outputs})")
         return "\n".join(parts)
 
-    def close(self) -> None:
+    def close(self, *, failed: bool = False) -> None:
+        """Stop everything the mesh started; cluster logs are collected first when a test `failed`."""
         try:
             self.grid.close()
         finally:
-            if self.fabric is not None:
-                self.fabric.close()
+            try:
+                if self.cluster_backend is not None:
+                    from harness.plugin import close_cluster_backend
+
+                    close_cluster_backend(self.cluster_backend, failed=failed)
+            finally:
+                if self.fabric is not None:
+                    self.fabric.close()
 
 
 class MeshScenario:
@@ -249,7 +309,7 @@ class MeshScenario:
         peer = self.mesh.sites[of]
         spec: dict[str, Any] = {
             "gridNetworkRef": net,
-            "gatewayEndpoint": {"address": address or peer.gateway.proc.listen},
+            "gatewayEndpoint": {"address": address or peer.gateway_address},
             "trust": {"canonicalFingerprints": list(pins if pins is not None else [peer.gateway.server_digest])},
         }
         obj = {"apiVersion": resources.API_VERSION, "kind": "GridSite",
@@ -315,8 +375,10 @@ class MeshScenario:
             chain.control.disconnect(chain)
         for site, gateway in self._extra_gateways:
             site.stop_gateway(gateway)
+        running = {at: self.mesh.sites[at].control.process.running()
+                   for at in {at for at, _, _ in self._applied} if at in self.mesh.sites}
         for at, kind, name in reversed(self._applied):
-            if at in self.mesh.sites and self.mesh.sites[at].control.process.running():
+            if running.get(at):
                 self.mesh.sites[at].control.delete(kind, name)
 
 

@@ -2,11 +2,12 @@
 
 The stand-ins append their argv (and stdin) as JSON lines to a log and answer like the real tools where
 the backend reads their output: `kind get clusters`, `kubectl get --raw /readyz`, `kubectl get pods`
-(a ready pod), nodes and services, `kubectl logs -f` (which keeps streaming), `kubectl port-forward`
-(which here serves HTTP, or HTTPS for a chosen target, on a loopback port and prints the real tool's
-"Forwarding from" lines). A test can put canned answers first: rules in the JSON file AGN_FAKE_ANSWERS,
-`{"match": [argv words], "stdout": ..., "rc": ..., "stderr": ...}`, the first whose words all occur wins
-(`"stdouts": [...]` instead answers one after the other, repeating the last).
+(a ready pod), nodes (one per site: site-a 172.18.0.2, site-b .3, site-c .4, named like kind's node
+containers) and services, `kubectl logs -f` (which keeps streaming), `kubectl port-forward` (which here
+serves HTTP, or HTTPS for a chosen target, on a loopback port and prints the real tool's "Forwarding
+from" lines). A test can put canned answers first, for kubectl and `docker exec`: rules in the JSON file
+AGN_FAKE_ANSWERS, `{"match": [argv words], "stdout": ..., "rc": ..., "stderr": ...}`, the first whose
+words all occur wins (`"stdouts": [...]` instead answers one after the other, repeating the last).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from harness.backends.kind import (
     KindBackend,
     KubeProvider,
     PodState,
+    kubectl_too_old,
     pod_state,
     preflight_kind,
 )
@@ -70,27 +72,10 @@ if fail and fail in " ".join([tool] + args):
 def clusters():
     return sorted(os.listdir(state))
 
-if tool == "docker":
-    if args[:1] == ["info"]:
-        rc = int(os.environ.get("AGN_FAKE_DOCKER_INFO_RC", "0"))
-        sys.stderr.write("" if rc == 0 else "Cannot connect to the Docker daemon\n")
-        sys.exit(rc)
-    sys.exit(0)
-if tool == "kind":
-    if args[:2] == ["get", "clusters"]:
-        print("\n".join(clusters()) if clusters() else "No kind clusters found.")
-    elif args[:2] == ["create", "cluster"]:
-        config = args[args.index("--config") + 1]
-        name = [line.split(":", 1)[1].strip() for line in open(config) if line.startswith("name:")][0]
-        open(os.path.join(state, name), "w").close()
-    elif args[:2] == ["delete", "cluster"]:
-        name = args[args.index("--name") + 1]
-        if os.path.exists(os.path.join(state, name)):
-            os.remove(os.path.join(state, name))
-    sys.exit(0)
-# kubectl
-answers = os.environ.get("AGN_FAKE_ANSWERS")
-if answers and os.path.exists(answers):
+def answer_canned():
+    answers = os.environ.get("AGN_FAKE_ANSWERS")
+    if not answers or not os.path.exists(answers):
+        return
     rules = json.load(open(answers))
     for rule in rules:
         if all(word in args for word in rule["match"]):
@@ -105,6 +90,29 @@ if answers and os.path.exists(answers):
             sys.stdout.write(out)
             sys.stderr.write(rule.get("stderr", ""))
             sys.exit(rule.get("rc", 0))
+
+if tool == "docker":
+    if args[:1] == ["info"]:
+        rc = int(os.environ.get("AGN_FAKE_DOCKER_INFO_RC", "0"))
+        sys.stderr.write("" if rc == 0 else "Cannot connect to the Docker daemon\n")
+        sys.exit(rc)
+    if args[:1] == ["exec"]:
+        answer_canned()
+    sys.exit(0)
+if tool == "kind":
+    if args[:2] == ["get", "clusters"]:
+        print("\n".join(clusters()) if clusters() else "No kind clusters found.")
+    elif args[:2] == ["create", "cluster"]:
+        config = args[args.index("--config") + 1]
+        name = [line.split(":", 1)[1].strip() for line in open(config) if line.startswith("name:")][0]
+        open(os.path.join(state, name), "w").close()
+    elif args[:2] == ["delete", "cluster"]:
+        name = args[args.index("--name") + 1]
+        if os.path.exists(os.path.join(state, name)):
+            os.remove(os.path.join(state, name))
+    sys.exit(0)
+# kubectl
+answer_canned()
 READY_POD = {"items": [{"metadata": {"name": "pod-1"}, "status": {"phase": "Running", "containerStatuses": [
     {"name": "gateway", "ready": True, "restartCount": 0, "state": {"running": {}}}]}}]}
 if "--raw" in args:
@@ -117,8 +125,11 @@ elif "get" in args and "pods" in args:
     print(json.dumps(READY_POD))
 elif "get" in args and "nodes" in args:
     kubeconfig = args[args.index("--kubeconfig") + 1] if "--kubeconfig" in args else ""
-    address = "172.18.0.3" if "site-b" in kubeconfig else "172.18.0.2"
-    print(json.dumps({"items": [{"status": {"addresses": [{"type": "InternalIP", "address": address}]}}]}))
+    site = os.path.basename(os.path.dirname(kubeconfig)) or "site-a"
+    address = {"site-b": "172.18.0.3", "site-c": "172.18.0.4"}.get(site, "172.18.0.2")
+    print(json.dumps({"items": [{"metadata": {"name": f"agn-t1-{site}-control-plane"},
+                                 "status": {"addresses": [{"type": "Hostname", "address": site},
+                                                          {"type": "InternalIP", "address": address}]}}]}))
 elif "get" in args and "service" in args:
     print(json.dumps({"spec": {"type": "NodePort", "ports": [{"port": 8080, "nodePort": 31234}]}}))
 elif "logs" in args:
@@ -239,7 +250,7 @@ def root(tmp_path: Path, ready_server: int) -> Path:
     (repo / "reference").mkdir()
     (repo / "reference" / "Dockerfile").write_text("FROM scratch\n")
     (repo / "clusters" / "kind").mkdir(parents=True)
-    for i, site in enumerate(("site-a", "site-b")):
+    for i, site in enumerate(("site-a", "site-b", "site-c")):
         config = {"kind": "Cluster", "apiVersion": "kind.x-k8s.io/v1alpha4",
                   "networking": {"podSubnet": f"10.1{i}.0.0/16", "serviceSubnet": f"10.9{i}.0.0/16"},
                   "nodes": [{"role": "control-plane", "extraPortMappings": [
@@ -327,6 +338,15 @@ def test_single_site_bring_up_and_teardown_run_the_exact_command_sequence(tools:
     backend.close()
     assert tools.calls()[before:] == [["kind", "delete", "cluster", "--name", "agn-t1-site-a"]]
     assert not (tools.state / "agn-t1-site-a").exists()
+
+
+def test_the_image_is_built_once_for_every_backend_of_a_checkout(tools: Tools, root: Path,
+                                                                  parts: SimpleNamespace) -> None:
+    """The grids of one session (main, provider profile, each mesh) share one build of the checkout."""
+    make_kind(parts, root, "single-site").prepare()
+    make_kind(parts, root, "two-site").prepare()
+    make_kind(parts, root, "two-site", image="vendor/gateway:1.2").prepare()
+    assert [c for c in tools.calls() if c[0] == "docker"] == [build_call(root)]
 
 
 def test_two_sites_are_created_loaded_and_installed_each_and_both_deleted(tools: Tools, root: Path,
@@ -476,6 +496,19 @@ def test_preflight_names_what_is_missing(tools: Tools, monkeypatch: pytest.Monke
     assert reason is not None and "kind" in reason and "kubectl" not in reason
 
 
+@pytest.mark.parametrize(("minor", "too_old"), [("23", True), ("24", False), ("31+", False), ("x", False)])
+def test_preflight_refuses_a_kubectl_older_than_1_24(tools: Tools, minor: str, too_old: bool) -> None:
+    """`kubectl patch --subresource=status` needs 1.24; an unreadable version is left to the first command."""
+    version = {"clientVersion": {"major": "1", "minor": minor, "gitVersion": f"v1.{minor}.0"}}
+    tools.answer({"match": ["version", "--client"], "stdout": json.dumps(version)})
+    for reason in (preflight_kind(Runner()), kubectl_too_old(Runner())):
+        if too_old:
+            assert reason == ("kubectl 1.23 is too old: the cluster backends need kubectl >= 1.24 "
+                              "(patch --subresource=status)")
+        else:
+            assert reason is None
+
+
 def test_grid_fixture_skips_with_the_reason(tools: Tools, tmp_path: Path) -> None:
     tools.remove("kind")
     suite = tmp_path / "suite"
@@ -503,7 +536,9 @@ def test_existing_backend_never_creates_or_deletes_clusters(tools: Tools, root: 
     backend.close()
     calls = tools.calls()
     assert not [c for c in calls if c[0] in ("kind", "docker")]
-    assert {c[1:3] == ["--context", "ctx-a"] or c[1:3] == ["--context", "ctx-b"] for c in calls[1:]} == {True}
+    assert calls[:2] == [["kubectl", "version", "--client", "-o", "json"],
+                         ["kubectl", "config", "get-contexts", "-o", "name"]]  # the preflight
+    assert {c[1:3] == ["--context", "ctx-a"] or c[1:3] == ["--context", "ctx-b"] for c in calls[2:]} == {True}
     ctx_a = [c for c in calls if c[1:3] == ["--context", "ctx-a"]]
     assert ["kubectl", "--context", "ctx-a", "--namespace", "agn-system", "port-forward", "--address", "127.0.0.1",
             "service/agn-gateway", ":9901"] in ctx_a

@@ -140,8 +140,8 @@ def test_an_operator_that_already_has_the_ca_is_not_patched_again(kube: SimpleNa
     assert not [c for c in calls_since(kube, before) if "patch" in c]
 
 
-def test_mesh_missing_operator_section_or_deployment_are_unsupported(kube: SimpleNamespace) -> None:
-    with pytest.raises(OperatorUnsupported, match="^mesh profile runs on the local backend only$"):
+def test_mesh_args_missing_operator_section_or_deployment_are_unsupported(kube: SimpleNamespace) -> None:
+    with pytest.raises(OperatorUnsupported, match="operator section has no mesh_args$"):
         kube.backend.control_plane(kube.site, {"site": "site-a"})
     kube.backend.impl.operator = None
     with pytest.raises(OperatorUnsupported, match="no operator section"):

@@ -111,7 +111,8 @@ def _with_operator(**operator: Any) -> dict[str, Any]:
 def test_reference_descriptor_joins_a_mesh() -> None:
     operator = load_impl("reference").operator
     assert operator is not None and operator.mesh_args is not None
-    values = {"site": "site-a", "mesh_bind": "127.0.0.1:7946", "mesh_seeds": "", "gateway_address": "127.0.0.1:1",
+    values = {"site": "site-a", "mesh_bind": "127.0.0.1:7946", "mesh_advertise": "127.0.0.1:7946", "mesh_seeds": "",
+              "gateway_address": "127.0.0.1:1",
               "routing_cluster": "site-a-pg", "client_cert": "c.pem", "client_key": "k.pem",
               **mesh_oracle.SwimTiming().as_placeholders()}
     argv, _ = operator.render(Path("/m"), Path("/o"), Path("/w"), Path("/ca"), values)
@@ -169,3 +170,31 @@ def test_processes_of_a_fabric_site_start_inside_its_namespace(tmp_path: Path) -
     assert backend._site_of("127.0.0.1") is None
     plain = LocalBackend(tmp_path, Supervisor(tmp_path / "logs2"), plan, load_impl("reference"))
     assert plain._inside(1, ["python"]) == ["python"]
+
+
+def test_a_local_mesh_member_is_reached_where_it_binds(tmp_path: Path) -> None:
+    """On the local backend a site's mesh member advertises the address it binds, and other sites dial a
+    provider gateway at the address the harness knows it by (one machine, or a fabric routing them)."""
+    from harness.backends.local import MESH_PORT, LocalBackend
+    from harness.process import Supervisor
+
+    plan = SiteHostPlan(("198.18.7.10", "198.18.7.11"))
+    backend = LocalBackend(tmp_path, Supervisor(tmp_path / "logs"), plan, load_impl("reference"))
+    assert backend.mesh_addresses(1) == (f"198.18.7.11:{MESH_PORT}", f"198.18.7.11:{MESH_PORT}")
+    assert backend.mesh_addresses(1) == (f"198.18.7.11:{MESH_PORT + 1}", f"198.18.7.11:{MESH_PORT + 1}")
+    assert backend.peer_address("198.18.7.10:18080") == "198.18.7.10:18080"
+
+
+def test_local_control_plane_reads_the_dir_sinks_mesh_outputs(tmp_path: Path) -> None:
+    from harness.control import ControlPlane
+
+    out = tmp_path / "out"
+    out.mkdir()
+    plane = ControlPlane(None, None, tmp_path, out)  # type: ignore[arg-type]
+    assert plane.mesh_state() is None and plane.gridsite("n-site-c") is None
+    (out / "mesh.state.yaml").write_text("site: site-a\nmembers: [{name: site-b, status: alive}]\n")
+    (out / "n-site-c.gridsite.yaml").write_text("kind: GridSite\nstatus: {phase: Active}\n")
+    assert plane.mesh_state() == {"site": "site-a", "members": [{"name": "site-b", "status": "alive"}]}
+    assert plane.gridsite("n-site-c") == {"kind": "GridSite", "status": {"phase": "Active"}}
+    (out / "mesh.state.yaml").write_text("- not a mapping\n")
+    assert plane.mesh_state() is None

@@ -113,7 +113,8 @@ def test_every_mesh_breakage_applies_to_the_reference_operator() -> None:
 def test_descriptor_plugs_the_broken_operator_in_with_the_mesh_arguments(tmp_path: Path) -> None:
     descriptor = load_impl(str(shared.write_descriptor(PROFILE, tmp_path / "impl.yaml", "self-echo-kept")))
     assert descriptor.operator is not None
-    mesh = {"site": "site-a", "mesh_bind": "127.0.0.1:7946", "mesh_seeds": "", "gateway_address": "127.0.0.1:1",
+    mesh = {"site": "site-a", "mesh_bind": "127.0.0.1:7946", "mesh_advertise": "127.0.0.1:7946", "mesh_seeds": "",
+            "gateway_address": "127.0.0.1:1",
             "routing_cluster": "rc", "client_cert": "c", "client_key": "k", "probe_interval": "1",
             "probe_timeout": "0.4", "suspicion_mult": "3"}
     argv, env = descriptor.operator.render(tmp_path / "m", tmp_path / "o", tmp_path, tmp_path / "ca.pem", mesh)

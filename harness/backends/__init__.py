@@ -17,6 +17,11 @@ if TYPE_CHECKING:
 BACKEND_NAMES = ("local", "kind", "existing")
 
 
+class OperationUnsupported(RuntimeError):
+    """Something a test asks of the grid that this backend cannot do (crash an operator without a goodbye,
+    cut the links between sites); the message says why, and the suites skip with it."""
+
+
 class _Stoppable(Protocol):
     def stop_all(self) -> None: ...
 
@@ -26,7 +31,12 @@ class _Closable(Protocol):
 
 
 class Backend(Protocol):
-    """Starts fake providers, gateways and host-side control components for one run."""
+    """Starts fake providers, gateways and host-side control components for one run.
+
+    `mesh_addresses` is (bind, advertise) of a site's mesh member: where its operator binds its UDP
+    membership and the address peers send to. `peer_address` turns the address the harness knows a
+    gateway by into the one components of other sites dial.
+    """
 
     @property
     def name(self) -> str: ...
@@ -60,5 +70,9 @@ class Backend(Protocol):
 
     def stop(self, process: ManagedProcess) -> int | None: ...
 
+    def mesh_addresses(self, site_index: int) -> tuple[str, str]: ...
 
-__all__ = ["BACKEND_NAMES", "Backend"]
+    def peer_address(self, address: str) -> str: ...
+
+
+__all__ = ["BACKEND_NAMES", "Backend", "OperationUnsupported"]

@@ -1,8 +1,11 @@
 """The existing-clusters backend: the kind backend's installation on clusters a user already has.
 
 Each site maps to a kubeconfig context (`--grid-kube-contexts site-a=ctx1,site-b=ctx2`). Nothing here
-creates or deletes a cluster; teardown removes only the objects this run labelled. The image must already
-be pullable by the clusters (`--grid-image`, default agn-conformance/reference:dev).
+creates or deletes a cluster; teardown gives the operator Deployment back the containers, volumes and
+replicas it had when the run first found it (the producer and mesh profiles patch it) and removes the
+objects this run labelled. The image must already be pullable by the clusters (`--grid-image`, default
+agn-conformance/reference:dev). This backend has no access to the clusters' nodes, so it cannot crash an
+operator without a goodbye or cut links between sites.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from harness.backends.kind import (
     KubeBackend,
     SiteCluster,
     _wait_http,
+    kubectl_too_old,
 )
 from harness.backends.runner import Runner
 from harness.topology import Topology
@@ -43,6 +47,9 @@ def preflight_existing(runner: Runner, topology: Topology, contexts: Mapping[str
     """Why the existing backend cannot run here (None: it can)."""
     if runner.which("kubectl") is None:
         return "the existing backend needs kubectl on PATH (not found)"
+    old = kubectl_too_old(runner)
+    if old is not None:
+        return old
     unmapped = [s.name for s in topology.sites if s.name not in contexts]
     if unmapped:
         return (f"the existing backend needs a kubeconfig context for site(s) {', '.join(unmapped)} "
@@ -82,13 +89,17 @@ class ExistingBackend(KubeBackend):
             self.supervisor.stop(self._forwards.pop(f"{site.spec.name}-agn-gateway"))
 
     def close(self) -> None:
-        """Remove the objects this run labelled (kept with --grid-keep); the clusters stay as they were."""
+        """Restore the operator Deployments the run changed, then remove the objects it labelled (both are
+        left as they are with --grid-keep); the clusters stay as they were."""
         super().close()
         if self.keep:
             return
-        for site in self.sites:
-            self.kubectl(site, "--namespace", NAMESPACE, "delete", "deployment,service,configmap,secret", "-l",
-                         f"{RUN_LABEL}={self.run_id}", "--ignore-not-found", "--wait=false", check=False)
+        try:
+            self.restore_operators()
+        finally:
+            for site in self.sites:
+                self.kubectl(site, "--namespace", NAMESPACE, "delete", "deployment,service,configmap,secret", "-l",
+                             f"{RUN_LABEL}={self.run_id}", "--ignore-not-found", "--wait=false", check=False)
 
 
 __all__ = ["ExistingBackend", "parse_contexts", "preflight_existing"]

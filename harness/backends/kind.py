@@ -16,21 +16,29 @@ Files a gateway config names under the run's work directory (certificates, keys,
 shipped into the pod as a Secret; addresses of other in-cluster gateways the harness knows by their
 port-forward become in-cluster addresses (the Service in the same cluster, the node's NodePort across
 clusters). Every external command goes through one `Runner`.
+
+In the mesh profile the operator Deployment gets the descriptor's mesh arguments appended to its command
+(its membership binds the pod's port 7946 and is reached across clusters at its node's NodePort 30946)
+and the mesh client certificate as a mounted Secret. On kind the harness also reaches into the node
+containers: a crash is a SIGSTOP of the operator's process (found with crictl), a cut link is a pair of
+iptables DROP rules in the raw table of the two nodes.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
 import secrets
 import socket
 import ssl
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -39,6 +47,7 @@ from pytest_kubernetes.options import ClusterOptions
 from pytest_kubernetes.providers.kind import KindManagerBase
 
 from harness.addresses import AddressPlan
+from harness.backends import OperationUnsupported
 from harness.backends.local import (
     GatewayProcess,
     GatewayStartFailed,
@@ -79,6 +88,17 @@ OPERATOR_SELECTOR = "app.kubernetes.io/name=agn-operator"
 #: The Secret holding the run's CA: the name the suites' metricsConfig.tls.caSecretRef points at.
 METRICS_CA_SECRET = "metrics-ca"
 METRICS_CA_DIR = "/etc/agn/metrics-ca"
+#: The operator's mesh membership: the pod's UDP port and the NodePort of Service agn-operator-mesh
+#: (externalTrafficPolicy Local), which members of other clusters send to at the node's address.
+MESH_POD_PORT = 7946
+MESH_NODEPORT = 30946
+#: The Secret carrying the operator's mesh client certificate (tls.crt, tls.key) and where it is mounted.
+MESH_CLIENT_SECRET = "agn-operator-mesh-client"
+MESH_CLIENT_DIR = "/etc/agn/mesh-client"
+MESH_CLIENT_FILES = {"client_cert": "tls.crt", "client_key": "tls.key"}
+#: What the descriptor's operator placeholders name in the pod: the operator reads the API, not
+#: directories, so {manifests}, {out} and {workdir} point at its scratch emptyDir.
+POD_SCRATCH_DIR = "/tmp"
 TLS_METRICS_NAME = "agn-tls-metrics"
 #: How long a gateway following a ConfigMap waits for overlay-sync's first delivery before starting anyway.
 FIRST_DELIVERY_SECONDS = 60
@@ -101,6 +121,10 @@ _IDLE = "import signal, sys\nsignal.signal(signal.SIGTERM, lambda *_: sys.exit(0
 #: Host ports of kind port mappings claimed by the backends of this process (two grids of one session).
 _CLAIMED_PORTS: dict[tuple[str, int], int] = {}
 _CLAIMED_LOCK = threading.Lock()
+#: (checkout, tag) of the images this process has built: the grids of one session (the main grid, the
+#: provider profile's, every mesh) build the image once.
+_BUILT_IMAGES: set[tuple[str, str]] = set()
+_BUILD_LOCK = threading.Lock()
 
 
 class BackendUnavailable(RuntimeError):
@@ -217,11 +241,32 @@ def missing_tools(runner: Runner, tools: Sequence[str]) -> list[str]:
     return [tool for tool in tools if runner.which(tool) is None]
 
 
+#: The oldest kubectl the backends work with: `kubectl patch --subresource=status` appeared in 1.24.
+MIN_KUBECTL = (1, 24)
+
+
+def kubectl_too_old(runner: Runner) -> str | None:
+    """Why the kubectl on PATH is too old (None: new enough, or its version cannot be read)."""
+    done = runner.run(["kubectl", "version", "--client", "-o", "json"], check=False, timeout=60)
+    try:
+        version = json.loads(done.stdout)["clientVersion"]
+        found = (int(version["major"]), int(re.sub(r"\D.*$", "", str(version["minor"]))))
+    except (ValueError, KeyError, TypeError):
+        return None  # an unusual build: the first command that needs a newer kubectl says so itself
+    if found < MIN_KUBECTL:
+        return (f"kubectl {found[0]}.{found[1]} is too old: the cluster backends need kubectl >= "
+                f"{MIN_KUBECTL[0]}.{MIN_KUBECTL[1]} (patch --subresource=status)")
+    return None
+
+
 def preflight_kind(runner: Runner) -> str | None:
     """Why the kind backend cannot run here (None: it can)."""
     missing = missing_tools(runner, ("docker", "kind", "kubectl"))
     if missing:
         return f"the kind backend needs {', '.join(missing)} on PATH (not found)"
+    old = kubectl_too_old(runner)
+    if old is not None:
+        return old
     info = runner.run(["docker", "info"], check=False, timeout=60)
     if info.returncode != 0:
         first = (info.stderr or info.stdout).strip().splitlines()[:1]
@@ -305,7 +350,9 @@ class KubeBackend:
         self._follows: dict[Path, FollowedConfigMap] = {}
         self._syncs: dict[Path, KubeOverlaySync] = {}
         self._peers: dict[str, _Peer] = {}
-        self._node_addresses: dict[str, str] = {}
+        self._nodes: dict[str, list[tuple[str, str]]] = {}
+        self._operators: dict[str, dict[str, Any]] = {}  # site -> its operator Deployment before the run changed it
+        self._changed_operators: set[str] = set()  # sites whose operator Deployment the run patched or scaled
         self._cluster_urls: dict[str, str] = {}
         self._mirror = OverlayMirror(self)
 
@@ -551,35 +598,125 @@ class KubeBackend:
     # ------------------------------------------------------------------------ the operator under test
 
     def control_plane(self, site: Site, mesh: Mapping[str, str] | None = None) -> KubeControlPlane:
-        """The site's in-cluster operator (the producer profile), checked installed and available."""
+        """The site's in-cluster operator, checked installed and available; `mesh` (the values of the
+        descriptor's mesh placeholders) makes it join the mesh."""
         from harness.kube_control import KubeControlPlane
 
-        if mesh is not None:
-            raise OperatorUnsupported("mesh profile runs on the local backend only")
-        if getattr(self.impl, "operator", None) is None:
+        operator = getattr(self.impl, "operator", None)
+        if operator is None:
             raise OperatorUnsupported("the implementation descriptor has no operator section")
+        if mesh is not None and getattr(operator, "mesh_args", None) is None:
+            raise OperatorUnsupported("the implementation descriptor's operator section has no mesh_args")
         cluster = self.sites[site.index]
-        self.ensure_operator(cluster)
+        self.ensure_operator(cluster, mesh)
         return KubeControlPlane(site, self, cluster)
 
-    def ensure_operator(self, site: SiteCluster) -> None:
-        """The operator Deployment of the kustomize overlay, given the run's CA for TLS metrics, rolled out.
+    def ensure_operator(self, site: SiteCluster, mesh: Mapping[str, str] | None = None) -> None:
+        """The operator Deployment of the kustomize overlay, given the run's CA for TLS metrics (and, in a
+        mesh, its mesh arguments and client certificate), rolled out.
 
         The reference operator reads no Secrets (its RBAC has none), so the CA reaches it as a mounted
-        Secret `metrics-ca` (the name the suites' caSecretRef uses) and `--metrics-ca` pointing at it.
+        Secret `metrics-ca` (the name the suites' caSecretRef uses) and `--metrics-ca` pointing at it; the
+        mesh client certificate likewise as Secret `agn-operator-mesh-client`. The patch is computed from
+        the Deployment as this run first found it, which `restore_operators` puts back.
         """
         deployment = self.kubectl_json(site, "--namespace", NAMESPACE, "get", "deployment", OPERATOR_DEPLOYMENT,
                                        "--ignore-not-found")
         if deployment is None:
             raise OperatorUnsupported(f"site {site.spec.name} has no Deployment {NAMESPACE}/{OPERATOR_DEPLOYMENT} "
                                       "(the kustomize overlay leaves the operator out)")
-        self.apply_json(site, [_secret(METRICS_CA_SECRET, {"ca.crt": self.pki.ca_path.read_bytes()},
-                                       self._labels())])
-        patch = _metrics_ca_patch(deployment)
+        original = self._operators.setdefault(site.name, deployment)
+        secret_docs = [_secret(METRICS_CA_SECRET, {"ca.crt": self.pki.ca_path.read_bytes()}, self._labels())]
+        mesh_args: list[str] | None = None
+        client: dict[str, bytes] = {}
+        if mesh is not None:
+            client = {name: Path(mesh[key]).read_bytes() for key, name in MESH_CLIENT_FILES.items() if mesh.get(key)}
+            if client:
+                secret_docs.append(_secret(MESH_CLIENT_SECRET, client, self._labels()))
+            mesh_args = self.render_mesh_args(mesh)
+        self.apply_json(site, secret_docs)
+        # The advertised address is the first node's: the pod must run there (a NodePort with
+        # externalTrafficPolicy Local answers only on the node of its pod). One node on kind.
+        node = self.nodes(site)[0][0] if mesh is not None else None
+        patch = _operator_patch(original, mesh_args, mesh_client=bool(client), node=node)
         if patch is not None:
+            self._changed_operators.add(site.name)
             self.kubectl(site, "--namespace", NAMESPACE, "patch", "deployment", OPERATOR_DEPLOYMENT, "--type",
                          "strategic", "-p", json.dumps(patch))
         self.await_rollout(site, OPERATOR_DEPLOYMENT, "the operator")
+
+    def render_mesh_args(self, mesh: Mapping[str, str]) -> list[str]:
+        """The descriptor's `operator.mesh_args` rendered for the pod: the client certificate and key at the
+        mounted Secret's paths instead of the run's files, the other operator placeholders in-pod values."""
+        values = {"python": "python", "manifests": POD_SCRATCH_DIR, "out": POD_SCRATCH_DIR,
+                  "workdir": POD_SCRATCH_DIR, "metrics_ca": f"{METRICS_CA_DIR}/ca.crt", **dict(mesh)}
+        for key, name in MESH_CLIENT_FILES.items():
+            if values.get(key):
+                values[key] = f"{MESH_CLIENT_DIR}/{name}"
+        # only the mesh arguments: the pod's command is the Deployment's, not the local backend's template
+        command = dataclasses.replace(self.impl.operator, argv_template=(), env=MappingProxyType({}))
+        argv, _env = command.render(Path(POD_SCRATCH_DIR), Path(POD_SCRATCH_DIR), Path(POD_SCRATCH_DIR),
+                                    Path(f"{METRICS_CA_DIR}/ca.crt"), values)
+        return argv
+
+    def mesh_addresses(self, site_index: int) -> tuple[str, str]:
+        """The operator pod binds its mesh port on every interface; peers send to its node's NodePort."""
+        site = self.sites[site_index]
+        return f"0.0.0.0:{MESH_POD_PORT}", f"{self.node_address(site)}:{MESH_NODEPORT}"
+
+    def peer_address(self, address: str) -> str:
+        """A provider gateway known by its port-forward becomes its node's address and NodePort, which pods
+        of the other clusters dial (any other address is returned as is)."""
+        peer = self._peers.get(address)
+        return peer.node if peer is not None else address
+
+    def operator_pods(self, site: SiteCluster) -> list[dict[str, Any]]:
+        pods = self.kubectl_json(site, "--namespace", NAMESPACE, "get", "pods", "-l", OPERATOR_SELECTOR) or {}
+        return [p for p in pods.get("items") or [] if isinstance(p, dict)]
+
+    def stop_operator(self, site: SiteCluster, timeout: float = 120.0) -> None:
+        """Scale the operator to zero (SIGTERM: it leaves the mesh gracefully) and wait until no pod is left."""
+        if site.name not in self._operators:  # what restore_operators gives back
+            found = self.kubectl_json(site, "--namespace", NAMESPACE, "get", "deployment", OPERATOR_DEPLOYMENT,
+                                      "--ignore-not-found")
+            if found is not None:
+                self._operators[site.name] = found
+        self._changed_operators.add(site.name)
+        self.kubectl(site, "--namespace", NAMESPACE, "scale", f"deployment/{OPERATOR_DEPLOYMENT}", "--replicas=0")
+        poll_until(lambda: [(p.get("metadata") or {}).get("name") for p in self.operator_pods(site)],
+                   lambda names: not names, what=f"site {site.spec.name}: the operator's pods to be gone",
+                   timeout=timeout, interval=0.25, max_interval=1.0)
+
+    def suspend_operator(self, site: SiteCluster) -> None:
+        """Crash the operator without a goodbye; needs the nodes, which only backends owning them reach."""
+        raise OperationUnsupported(f"crashing the operator of site {site.spec.name} without a goodbye needs access "
+                                   f"to its cluster's nodes, which the {self.name} backend does not have")
+
+    def partition(self, group_a: Iterable[int], group_b: Iterable[int]) -> None:
+        """Cut the links between two groups of sites; needs the nodes, which only backends owning them reach."""
+        raise OperationUnsupported(f"cutting the links between sites needs access to the clusters' nodes, which "
+                                   f"the {self.name} backend does not have")
+
+    def heal(self) -> None:
+        raise OperationUnsupported(f"the {self.name} backend cannot cut links between sites, so none to heal")
+
+    def restore_operators(self) -> None:
+        """Give every operator Deployment this run patched or scaled back the containers, volumes and
+        replicas it had before (one merge patch each: lists are replaced whole, an absent key removed)."""
+        errors: list[str] = []
+        for site in self.sites:
+            original = self._operators.get(site.name)
+            if site.name not in self._changed_operators or original is None:
+                continue
+            try:
+                self.kubectl(site, "--namespace", NAMESPACE, "patch", "deployment", OPERATOR_DEPLOYMENT, "--type",
+                             "merge", "-p", json.dumps(_restore_patch(original)))
+            except CommandFailed as exc:
+                errors.append(f"{site.spec.name}: {exc}")
+                continue
+            self._changed_operators.discard(site.name)
+        if errors:
+            raise RuntimeError("could not restore the operator Deployment of " + "; ".join(errors))
 
     # ------------------------------------------------------------------------ gateways
 
@@ -718,20 +855,24 @@ class KubeBackend:
                                           f"{self.node_address(site)}:{node_port}")
         return host_address
 
+    def nodes(self, site: SiteCluster) -> list[tuple[str, str]]:
+        """(name, InternalIP) of every node of the site's cluster that reports one; on kind a node's name is
+        also the name of its Docker container."""
+        if site.name not in self._nodes:
+            found: list[tuple[str, str]] = []
+            for node in (self.kubectl_json(site, "get", "nodes") or {}).get("items") or []:
+                address = next((a.get("address") for a in (node.get("status") or {}).get("addresses") or []
+                                if a.get("type") == "InternalIP" and a.get("address")), None)
+                if address:
+                    found.append((str((node.get("metadata") or {}).get("name") or ""), str(address)))
+            if not found:
+                raise BackendUnavailable(f"site {site.spec.name}: no node reports an InternalIP")
+            self._nodes[site.name] = found
+        return self._nodes[site.name]
+
     def node_address(self, site: SiteCluster) -> str:
         """The InternalIP of the site's first node: how pods of the other clusters (same Docker network) reach it."""
-        if site.name not in self._node_addresses:
-            nodes = self.kubectl_json(site, "get", "nodes") or {}
-            for node in nodes.get("items") or []:
-                for address in (node.get("status") or {}).get("addresses") or []:
-                    if address.get("type") == "InternalIP" and address.get("address"):
-                        self._node_addresses[site.name] = str(address["address"])
-                        break
-                if site.name in self._node_addresses:
-                    break
-            else:
-                raise BackendUnavailable(f"site {site.spec.name}: no node reports an InternalIP")
-        return self._node_addresses[site.name]
+        return self.nodes(site)[0][1]
 
     def _peer_addresses(self, site: SiteCluster, config: str) -> str:
         """Host addresses of in-cluster gateways (their port-forwards) become addresses pods can reach."""
@@ -913,25 +1054,65 @@ def pod_state(doc: Mapping[str, Any] | None) -> PodState:
     return PodState("pending", detail="; ".join(seen))
 
 
-def _metrics_ca_patch(deployment: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A strategic merge patch mounting Secret metrics-ca into the operator and passing --metrics-ca (None: done)."""
-    containers = (((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+def _operator_container(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The operator's container in a pod spec: the one running agn-operator, else the first."""
+    containers = pod.get("containers") or []
     operator = next((c for c in containers if "agn-operator" in (c.get("command") or [])[:1]),
                     containers[0] if containers else None)
     if operator is None:
         raise OperatorUnsupported(f"Deployment {OPERATOR_DEPLOYMENT} has no containers")
+    return dict(operator)
+
+
+def _operator_patch(deployment: Mapping[str, Any], mesh_args: Sequence[str] | None = None, *,
+                    mesh_client: bool = False, node: str | None = None) -> dict[str, Any] | None:
+    """A strategic merge patch of the operator container (None: nothing to change).
+
+    It mounts Secret metrics-ca and passes --metrics-ca (unless the command has it), then appends
+    `mesh_args` and mounts the mesh client Secret, and with `node` pins the pod to that node (by its
+    `kubernetes.io/hostname` label), whose address the mesh arguments advertise. The command list is
+    replaced whole by the patch; volumes and mounts merge by name and mount path.
+    """
+    operator = _operator_container(((deployment.get("spec") or {}).get("template") or {}).get("spec") or {})
     command = list(operator.get("command") or [])
-    if "--metrics-ca" in command:
-        return None
     if not command:
         raise OperatorUnsupported(f"Deployment {OPERATOR_DEPLOYMENT}: container {operator.get('name')} sets no "
                                   "command to add --metrics-ca to")
-    return {"spec": {"template": {"spec": {
-        "volumes": [{"name": "metrics-ca", "secret": {"secretName": METRICS_CA_SECRET}}],
-        "containers": [{"name": operator["name"],
-                        "command": [*command, "--metrics-ca", f"{METRICS_CA_DIR}/ca.crt"],
-                        "volumeMounts": [{"name": "metrics-ca", "mountPath": METRICS_CA_DIR, "readOnly": True}]}],
-    }}}}
+    wanted = list(command)
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    if "--metrics-ca" not in command:
+        wanted += ["--metrics-ca", f"{METRICS_CA_DIR}/ca.crt"]
+        volumes.append({"name": "metrics-ca", "secret": {"secretName": METRICS_CA_SECRET}})
+        mounts.append({"name": "metrics-ca", "mountPath": METRICS_CA_DIR, "readOnly": True})
+    if mesh_args is not None:
+        wanted += list(mesh_args)
+        if mesh_client:
+            volumes.append({"name": "mesh-client", "secret": {"secretName": MESH_CLIENT_SECRET}})
+            mounts.append({"name": "mesh-client", "mountPath": MESH_CLIENT_DIR, "readOnly": True})
+    pod_spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
+    selector = {**(pod_spec.get("nodeSelector") or {}), "kubernetes.io/hostname": node} if node else None
+    if wanted == command and not volumes and (selector is None or selector == pod_spec.get("nodeSelector")):
+        return None
+    container: dict[str, Any] = {"name": operator["name"], "command": wanted}
+    if mounts:
+        container["volumeMounts"] = mounts
+    pod: dict[str, Any] = {"containers": [container]}
+    if volumes:
+        pod["volumes"] = volumes
+    if selector is not None:
+        pod["nodeSelector"] = selector
+    return {"spec": {"template": {"spec": pod}}}
+
+
+def _restore_patch(deployment: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch giving a Deployment back its replicas, containers and volumes as they were."""
+    spec = deployment.get("spec") or {}
+    pod = (spec.get("template") or {}).get("spec") or {}
+    return {"spec": {"replicas": spec.get("replicas", 1),
+                     "template": {"spec": {"containers": pod.get("containers") or [],
+                                           "volumes": pod.get("volumes"),
+                                           "nodeSelector": pod.get("nodeSelector")}}}}
 
 
 class OverlayMirror:
@@ -994,14 +1175,21 @@ class KindBackend(KubeBackend):
         super().__init__(workdir, topology, impl, **kwargs)
         self.clusters: dict[str, _KindCluster] = {}
         self._claimed: set[tuple[str, int]] = set()
+        self._cuts: list[tuple[str, str]] = []  # (node container, source address) of each DROP rule in place
 
     def cluster_name(self, site: SiteSpec) -> str:
         return f"agn-{self.run_id}-{site.name}"
 
     def prepare(self) -> None:
-        if not self.image_given:
+        """Build the image from the checkout, once per process (not at all when --grid-image names one)."""
+        if self.image_given:
+            return
+        with _BUILD_LOCK:
+            if (str(self.root), self.image) in _BUILT_IMAGES:
+                return
             self.runner.run(["docker", "build", "-f", str(self.root / "reference" / "Dockerfile"), "-t",
                              self.image, str(self.root)], timeout=1800)
+            _BUILT_IMAGES.add((str(self.root), self.image))
 
     def kind_config(self, site: SiteSpec) -> tuple[Path, dict[int, int]]:
         """This run's copy of clusters/kind/<site>.yaml, named for the run; and its host port mappings.
@@ -1065,6 +1253,57 @@ class KindBackend(KubeBackend):
             _wait_http(f"http://127.0.0.1:{port}/ready", f"site {site.spec.name} gateway /ready", self.ready_timeout)
         except WaitTimeout as exc:
             raise BackendUnavailable(f"{exc}\n{self.collect_logs(site)}") from None
+
+    # ------------------------------------------------------------------------ the nodes (mesh failures)
+
+    def node_exec(self, node: str, *argv: str) -> str:
+        """Run `argv` in a kind node's container (where containerd, crictl and iptables live)."""
+        return self.runner.run(["docker", "exec", node, *argv], timeout=60).stdout
+
+    def suspend_operator(self, site: SiteCluster) -> None:
+        """SIGSTOP the operator's process from its node: it stops answering and gossiping without a goodbye,
+        while its pod and Deployment stay as they are (nothing restarts it)."""
+        pods = [p for p in self.operator_pods(site) if not (p.get("metadata") or {}).get("deletionTimestamp")]
+        if len(pods) != 1:
+            raise BackendUnavailable(f"site {site.spec.name}: expected one operator pod, found {len(pods)}")
+        pod = pods[0]
+        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        container = _operator_container(pod.get("spec") or {}).get("name")
+        name = (pod.get("metadata") or {}).get("name")
+        if not node or not container or not name:
+            raise BackendUnavailable(f"site {site.spec.name}: operator pod {name} has no node or container yet")
+        ids = self.node_exec(node, "crictl", "ps", "-q", "--label", f"io.kubernetes.pod.namespace={NAMESPACE}",
+                             "--label", f"io.kubernetes.pod.name={name}",
+                             "--label", f"io.kubernetes.container.name={container}").split()
+        if len(ids) != 1:
+            raise BackendUnavailable(f"site {site.spec.name}: crictl on {node} lists {len(ids)} running "
+                                     f"containers {container} of pod {name}")
+        try:
+            pid = int(json.loads(self.node_exec(node, "crictl", "inspect", "-o", "json", ids[0]))["info"]["pid"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BackendUnavailable(f"site {site.spec.name}: crictl inspect {ids[0]} on {node} gives no pid "
+                                     f"({exc})") from None
+        self.node_exec(node, "sh", "-c", f"kill -STOP {pid}")
+
+    def partition(self, group_a: Iterable[int], group_b: Iterable[int]) -> None:
+        """Drop, in the raw table before connection tracking, every packet a node of one group receives from
+        a node of the other (both ways: the mesh's UDP and the gateway probes alike)."""
+        a, b = [self.sites[i] for i in group_a], [self.sites[i] for i in group_b]
+        for one in a:
+            for other in b:
+                for here, there in ((one, other), (other, one)):
+                    for node, _ in self.nodes(here):
+                        for _, source in self.nodes(there):
+                            if (node, source) not in self._cuts:
+                                self.node_exec(node, "iptables", "-t", "raw", "-I", "PREROUTING", "-s", source,
+                                               "-j", "DROP")
+                                self._cuts.append((node, source))
+
+    def heal(self) -> None:
+        """Delete exactly the rules `partition` inserted, newest first."""
+        for node, source in list(reversed(self._cuts)):
+            self.node_exec(node, "iptables", "-t", "raw", "-D", "PREROUTING", "-s", source, "-j", "DROP")
+            self._cuts.remove((node, source))
 
     def close(self) -> None:
         """Delete exactly the clusters this run created (all of them are kept with --grid-keep)."""

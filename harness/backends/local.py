@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 #: Port of a site's TLS metrics endpoint (a fake backend serving HTTPS), next to the plain backends.
 TLS_METRICS_PORT = BACKEND_PORT + 50
+#: UDP port a site's operator gossips on (the mesh profile), on the site's own address.
+MESH_PORT = 17946
 
 
 class OperatorUnsupported(RuntimeError):
@@ -148,6 +150,15 @@ class LocalBackend:
         out.mkdir(parents=True, exist_ok=True)
         argv, env = operator.render(manifests, out, workdir, self.pki.ca_path, mesh)
         return self.supervisor.start(name, self._inside(site_index, argv), env=env, cwd=workdir), manifests, out
+
+    def mesh_addresses(self, site_index: int) -> tuple[str, str]:
+        """(bind, advertise) of the site's mesh member: one address of the site's, which peers reach as is."""
+        host, port = self.plan.allocate(site_index, MESH_PORT)
+        return f"{host}:{port}", f"{host}:{port}"
+
+    def peer_address(self, address: str) -> str:
+        """Processes of every site share this machine (or a fabric that routes them): the address itself."""
+        return address
 
     def start_overlay_sync(self, site_index: int, configmap_file: Path, scope: ScopeSpec) -> OverlaySyncProcess:
         """The reference overlay-sync on one ConfigMap file, delivering into a fresh overlay directory."""

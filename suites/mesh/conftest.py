@@ -1,9 +1,18 @@
 """Fixtures of the mesh suites: a three-site mesh of operators (site-a <- site-b <- site-c seeding).
 
-The mesh profile always runs on the bundled three-node-mesh topology. One mesh is shared by the tests
-that only add resources (each gets networks of its own through `scenario`); tests that crash or cut a
-site get a mesh of their own (`fresh_mesh`), in network namespaces when they cut links (`fabric_mesh`,
-which skips with the reason where namespaces are unavailable).
+The mesh profile always runs on the bundled three-node-mesh topology; --grid-backend picks where. One
+mesh is shared by the tests that only add resources (each gets networks of its own through `scenario`);
+tests that crash or cut a site get a mesh of their own (`fresh_mesh`), one whose links can be cut when
+they do (`fabric_mesh`):
+
+- local: processes on this machine; the links of `fabric_mesh` run through network namespaces (it skips
+  with the reason where namespaces are unavailable);
+- kind: each mesh is three kind clusters of its own; a crash freezes the operator on its node and links
+  are cut with iptables in the node containers;
+- existing: the shared mesh runs in the clusters of the given contexts; `fresh_mesh` and `fabric_mesh`
+  skip, since crashing an operator or cutting links needs clusters the run owns and their nodes.
+
+Whatever a backend cannot do to a mesh (OperationUnsupported) turns a test into a skip with the reason.
 """
 
 from __future__ import annotations
@@ -15,19 +24,36 @@ from typing import Any
 
 import pytest
 
-from harness.mesh import Mesh, MeshScenario
+from harness import plugin
+from harness.backends import OperationUnsupported
+from harness.mesh import TOPOLOGY, Mesh, MeshScenario
 
 _MESH_KEY = pytest.StashKey[list[Mesh]]()
+#: Why the existing backend cannot give a test a mesh of its own, by what the test does to it.
+_EXISTING_CANNOT = {
+    "own": "crashing or stopping an operator needs a mesh of the test's own, and the existing backend has only "
+           "the clusters of the given contexts (run it with --grid-backend kind or local)",
+    "cut": "cutting links between sites needs access to the clusters' nodes, which the existing backend does "
+           "not have (run it with --grid-backend kind, or local with network namespaces)",
+}
 
 
-def _start(pytestconfig: pytest.Config, impl: Any, workdir: Path, *, netns: bool = False) -> Mesh:
+def _start(pytestconfig: pytest.Config, impl: Any, workdir: Path, *, purpose: str | None = None) -> Mesh:
+    """A started mesh on the session's backend; `purpose` ("own" or "cut") says what the test does to it."""
     from harness.backends.local import OperatorUnsupported
 
-    backend_name = pytestconfig.getoption("--grid-backend")
-    if backend_name != "local":
-        pytest.skip(f"the mesh profile runs on the local backend only in this release (got {backend_name})")
     if impl.operator is None or impl.operator.mesh_args is None:
         pytest.skip("unsupported feature: mesh profile (the implementation descriptor has no operator.mesh_args)")
+    backend_name = pytestconfig.getoption("--grid-backend")
+    try:
+        if backend_name == "local":
+            return _start_local(pytestconfig, impl, workdir, netns=purpose == "cut")
+        return _start_on_clusters(pytestconfig, impl, workdir, backend_name, purpose)
+    except OperatorUnsupported as exc:
+        pytest.skip(f"unsupported feature: mesh profile ({exc})")
+
+
+def _start_local(pytestconfig: pytest.Config, impl: Any, workdir: Path, *, netns: bool) -> Mesh:
     fabric = None
     if netns:
         from harness.netns import Fabric, NetnsUnavailable, netns_unavailable
@@ -41,14 +67,35 @@ def _start(pytestconfig: pytest.Config, impl: Any, workdir: Path, *, netns: bool
             pytest.skip(f"network namespaces unavailable, so links cannot be cut: {exc}")
     try:
         mesh = Mesh.start(impl, workdir, seed=pytestconfig.getoption("--grid-seed"), fabric=fabric)
-    except OperatorUnsupported as exc:
-        if fabric is not None:
-            fabric.close()
-        pytest.skip(f"unsupported feature: mesh profile ({exc})")
     except BaseException:
         if fabric is not None:
             fabric.close()
         raise
+    pytestconfig.stash.setdefault(_MESH_KEY, []).append(mesh)
+    return mesh
+
+
+def _start_on_clusters(pytestconfig: pytest.Config, impl: Any, workdir: Path, backend_name: str,
+                       purpose: str | None) -> Mesh:
+    """Three clusters of the mesh's own (kind) or the user's (existing), made by the plugin's factory."""
+    from harness.topology import load_topology
+
+    topology = load_topology(TOPOLOGY)
+    reason = plugin.cluster_preflight(pytestconfig, backend_name, topology)
+    if reason:
+        pytest.skip(reason)
+    if backend_name == "existing":
+        if purpose is not None:
+            pytest.skip(f"not on the existing backend: {_EXISTING_CANNOT[purpose]}")
+        if pytestconfig.stash.get(plugin.GRID_KEY, None) is not None:
+            pytest.skip("the existing backend would install the mesh into the clusters the session's main grid is "
+                        "using (same object names); run the mesh profile in a session of its own")
+
+    def factory(work: Path, top: Any, supervisor: Any, plan: Any) -> Any:
+        return plugin.make_cluster_backend(pytestconfig, backend_name, work, top, impl, supervisor, plan)
+
+    mesh = Mesh.start(impl, workdir, seed=pytestconfig.getoption("--grid-seed"), topology=topology,
+                      cluster=factory)
     pytestconfig.stash.setdefault(_MESH_KEY, []).append(mesh)
     return mesh
 
@@ -59,41 +106,42 @@ def _workdir(pytestconfig: pytest.Config, factory: pytest.TempPathFactory, name:
     return factory.mktemp(name)
 
 
-def _stop(pytestconfig: pytest.Config, mesh: Mesh) -> None:
-    meshes = pytestconfig.stash.get(_MESH_KEY, [])
+def _stop(request: pytest.FixtureRequest, mesh: Mesh) -> None:
+    config = request.config
+    meshes = config.stash.get(_MESH_KEY, [])
     if mesh in meshes:
         meshes.remove(mesh)
-    mesh.close()
-    if pytestconfig.getoption("--grid-keep"):
+    mesh.close(failed=bool(request.session.testsfailed))
+    if config.getoption("--grid-keep"):
         print(f"\nagn-conformance: mesh work directory kept at {mesh.grid.workdir}")
 
 
-def _own_mesh(pytestconfig: pytest.Config, impl: Any, factory: pytest.TempPathFactory, name: str, *,
-              netns: bool = False) -> Iterator[Mesh]:
+def _own_mesh(request: pytest.FixtureRequest, impl: Any, factory: pytest.TempPathFactory, name: str, *,
+              purpose: str | None = None) -> Iterator[Mesh]:
     """Start a mesh and stop it when the fixture ends, pass or fail."""
-    started = _start(pytestconfig, impl, _workdir(pytestconfig, factory, name), netns=netns)
+    started = _start(request.config, impl, _workdir(request.config, factory, name), purpose=purpose)
     try:
         yield started
     finally:
-        _stop(pytestconfig, started)
+        _stop(request, started)
 
 
 @pytest.fixture(scope="session")
-def mesh(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
+def mesh(request: pytest.FixtureRequest, impl: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
     """The shared three-site mesh, torn down at the end of the session."""
-    yield from _own_mesh(pytestconfig, impl, tmp_path_factory, "mesh")
+    yield from _own_mesh(request, impl, tmp_path_factory, "mesh")
 
 
 @pytest.fixture
-def fresh_mesh(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
-    """A mesh for one test that crashes or cuts a site."""
-    yield from _own_mesh(pytestconfig, impl, tmp_path_factory, "mesh-fresh")
+def fresh_mesh(request: pytest.FixtureRequest, impl: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
+    """A mesh for one test that crashes or stops a site."""
+    yield from _own_mesh(request, impl, tmp_path_factory, "mesh-fresh", purpose="own")
 
 
 @pytest.fixture
-def fabric_mesh(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
-    """A mesh for one test whose sites live in network namespaces joined by veth pairs."""
-    yield from _own_mesh(pytestconfig, impl, tmp_path_factory, "mesh-netns", netns=True)
+def fabric_mesh(request: pytest.FixtureRequest, impl: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
+    """A mesh for one test that cuts links: sites in network namespaces (local) or clusters of its own (kind)."""
+    yield from _own_mesh(request, impl, tmp_path_factory, "mesh-netns", purpose="cut")
 
 
 def _scenario(request: pytest.FixtureRequest, mesh: Mesh) -> Iterator[MeshScenario]:
@@ -118,6 +166,15 @@ def fresh(request: pytest.FixtureRequest, fresh_mesh: Mesh) -> Iterator[MeshScen
 @pytest.fixture
 def cut(request: pytest.FixtureRequest, fabric_mesh: Mesh) -> Iterator[MeshScenario]:
     yield from _scenario(request, fabric_mesh)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """A test asking the backend for something it cannot do to a mesh is skipped with the backend's reason."""
+    try:
+        return (yield)
+    except OperationUnsupported as exc:
+        pytest.skip(f"not on this backend: {exc}")
 
 
 @pytest.hookimpl(wrapper=True)
