@@ -314,3 +314,70 @@ def test_mesh_outputs_are_written_with_the_operator_service_account(api: KubeApi
             _stop(proc)
         api.kubectl("delete", f"gridnetworks.{GROUP}", NET, "--ignore-not-found")
         api.kubectl("delete", f"inferenceproviders.{GROUP}", "prov-a", "--ignore-not-found")
+
+
+# --- the harness's control plane (its kubectl calls) against the real server ---------------------------
+
+
+@pytest.fixture
+def plane(api: KubeApiServer, tmp_path: Path) -> Any:
+    """The kind backend's control plane driving this API server through the real kubectl.
+
+    There is no kubelet, so the operator runs as a process here (with its service account's token) and
+    the Deployment checks are out of reach: `check_interval` puts them beyond the test's life.
+    """
+    from harness.backends.kind import KubeBackend, SiteCluster
+    from harness.kube_control import KubeControlPlane
+    from harness.topology import load_topology
+
+    topology = load_topology("single-site")
+    backend = KubeBackend(tmp_path / "work", topology, impl=None)
+    cluster = SiteCluster(0, topology.sites[0], "envtest", ["--kubeconfig", str(api.kubeconfig("admin"))])
+    backend.sites = [cluster]
+    return KubeControlPlane(None, backend, cluster, check_interval=1e9)  # type: ignore[arg-type]
+
+
+def test_the_control_plane_drives_and_reads_a_real_api_server(api: KubeApiServer, plane: Any, tmp_path: Path) -> None:
+    """Server-side apply with the status subresource, API refusals, managed-field detection of the
+    operator's outputs, forced reconciles and deletes, all as the producer suites use them on kind."""
+    network = "plane-net"
+    plane.apply(resources.grid_site("site-a", network, phase="Active"))
+    stored = api.json("get", f"gridsites.{GROUP}", "site-a")
+    assert stored["status"]["phase"] == "Active", "the status went through the status subresource"
+    plane.apply(resources.grid_network(network, [resources.gateway_ref("site-a")]),
+                resources.inference_provider("plane-p1", network, site="site-a", cluster="p1", models=["m"]))
+    refused = resources.inference_provider("plane-bad", network, site="site-a", cluster="bad", models=["m"])
+    refused["spec"]["capacityWeight"] = 5000
+    path = plane.apply_raw("inferenceprovider-plane-bad.yaml", yaml.safe_dump(refused))
+    assert len(plane.refusals) == 1 and "plane-bad" in plane.refusals[0] and "capacityWeight" in plane.refusals[0]
+    assert api.kubectl("get", f"inferenceproviders.{GROUP}", "plane-bad", "--ignore-not-found").stdout == ""
+
+    token = api.service_account_token(NAMESPACE, "agn-operator")
+    log = tmp_path / "operator.log"
+    operator = _start([sys.executable, "-m", "reference.operator", "run", "--kubernetes", "--kubeconfig",
+                       str(api.kubeconfig("plane-operator", token)), "--namespace", NAMESPACE, "--poll", "0.2"], log)
+    try:
+        envelope = plane.wait_envelope(network, lambda e: len(producer_oracle.candidates(e)) == 1,
+                                       what="the operator's first overlay", timeout=SLOW_START)
+        assert [c["cluster"] for c in producer_oracle.candidates(envelope)] == ["p1"], log.read_text()
+        configmap = producer_oracle.configmap_name(network, resources.DEFAULT_GATEWAY)
+        assert plane.output_names() == sorted([f"{configmap}.configmap.yaml", f"{network}.status.yaml"]), \
+            "exactly what the operator's field manager wrote"
+        assert plane.status(network).get("overlayStatus"), plane.status(network)
+        before = plane.status_stamp(network)
+        assert plane.reconcile(network) is not None
+        assert plane.status_stamp(network) != before, "a forced reconcile rewrote the status"
+        plane.apply(resources.inference_provider("plane-p2", network, site="site-a", cluster="p2", models=["m"]))
+        plane.wait_envelope(network, lambda e: len(producer_oracle.candidates(e)) == 2, what="p2 rendered")
+        plane.delete("InferenceProvider", "plane-p1")
+        envelope = plane.wait_envelope(network, lambda e: [c["cluster"] for c in producer_oracle.candidates(e)]
+                                       == ["p2"], what="p1 gone after its delete")
+        plane.delete_file(path)
+        assert not path.exists()
+        texts = plane.written_texts()
+        assert "operator log" in texts and any(configmap in name for name in texts)
+        assert "Forbidden" not in log.read_text(), log.read_text()
+    finally:
+        _stop(operator)
+        for kind, name in (("InferenceProvider", "plane-p2"), ("GridNetwork", network), ("GridSite", "site-a")):
+            plane.delete(kind, name)
