@@ -456,6 +456,11 @@ class KubeSink(sinks.OverlaySink, sinks.MeshOutputs):
         self._mesh_written_at = 0.0
         self._acted: dict[str, _Acted] = {}
 
+    def _apply_options(self) -> dict[str, Any]:
+        """Server-side apply as this operator's field manager, taking over fields others set (force)."""
+        return {"field_manager": self.field_manager, "force": True, "_content_type": APPLY_PATCH,
+                "_request_timeout": REQUEST_SECONDS}
+
     def read_configmap(self, name: str, namespace: str) -> dict[str, Any] | None:
         """The stored ConfigMap, None when there is none; other failures raise OSError."""
         try:
@@ -479,15 +484,7 @@ class KubeSink(sinks.OverlaySink, sinks.MeshOutputs):
         if not sinks.needs_write(self.read_configmap(name, namespace), configmap):
             return False
         try:
-            self.core.patch_namespaced_config_map(
-                name,
-                namespace,
-                configmap,
-                field_manager=self.field_manager,
-                force=True,
-                _content_type=APPLY_PATCH,
-                _request_timeout=REQUEST_SECONDS,
-            )
+            self.core.patch_namespaced_config_map(name, namespace, configmap, **self._apply_options())
         except (ApiException, urllib3.exceptions.HTTPError) as exc:
             raise OSError(f"applying ConfigMap {namespace}/{name}: {api_error(exc)}") from exc
         return True
@@ -553,16 +550,8 @@ class KubeSink(sinks.OverlaySink, sinks.MeshOutputs):
             "data": {sinks.MESH_STATUS_FILE: text},
         }
         try:
-            self.core.patch_namespaced_config_map(
-                MESH_STATE_CONFIGMAP,
-                self.mesh_namespace,
-                body,
-                field_manager=self.field_manager,
-                force=True,
-                _content_type=APPLY_PATCH,
-                _preload_content=False,
-                _request_timeout=REQUEST_SECONDS,
-            )
+            self.core.patch_namespaced_config_map(MESH_STATE_CONFIGMAP, self.mesh_namespace, body,
+                                                  **self._apply_options(), _preload_content=False)
         except (ApiException, urllib3.exceptions.HTTPError) as exc:
             raise OSError(f"applying ConfigMap {self.mesh_namespace}/{MESH_STATE_CONFIGMAP}: {api_error(exc)}") from exc
         self._mesh_text, self._mesh_ageless, self._mesh_written_at = text, ageless, self._now()
@@ -621,18 +610,8 @@ class KubeSink(sinks.OverlaySink, sinks.MeshOutputs):
         res = self.site
         if apply:
             try:
-                self.custom.patch_cluster_custom_object(
-                    res.group,
-                    res.version,
-                    res.plural,
-                    name,
-                    owned,
-                    field_manager=self.field_manager,
-                    force=True,
-                    _content_type=APPLY_PATCH,
-                    _preload_content=False,
-                    _request_timeout=REQUEST_SECONDS,
-                )
+                self.custom.patch_cluster_custom_object(res.group, res.version, res.plural, name, owned,
+                                                        **self._apply_options(), _preload_content=False)
             except (ApiException, urllib3.exceptions.HTTPError) as exc:
                 raise OSError(f"applying GridSite {name}: {api_error(exc)}") from exc
         if patch:
