@@ -126,3 +126,81 @@ def test_manifest_node_ports_are_published(configs: dict[str, dict[str, Any]]) -
     assert node_ports == published, "every NodePort Service port (SWIM included) is mapped, and only those"
     for config in configs.values():
         assert node_ports <= {m["containerPort"] for m in _mappings(config)}
+
+
+# --- the configs through kind's own loader ------------------------------------------------------------
+
+_DOCKER_STAND_IN = """#!/bin/sh
+# Answers what kind asks before it provisions, refuses everything after: nothing is ever created.
+echo "$*" >> "$(dirname "$0")/docker.log"
+case "$1" in
+  -v) echo "Docker version 28.0.0, build stand-in"; exit 0;;
+  ps) exit 0;;
+  inspect) exit 0;;
+  info) printf '%s%s\n' '{"CgroupDriver":"systemd","CgroupVersion":"2","MemoryLimit":true,"PidsLimit":true,' \
+    '"CPUShares":true,"SecurityOptions":["name=seccomp,profile=builtin","name=cgroupns"],"OSType":"linux"}'
+    exit 0;;
+esac
+echo "stand-in: no Docker engine for: $*" >&2
+exit 1
+"""
+
+
+def _kind_create(kind: str, config: Path, tmp_path: Path) -> tuple[str, list[str]]:
+    """`kind create cluster --config` with a Docker stand-in first on PATH: kind decodes and validates the
+    config, finds the node image "present", then fails at the first real Docker step (its network)."""
+    import os
+    import subprocess
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    docker = bin_dir / "docker"
+    docker.write_text(_DOCKER_STAND_IN)
+    docker.chmod(0o755)
+    log = bin_dir / "docker.log"
+    log.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIND_", "DOCKER_"))}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    done = subprocess.run([kind, "create", "cluster", "--config", str(config), "--name", "agn-config-check"],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert done.returncode != 0, "the stand-in cannot have created a cluster"
+    return done.stderr, log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.fixture(scope="module")
+def kind_binary() -> str:
+    import shutil
+
+    found = shutil.which("kind")
+    if found is None:
+        pytest.skip("kind is not on PATH: the configs are checked by the schema tests above only")
+    return found
+
+
+def test_kind_itself_accepts_every_site_config_and_the_run_copies(kind_binary: str, tmp_path: Path) -> None:
+    """Each config (as shipped, and as a run rewrites it with its name and host ports) gets through kind's
+    strict decoding and validation to creating the `kind` network, the first step that needs Docker."""
+    from harness.backends.kind import KindBackend
+    from harness.topology import load_topology
+
+    backend = KindBackend(tmp_path / "work", load_topology("three-node-mesh"), None, run_id="t1")
+    run_copies = [backend.kind_config(site)[0] for site in backend.topology.sites]
+    for config in [*CONFIGS, *run_copies]:
+        stderr, docker = _kind_create(kind_binary, config, tmp_path)
+        assert "failed to ensure docker network" in stderr, f"{config}: kind refused it before provisioning:\n{stderr}"
+        assert any(line.startswith("inspect --type=image kindest/node:") for line in docker), docker
+
+
+@pytest.mark.parametrize(("change", "complaint"), [
+    (lambda c: c["networking"].update(podSubnett="10.0.0.0/16"), "field podSubnett not found"),
+    (lambda c: c["networking"].update(podSubnet="10.0.0.0/33"), "invalid pod subnet"),
+])
+def test_kind_itself_refuses_a_broken_config(kind_binary: str, tmp_path: Path, change: Any, complaint: str) -> None:
+    """The check above can fail: kind names what is wrong before touching Docker's images."""
+    config = _load(KIND_DIR / "site-a.yaml")
+    change(config)
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(config))
+    stderr, docker = _kind_create(kind_binary, path, tmp_path)
+    assert complaint in stderr, stderr
+    assert not any(line.startswith("network") for line in docker), docker
