@@ -99,9 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run", help="run the conformance suites and write a conformance report",
         description="Run the conformance suites against an implementation and write a ConformanceReport. "
-                    "Exit status: 0 every core test of the selected profiles passed, 1 a core test failed, "
+                    "Exit status: 0 no core test of the selected profiles failed, 1 a core test failed, "
                     "2 the run could not be judged (bad arguments, pytest usage or internal error, "
-                    "no report).",
+                    "no report, a profile none of whose core tests ran).",
         epilog="Arguments after '--' are passed to pytest unchanged.",
     )
     run.add_argument("--backend", choices=BACKENDS, default="local",
@@ -210,7 +210,16 @@ def run_exit_code(pytest_rc: int, report: Mapping[str, Any] | None) -> int:
         return EXIT_UNJUDGED
     if report is None or _tests_judged(report) == 0:
         return EXIT_UNJUDGED  # a run that judged nothing must never read as a pass
-    return EXIT_PASSED if core_passed(report) else EXIT_CORE_FAILED
+    if not core_passed(report):
+        return EXIT_CORE_FAILED
+    if _not_judged(report):
+        return EXIT_UNJUDGED  # a selected profile ran no core test (no cluster, no Docker, ...)
+    return EXIT_PASSED
+
+
+def _not_judged(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    rows = (report.get("summary") or {}).get("notJudged") or []
+    return [row for row in rows if isinstance(row, Mapping)]
 
 
 def _tests_judged(report: Mapping[str, Any]) -> int:
@@ -226,9 +235,11 @@ def _tests_judged(report: Mapping[str, Any]) -> int:
 def summary_lines(report: Mapping[str, Any], report_path: str, html_path: str | None = None) -> list[str]:
     """A few lines for the terminal: the verdict, one line per profile, where the reports are."""
     impl = report.get("implementation") or {}
-    verdict = "PASSED" if core_passed(report) else "FAILED"
+    unjudged = _not_judged(report)
+    verdict = "FAILED" if not core_passed(report) else "NOT JUDGED" if unjudged else "PASSED"
     lines = [f"{PROG}: {verdict} for {impl.get('project', '?')} {impl.get('version', '')}".rstrip()
              + f" (backend {report.get('backend', '?')})"]
+    lines += [f"  {row.get('profile', '?')}: no core test ran: {row.get('reason', '')}" for row in unjudged]
     for profile in report.get("profiles") or []:
         parts = [f"  {str(profile.get('name', '?')):<9}"]
         for level in ("core", "extended"):
@@ -320,7 +331,10 @@ def _command_run(args: argparse.Namespace) -> int:
     code = run_exit_code(rc, report)
     if report is not None:
         print("\n".join(summary_lines(report, str(report_path), html_path)))
-        if code == EXIT_UNJUDGED:
+        if code == EXIT_UNJUDGED and _not_judged(report) and core_passed(report):
+            names = ", ".join(str(row.get("profile", "?")) for row in _not_judged(report))
+            _error(f"no core test of {names} ran (reasons above); the run cannot be judged")
+        elif code == EXIT_UNJUDGED:
             _error(f"pytest stopped with exit code {rc} ({_pytest_code_name(rc)}); the run cannot be judged")
     return code
 

@@ -114,6 +114,11 @@ def _report(*outcomes: tuple[str, str]) -> dict[str, Any]:
     (4, [("core", "passed")], 2),                           # usage error
     (99, [("core", "passed")], 2),                          # unknown code from a plugin
     (0, None, 2),                                           # no report
+    (0, [("core", "skipped"), ("core", "skipped")], 2),     # a profile that ran no core test: not judged
+    (0, [("core", "skipped"), ("extended", "passed")], 2),  # ... whatever its extended tests did
+    (0, [("core", "passed"), ("core", "skipped")], 0),      # some core tests skipped: judged, partial
+    (0, [("core", "unsupported")], 0),                      # judged: the implementation lacks the profile
+    (0, [("core", "failed"), ("core", "skipped")], 1),
 ])
 def test_run_exit_code(pytest_rc: int, outcomes: list[tuple[str, str]] | None, expected: int) -> None:
     report = None if outcomes is None else _report(*outcomes)
@@ -128,6 +133,20 @@ def test_summary_lines() -> None:
     assert "extended: success (1 passed, 0 failed, 0 skipped)" in lines[1]
     assert lines[-1].strip() == "report: /r.yaml  html: /r.html"
     assert 3 <= len(lines) <= 6
+
+
+def test_summary_lines_name_a_profile_that_ran_no_core_test() -> None:
+    results = [TestResult(id=f"t-{i}", profile="mesh", level="core", feature="f", spec="s", outcome="skipped",
+                          duration_s=0.0, message="`docker info` failed (exit 1): no Docker engine")
+               for i in range(3)]
+    report = build_report(results, Implementation("o", "p", "1"), backend="kind", harness_version="0.1.0",
+                          profiles=["mesh"], features_claimed=[])
+    assert report["summary"] == {"passed": True, "notJudged": [
+        {"profile": "mesh", "reason": "`docker info` failed (exit 1): no Docker engine"}]}
+    lines = cli.summary_lines(report, "/r.yaml")
+    assert lines[0] == "agn-conformance: NOT JUDGED for p 1 (backend kind)"
+    assert lines[1] == "  mesh: no core test ran: `docker info` failed (exit 1): no Docker engine"
+    assert cli.run_exit_code(0, report) == cli.EXIT_UNJUDGED
 
 
 # ---------------------------------------------------------------------------------------- run command

@@ -61,9 +61,13 @@ def render_html(report: Mapping[str, Any], results: Sequence[TestResult]) -> str
     impl = _mapping(report.get("implementation"))
     who = f"{impl.get('organization', '?')}/{impl.get('project', '?')} {impl.get('version', '')}"
     title = f"Conformance report: {who}"
-    passed = _mapping(report.get("summary")).get("passed") is True
-    verdict = ("pass", "PASSED: every core test of the selected profiles passed") if passed else (
+    summary = _mapping(report.get("summary"))
+    passed = summary.get("passed") is True
+    unjudged = [str(_mapping(row).get("profile", "?")) for row in summary.get("notJudged") or []]
+    verdict = ("pass", "PASSED: no core test of the selected profiles failed") if passed else (
         "fail", "FAILED: at least one core test failed")
+    if passed and unjudged:
+        verdict = ("fail", f"NOT JUDGED: no core test of {', '.join(unjudged)} ran (see the skip reasons)")
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',

@@ -114,7 +114,28 @@ def build_report(
         "summary": {"passed": True},
     }
     report["summary"]["passed"] = _no_core_failure(sections)
+    unjudged = not_judged(results, names)
+    if unjudged:
+        report["summary"]["notJudged"] = unjudged
     return report
+
+
+def not_judged(results: Sequence[TestResult], profiles: Sequence[str]) -> list[dict[str, str]]:
+    """Profiles none of whose core tests ran, skipped for a reason other than an unsupported feature.
+
+    Such a profile was not judged at all (no cluster, no Docker engine, a missing tool): the run must not
+    read as a pass. A profile the implementation does not support (every core test `unsupported`) is
+    not listed; it was judged to be unsupported.
+    """
+    found: list[dict[str, str]] = []
+    for name in profiles:
+        core = [r for r in results if r.profile == name and r.level == "core"]
+        if any(r.outcome in ("passed", "failed") for r in core):
+            continue
+        skipped = [r for r in core if r.outcome == "skipped"]
+        if skipped:
+            found.append({"profile": name, "reason": truncate_message(skipped[0].message or "skipped")})
+    return found
 
 
 def _profile_section(name: str, results: Sequence[TestResult], claimed: frozenset[str]) -> dict[str, Any]:
