@@ -633,7 +633,8 @@ def test_dockerfile_is_multi_stage_on_slim() -> None:
     assert any(rest.split()[0] == "." for rest in copies), "the builder copies the build context"
     runs = " ".join(rest for kw, rest in builder[2] if kw == "RUN")
     assert re.search(r"python -m venv /opt/venv", runs)
-    assert re.search(r"/opt/venv/bin/pip install /src\b", runs), "the project is installed from the context"
+    assert re.search(r"/opt/venv/bin/pip install --constraint /src/reference/constraints.txt /src\b", runs), \
+        "the project is installed from the context, its dependencies pinned"
 
 
 def test_final_stage_runs_as_a_numeric_non_root_user_without_build_tools() -> None:
