@@ -276,11 +276,17 @@ class ControlPlane:
                                                          scope)
         poll_until(lambda: sync.delivered_revision(), lambda r: r is not None, timeout=timeout,
                    what=f"overlay-sync to deliver the first revision of {network}")
+        gateway = self._chain_gateway(sync.target_dir, scope, start_gateway)
+        return self._add_chain(Chain(self, network, gateway_ref, sync, gateway))
+
+    def _chain_gateway(self, overlay_dir: Path, scope: ScopeSpec,
+                       start_gateway: Callable[[Path, ScopeSpec], Gateway] | None) -> Gateway:
+        """The chain's gateway on `overlay_dir`: the caller's starter, else a core gateway of the site."""
         if start_gateway is None:
-            gateway = self.site.start_gateway("core", None, overlay_dir=sync.target_dir, scope=scope)
-        else:
-            gateway = start_gateway(sync.target_dir, scope)
-        chain = Chain(self, network, gateway_ref, sync, gateway)
+            return self.site.start_gateway("core", None, overlay_dir=overlay_dir, scope=scope)
+        return start_gateway(overlay_dir, scope)
+
+    def _add_chain(self, chain: Chain) -> Chain:
         self.chains.append(chain)
         return chain
 

@@ -407,16 +407,11 @@ class KubeControlPlane(ControlPlane):
         scope = ScopeSpec(network, gateway_ref, namespace, envelope["scope"]["local_site"])
         overlay_dir = self.backend.follow_configmap(namespace, producer_oracle.configmap_name(network, gateway_ref),
                                                     scope)
-        if start_gateway is None:
-            gateway = self.site.start_gateway("core", None, overlay_dir=overlay_dir, scope=scope)
-        else:
-            gateway = start_gateway(overlay_dir, scope)
+        gateway = self._chain_gateway(overlay_dir, scope, start_gateway)
         sync: KubeOverlaySync = self.backend.overlay_sync(overlay_dir)
         poll_until(sync.delivered_revision, lambda r: r is not None, timeout=timeout,
                    what=f"overlay-sync to deliver the first revision of {network}")
-        chain = Chain(self, network, gateway_ref, sync, gateway)
-        self.chains.append(chain)
-        return chain
+        return self._add_chain(Chain(self, network, gateway_ref, sync, gateway))
 
     def disconnect(self, chain: Chain) -> None:
         """Remove the chain's gateway pod (overlay-sync is one of its containers)."""
