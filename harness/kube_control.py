@@ -50,7 +50,6 @@ from harness.backends.kind import (
     FIELD_MANAGER,
     NAMESPACE,
     OPERATOR_DEPLOYMENT,
-    OPERATOR_SELECTOR,
     KubeOverlaySync,
     SiteCluster,
 )
@@ -342,8 +341,7 @@ class KubeControlPlane(ControlPlane):
     # ----------------------------------------------------------------------------------------- waits
 
     def _restart_count(self) -> int:
-        pods = self._json("--namespace", NAMESPACE, "get", "pods", "-l", OPERATOR_SELECTOR) or {}
-        return sum(int(c.get("restartCount") or 0) for pod in pods.get("items") or []
+        return sum(int(c.get("restartCount") or 0) for pod in self.backend.operator_pods(self.cluster)
                    for c in (pod.get("status") or {}).get("containerStatuses") or [])
 
     def check_running(self) -> None:
