@@ -23,6 +23,7 @@ import yaml
 
 __all__ = [
     "EXTENDED_FEATURES",
+    "FEATURE_DESCRIPTIONS",
     "PLACEHOLDERS",
     "REFERENCE",
     "GatewayCommand",
@@ -36,24 +37,42 @@ __all__ = [
 
 REFERENCE = "reference"
 
-#: Extended features an implementation may claim. Core features are not listed: they are always tested.
-EXTENDED_FEATURES: frozenset[str] = frozenset({
-    "weightedRandom",
-    "cookieAffinity",
-    "skipPaths",
-    "managementCluster",
-    "clustersAllowlist",
-    "prometheusMetrics",
-    "mcpToolRouting",
+#: Extended features an implementation may claim, each with what it covers and where its rule comes from.
+#: Core features are not listed: they are always tested. A feature whose rule no sentence of the spec
+#: gives names the public code it was taken from, so an implementation that follows the spec alone can
+#: decline it.
+FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
+    "weightedRandom": "weightedRandom selection inside the first viable group (routing guide 5)",
+    "cookieAffinity": "session affinity keyed by a cookie (routing guide 8)",
+    "skipPaths": "skip_paths bypass model lookup (intelligent_route filter: Behavior)",
+    "managementCluster": "skipped paths go to management_cluster (intelligent_route filter: Behavior)",
+    "clustersAllowlist": "reloads naming a cluster outside `clusters` are rejected (intelligent_route filter: Scope)",
+    "prometheusMetrics": "the praxis_ai_intelligent_route_* series (intelligent_route filter: Metrics)",
+    "mcpToolRouting": "tools/call matched against mcp_tool candidates (intelligent_route filter: MCP lookup)",
+    "strictOverlayValidation": (
+        "overlay rules of the public Praxis AI code (praxis-proxy/ai, routing overlay and group index) that no "
+        "spec sentence states: selection groups non-decreasing, all-or-none grouped and one admission state per "
+        "group; selection_policy has no member besides mode; unknown candidate kinds and admission states, "
+        "duplicate candidates, a provenance.source_name other than scope.network and a rendered_at that is not "
+        "RFC 3339 are rejected"),
+    "exactValueLimits": (
+        "the exact bounds of the public Praxis AI code (praxis-proxy/ai): names, sites, clusters and model values "
+        "of 1-256 bytes, model values of visible ASCII, at most 1024 candidates, overlay files of at most 2 MiB; "
+        "the spec only says reads are bounded and oversized values are rejected"),
     # producer profile (an operator)
-    "stabilizedAdmission",
-    "kvCachePressure",
-    "tlsMetrics",
-    "toolCandidates",
-    # provider profile (a provider gateway): credential_inject token sources besides `file`
-    "credentialValueSource",
-    "credentialEnvSource",
+    "stabilizedAdmission": "stabilized admission hysteresis (overlay contract: Admission state derivation)",
+    "kvCachePressure": "the kvCachePressure scoring strategy (provider scoring)",
+    "tlsMetrics": "metrics scraped over TLS, failing closed (overlay contract: Stale metrics grace period)",
+    "toolCandidates": "AgentToolProvider resources rendered as mcp_tool candidates",
+    # provider profile (a provider gateway)
+    "credentialValueSource": "credential_inject with an inline `value` token source",
+    "credentialEnvSource": "credential_inject with an `env_var` token source",
+    "providerRouteStatus": (
+        "the exact answers of the public provider_route (praxis-proxy/ai): 403 for a missing or unknown candidate, "
+        "a missing hop request id or a malformed revision, 400 for a missing model, 404 for a model or path "
+        "outside the candidate's route; the spec only says the hop is validated and refused"),
 })
+EXTENDED_FEATURES: frozenset[str] = frozenset(FEATURE_DESCRIPTIONS)
 
 #: Placeholders allowed in gateway command and environment templates.
 PLACEHOLDERS: frozenset[str] = frozenset({"python", "config", "workdir"})
