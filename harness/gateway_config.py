@@ -93,7 +93,9 @@ def render_gateway_config(
     route.update(variant.extra)
     filters: list[dict[str, Any]] = []
     if variant.mcp:
-        filters.append({"filter": "mcp"})
+        # The public mcp filter counts a body that is not JSON-RPC as invalid and, by default, rejects it;
+        # the variant also serves ordinary chat requests, so it lets those through explicitly.
+        filters.append({"filter": "mcp", "on_invalid": "continue"})
     filters.append({"filter": "json_body_field", "field": "model", "header": MODEL_HEADER})
     filters.append(route)
     filters.append({

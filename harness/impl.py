@@ -67,6 +67,9 @@ FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     # provider profile (a provider gateway)
     "credentialValueSource": "credential_inject with an inline `value` token source",
     "credentialEnvSource": "credential_inject with an `env_var` token source",
+    "credentialFailClosed": (
+        "credential_inject answers 503 when the selected credential reference is partial, unsupported or unknown "
+        "(the public credential_inject of praxis-proxy/ai); the spec only says the token never leaks"),
     "providerRouteStatus": (
         "the exact answers of the public provider_route (praxis-proxy/ai): 403 for a missing or unknown candidate, "
         "a missing hop request id or a malformed revision, 400 for a missing model, 404 for a model or path "
