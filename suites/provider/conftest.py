@@ -99,19 +99,21 @@ def hop(provider_grid: Grid) -> ProviderHop:
     routes = (primary, spoof_target, plain)
     consumer = pki.client("consumer-site-a")
     pinned_wrong_org = pki.wrong_organization_client("pinned-wrong-org")
+    pinned_both = pki.client("pinned-both-fields")
     tokens = {PROVIDER_CREDENTIAL: token}
     by_org = b.start_provider_gateway(trusted_peers=[TrustedPeer(organization="ai-grid")], routes=routes,
                                       tokens=tokens)
     pinned = b.start_provider_gateway(
         trusted_peers=[TrustedPeer(cert_digest=consumer.digest),
-                       TrustedPeer(cert_digest=pinned_wrong_org.digest, organization="ai-grid")],
+                       TrustedPeer(cert_digest=pinned_wrong_org.digest, organization="ai-grid"),
+                       TrustedPeer(cert_digest=pinned_both.digest, organization="ai-grid")],
         routes=routes, tokens=tokens)
     overlay = a.envelope([a.remote_candidate(by_org, primary), a.remote_candidate(by_org, plain)])
     edge = a.start_hop_consumer([by_org], contract.encode(overlay), consumer)
     revision = contract.revision_of(overlay)
     edge.wait_serving(revision, MODEL)
-    return ProviderHop(grid, a, b, token, primary, spoof_target, plain, consumer, pinned_wrong_org, by_org, pinned,
-                       edge, revision)
+    return ProviderHop(grid, a, b, token, primary, spoof_target, plain, consumer, pinned_wrong_org, pinned_both,
+                       by_org, pinned, edge, revision)
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,31 @@ PROVIDER_CREDENTIAL = CredentialRef("provider-b-token", "grid-site-b", "token")
 MODEL = "prov-model-1"  # served by two candidates: PRIMARY (the one site-a selects) and SPOOF_TARGET
 OTHER_MODEL = "prov-model-2"  # served by PLAIN, a route without a credential
 DEFAULT: Any = object()  # "use the hop's default" for ProviderHop.direct
+
+Outcome = Reply | Refused
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """What counts as refusing a request: `check(outcome)`, described as `text` in failure messages."""
+
+    text: str
+    check: Callable[[Outcome], bool]
+
+
+def _http_error(outcome: Outcome) -> bool:
+    return isinstance(outcome, Reply) and 400 <= outcome.status < 500
+
+
+#: peer_identity_trust and the mTLS listener: HTTP 403, or a handshake that fails.
+TRUST_REFUSAL = Refusal("403 or a failed handshake", is_refusal)
+#: provider_route: the spec gives no status, so any HTTP 4xx answer refuses.
+ROUTE_REFUSAL = Refusal("an HTTP 4xx answer", _http_error)
+
+
+def exactly(status: int) -> Refusal:
+    """A refusal with one exact status (the answers of the public code, for extended tests)."""
+    return Refusal(f"HTTP {status}", lambda outcome: isinstance(outcome, Reply) and outcome.status == status)
 
 
 @dataclass
@@ -29,8 +55,9 @@ class ProviderHop:
     plain: ProviderRoute  # no credential
     consumer: ClientFiles  # site-a's client certificate (organization ai-grid)
     pinned_wrong_org: ClientFiles  # digest listed on the pinned gateway, but with the wrong organization
+    pinned_both: ClientFiles  # digest listed on the pinned gateway in an entry it fully matches (ai-grid)
     by_org: ProviderGateway  # trusts organization ai-grid
-    pinned: ProviderGateway  # trusts digests only
+    pinned: ProviderGateway  # trusts digests only, or digest and organization together
     edge: Gateway  # site-a's consumer gateway, provider hop to `by_org`
     revision: str  # the revision site-a's edge is serving
     error_bodies: list[bytes] = field(default_factory=list)
@@ -48,12 +75,12 @@ class ProviderHop:
 
     def direct(self, route: ProviderRoute | None = None, *, gateway: ProviderGateway | None = None,
                client: Any = DEFAULT, model: Any = DEFAULT, path: str | None = None,
-               headers: dict[str, str] | None = None, drop: tuple[str, ...] = ()) -> Reply | Refused:
+               headers: dict[str, str] | None = None, drop: tuple[str, ...] = (), body: Any = None) -> Outcome:
         """A request straight to a provider gateway with well-formed hop headers for `route`.
 
         By default it comes from site-a's certificate and asks for the route's model on its first path;
-        `client=None` presents no certificate, `model=None` sends no model; `headers` override hop headers
-        and `drop` removes some.
+        `client=None` presents no certificate, `model=None` sends no model, `body` replaces the JSON body;
+        `headers` override hop headers and `drop` removes some.
         """
         route = route or self.primary
         gw = gateway or self.by_org
@@ -63,20 +90,32 @@ class ProviderHop:
         for name in drop:
             hop.pop(name, None)
         outcome = gw.call(route.model if model is DEFAULT else model, client=cert, headers=hop,
-                          path=path or route.paths[0])
+                          path=path or route.paths[0], body=body)
         if isinstance(outcome, Reply) and outcome.status >= 400:
             self.error_bodies.append(outcome.body)
         return outcome
 
-    def assert_refused(self, outcome: Reply | Refused, gateway: ProviderGateway, before: dict[str, int],
-                       what: str) -> None:
-        """Refused (403 or failed handshake), nothing reached a backend, and the gateway still serves peers."""
-        shown = outcome.describe()
-        assert is_refusal(outcome), f"{what} must be refused with 403 or a failed handshake; got {shown}"
-        assert gateway.proc.process.running(), f"{what}: the provider gateway exited instead of refusing"
-        assert self.backend_counts() == before, f"{what} reached a backend: {before} -> {self.backend_counts()}"
-        ok = self.direct(gateway=gateway)
-        assert isinstance(ok, Reply) and ok.status == 200, f"a trusted peer is refused right after: {ok.describe()}"
+    def assert_served(self, outcome: Outcome, route: ProviderRoute, what: str) -> Reply:
+        """Answered 200 by `route`'s backend."""
+        assert isinstance(outcome, Reply) and outcome.status == 200 and served_by(outcome) == route.cluster, (
+            f"{what} must be served by {route.cluster}; got {outcome.describe()}")
+        return outcome
+
+    def assert_refused_with_twin(self, send: Callable[[], Outcome], twin: Callable[[], Outcome], *, what: str,
+                                 fixed: str, gateway: ProviderGateway | None = None,
+                                 route: ProviderRoute | None = None,
+                                 refusal: Refusal = TRUST_REFUSAL) -> Outcome:
+        """`send()` is refused and reaches no backend; `twin()`, the same request with only the fault fixed,
+        is then served by the same gateway (by `route`'s backend), so the refusal was for that fault."""
+        gw = gateway or self.by_org
+        before = self.backend_counts()
+        outcome = send()
+        assert refusal.check(outcome), f"{what} must be refused ({refusal.text}); got {outcome.describe()}"
+        assert gw.proc.process.running(), f"{what}: the provider gateway exited instead of refusing"
+        after = self.backend_counts()
+        assert after == before, f"{what} reached a backend: {before} -> {after}"
+        self.assert_served(twin(), route or self.primary, f"the same request with {fixed}")
+        return outcome
 
 
 def served_by(reply: Reply) -> str | None:
@@ -87,5 +126,5 @@ def served_by(reply: Reply) -> str | None:
     return None
 
 
-
-__all__ = ["DEFAULT", "MODEL", "OTHER_MODEL", "PROVIDER_CREDENTIAL", "ProviderHop", "served_by"]
+__all__ = ["DEFAULT", "MODEL", "OTHER_MODEL", "PROVIDER_CREDENTIAL", "ROUTE_REFUSAL", "TRUST_REFUSAL", "Outcome",
+           "ProviderHop", "Refusal", "exactly", "served_by"]

@@ -26,7 +26,7 @@ from typing import Any
 from reference.gateway import build, config, hop_headers, tls
 from reference.gateway.config import GatewayConfig
 from reference.gateway.context import Reject, RequestContext
-from reference.gateway.filters import provider_route
+from reference.gateway.filters import credential_inject, provider_route
 from reference.gateway.filters.base import Filter
 from reference.gateway.filters.credential_inject import CredentialInjectFilter
 from reference.gateway.filters.peer_identity_trust import FIELDS, PeerIdentityTrustFilter, TrustedPeer
@@ -34,19 +34,20 @@ from reference.gateway.filters.provider_route import ProviderRouteFilter
 from reference.gateway.logfmt import kv
 from reference.gateway.schema import ConfigError
 from reference.overlay import validate
-from tests.broken.breakages import Breakage, _patch, breakage
+from tests.broken.registry import Breakage, registrar
+from tests.broken.registry import patch as _patch
 
 __all__ = ["BREAKAGES", "apply"]
 
 BREAKAGES: dict[str, Breakage] = {}
 AUTHORIZATION = "Authorization"
+REFERENCE_FIELDS = ("name", "namespace", "key")  # of a credential reference in request metadata
 MAX_PROVIDER_GATEWAYS = 2
 
 OnRequest = Callable[[Any, RequestContext], Reject | None]
 
 
-def _breakage(name: str, summary: str) -> Callable[[Callable[[], None]], Callable[[], None]]:
-    return breakage(name, summary, BREAKAGES)
+_breakage = registrar(BREAKAGES)
 
 
 def apply(name: str) -> None:
@@ -115,8 +116,8 @@ def _entry_any_field() -> None:
     _patch(TrustedPeer, "admits", admits)
 
 
-@_breakage("trust-after-routing", "peer_identity_trust runs after provider_route, which answers every route "
-           "miss (an unknown candidate too) with 404")
+@_breakage("trust-after-routing", "the pipeline builder puts peer_identity_trust behind provider_route, so a "
+           "route miss is answered before the peer is checked")
 def _trust_after_routing() -> None:
     original_pipeline = build.Pipeline
 
@@ -130,13 +131,7 @@ def _trust_after_routing() -> None:
             ordered[after:after] = trust
         return original_pipeline(name, ordered)
 
-    def route(original: OnRequest, self: Any, ctx: RequestContext) -> Reject | None:
-        unknown = ctx.headers.get(hop_headers.CANDIDATE) is not None and _route_of(self, ctx) is None
-        outcome = original(self, ctx)
-        return provider_route.NOT_FOUND if unknown and outcome is not None else outcome
-
     _patch(build, "Pipeline", pipeline)
-    _wrap_on_request(ProviderRouteFilter, route)
 
 
 # ------------------------------------------------------------------------------------------ provider_route
@@ -202,6 +197,19 @@ def _route_checks_skipped() -> None:
     _wrap_on_request(ProviderRouteFilter, route)
 
 
+@_breakage("route-refusals-forbidden", "provider_route answers every refusal with 403, a request without a model "
+           "and a model or path outside the candidate's route too")
+def _route_refusals_forbidden() -> None:
+    _patch(provider_route, "BAD_MODEL", provider_route.FORBIDDEN)
+    _patch(provider_route, "NOT_FOUND", provider_route.FORBIDDEN)
+
+
+@_breakage("hop-refusals-bad-request", "provider_route answers a missing or unknown candidate, a missing hop request "
+           "id and a malformed revision with 400 instead of 403")
+def _hop_refusals_bad_request() -> None:
+    _patch(provider_route, "FORBIDDEN", provider_route.BAD_MODEL)
+
+
 @_breakage("provider-revision-from-client", "a client's x-ai-provider-routing-revision reaches the backend instead "
            "of the one the provider sets from the hop")
 def _provider_revision_from_client() -> None:
@@ -243,6 +251,48 @@ def _token_logged() -> None:
         if outcome is None and AUTHORIZATION in ctx.headers:
             log.warning("credential_inject: injected credential %s", kv(authorization=ctx.headers[AUTHORIZATION]))
         return outcome
+
+    _wrap_on_request(CredentialInjectFilter, inject)
+
+
+def _selected_reference(ctx: RequestContext) -> tuple[Any, ...]:
+    return tuple(ctx.metadata.get(credential_inject.NS + field) for field in REFERENCE_FIELDS)
+
+
+@_breakage("credential-fallback", "credential_inject injects the first configured token when it holds none for the "
+           "selected credential reference")
+def _credential_fallback() -> None:
+    def inject(original: OnRequest, self: Any, ctx: RequestContext) -> Reject | None:
+        held = self._headers
+        if ctx.metadata.get(credential_inject.NS + "strategy") is not None and held \
+                and _selected_reference(ctx) not in held:
+            for field, value in zip(REFERENCE_FIELDS, next(iter(held)), strict=True):
+                ctx.metadata[credential_inject.NS + field] = value
+        return original(self, ctx)
+
+    _wrap_on_request(CredentialInjectFilter, inject)
+
+
+@_breakage("credential-miss-logs-known", "credential_inject logs the credentials it holds (tokens included) when the "
+           "selected reference has none")
+def _credential_miss_logs_known() -> None:
+    log = logging.getLogger("agn.gateway.credential_inject")
+
+    def inject(original: OnRequest, self: Any, ctx: RequestContext) -> Reject | None:
+        outcome = original(self, ctx)
+        if outcome is not None:
+            log.warning("credential_inject: no token for the selected credential; configured: %s", self._headers)
+        return outcome
+
+    _wrap_on_request(CredentialInjectFilter, inject)
+
+
+@_breakage("credential-miss-fail-open", "credential_inject lets a request whose credential reference it holds no "
+           "token for through without a token (fails open)")
+def _credential_miss_fail_open() -> None:
+    def inject(original: OnRequest, self: Any, ctx: RequestContext) -> Reject | None:
+        original(self, ctx)
+        return None
 
     _wrap_on_request(CredentialInjectFilter, inject)
 
