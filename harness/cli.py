@@ -27,6 +27,7 @@ from harness.report.writer import (
     ReportError,
     build_report,
     core_passed,
+    failures_by_feature,
     harness_version,
     load_report,
     write_yaml,
@@ -130,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Arguments after '--' are passed to pytest unchanged.",
     )
     _add_profile_arg(listing)
+    listing.add_argument("--features", action="store_true",
+                         help="print the extended features with what each covers and where its rule comes from")
     return parser
 
 
@@ -233,7 +236,8 @@ def _tests_judged(report: Mapping[str, Any]) -> int:
 
 
 def summary_lines(report: Mapping[str, Any], report_path: str, html_path: str | None = None) -> list[str]:
-    """A few lines for the terminal: the verdict, one line per profile, where the reports are."""
+    """A few lines for the terminal: the verdict, one line per profile with its failures grouped by
+    feature (the feature with most failures first), where the reports are."""
     impl = report.get("implementation") or {}
     unjudged = _not_judged(report)
     verdict = "FAILED" if not core_passed(report) else "NOT JUDGED" if unjudged else "PASSED"
@@ -251,7 +255,24 @@ def summary_lines(report: Mapping[str, Any], report_path: str, html_path: str | 
         if unsupported:
             parts.append(f"unsupported: {', '.join(map(str, unsupported))}")
         lines.append("  ".join(parts))
+        lines += _failure_lines(profile)
     lines.append(f"  report: {report_path}" + (f"  html: {html_path}" if html_path else ""))
+    return lines
+
+
+#: The failing ids a summary line names before it says how many more there are.
+_IDS_SHOWN = 4
+
+
+def _failure_lines(profile: Mapping[str, Any]) -> list[str]:
+    """`    core: 6 failed in cookieAffinity: ID-1, ID-2, ...` per level and failing feature."""
+    lines = []
+    for level in ("core", "extended"):
+        grouped = failures_by_feature(profile.get(level) or {})
+        for feature, ids in sorted(grouped.items(), key=lambda item: (-len(item[1]), item[0])):
+            shown = ", ".join(ids[:_IDS_SHOWN]) + (f", +{len(ids) - _IDS_SHOWN} more" if len(ids) > _IDS_SHOWN else "")
+            where = "a feature not recorded in the report" if feature == "?" else feature
+            lines.append(f"    {level}: {len(ids)} failed in {where}: {shown}")
     return lines
 
 
@@ -375,6 +396,12 @@ class ConformanceCollector:
 
 
 def _command_list(args: argparse.Namespace, out: TextIO) -> int:
+    if getattr(args, "features", False):
+        from harness.impl import FEATURE_DESCRIPTIONS
+
+        width = max(len(name) for name in FEATURE_DESCRIPTIONS)
+        out.write("".join(f"{name.ljust(width)}  {text}\n" for name, text in sorted(FEATURE_DESCRIPTIONS.items())))
+        return 0
     present, missing = find_profile_packages(args.profiles, SUITES_PACKAGE)
     for name in missing:
         _warn(f"profile {name!r} has no suite package ({SUITES_PACKAGE}.{name})")

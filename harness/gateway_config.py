@@ -67,8 +67,17 @@ def render_gateway_config(
     management_cluster: str | None,
     allowlist: Sequence[str] = (),
     static_candidates: Sequence[Mapping[str, Any]] = (),
+    hop_tls: Mapping[str, UpstreamTls] | None = None,
 ) -> str:
-    """The Praxis YAML for one gateway instance."""
+    """The Praxis YAML for one gateway instance.
+
+    `hop_tls` gives clusters (the provider hop clusters) an upstream `tls` block: the CA that signs the
+    upstream, the gateway's client certificate and the SNI, so they are reached over mTLS.
+    """
+    hop_tls = dict(hop_tls or {})
+    missing = sorted(set(hop_tls) - set(clusters))
+    if missing:
+        raise ValueError(f"hop clusters without an endpoint: {missing}")
     route: dict[str, Any] = {"filter": "intelligent_route", "model_header": MODEL_HEADER}
     if variant.static:
         route["local_site"] = scope.local_site
@@ -98,10 +107,8 @@ def render_gateway_config(
         filters.append({"filter": "mcp", "on_invalid": "continue"})
     filters.append({"filter": "json_body_field", "field": "model", "header": MODEL_HEADER})
     filters.append(route)
-    filters.append({
-        "filter": "load_balancer",
-        "clusters": [{"name": name, "endpoints": [endpoint]} for name, endpoint in clusters.items()],
-    })
+    filters.append({"filter": "load_balancer", "clusters": [_cluster(name, endpoint, hop_tls.get(name))
+                                                            for name, endpoint in clusters.items()]})
     config = {
         "listeners": [{"name": "consumer", "address": listen, "filter_chains": ["consumer-chain"]}],
         "filter_chains": [{"name": "consumer-chain", "filters": filters}],
@@ -110,6 +117,13 @@ def render_gateway_config(
         "insecure_options": {"allow_private_endpoints": True},
     }
     return yaml.safe_dump(config, sort_keys=False)
+
+
+def _cluster(name: str, endpoint: str, tls: UpstreamTls | None) -> dict[str, Any]:
+    cluster: dict[str, Any] = {"name": name, "endpoints": [endpoint]}
+    if tls is not None:
+        cluster["tls"] = tls.as_block()
+    return cluster
 
 
 # ------------------------------------------------------------------------------------------- provider hop
@@ -278,17 +292,6 @@ def render_hop_consumer_config(
     Every cluster in `hop_tls` is a provider hop cluster and gets upstream TLS with the client certificate;
     the other clusters stay plain local backends.
     """
-    missing = sorted(set(hop_tls) - set(clusters))
-    if missing:
-        raise ValueError(f"hop clusters without an endpoint: {missing}")
-    text = render_gateway_config(variant, listen=listen, admin=admin, overlay_file=overlay_file, scope=scope,
-                                 clusters=clusters, hop_clusters=list(hop_tls), management_cluster=None)
-    config = yaml.safe_load(text)
-    for chain in config["filter_chains"]:
-        for entry in chain["filters"]:
-            if entry.get("filter") != "load_balancer":
-                continue
-            for cluster in entry["clusters"]:
-                if cluster["name"] in hop_tls:
-                    cluster["tls"] = hop_tls[cluster["name"]].as_block()
-    return yaml.safe_dump(config, sort_keys=False)
+    return render_gateway_config(variant, listen=listen, admin=admin, overlay_file=overlay_file, scope=scope,
+                                 clusters=clusters, hop_clusters=list(hop_tls), management_cluster=None,
+                                 hop_tls=hop_tls)

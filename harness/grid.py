@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import secrets
 import ssl
 from collections.abc import Mapping, Sequence
@@ -37,7 +38,7 @@ from harness.pki import ClientFiles, GridPKI, client_context
 from harness.projection import project
 from harness.resources import SIGNAL_METRICS
 from harness.topology import SiteSpec, Topology
-from harness.waiting import poll_until
+from harness.waiting import WaitTimeout, poll_until
 
 OVERLAY_FILE = "routing-overlay.json"
 REVISION_HEADER = "x-ai-routing-revision"
@@ -46,6 +47,8 @@ REQUEST_ID_HEADER = "x-ai-routing-request-id"
 #: What a provider gateway sets for its backend from the revision the edge sent.
 PROVIDER_REVISION_HEADER = "x-ai-provider-routing-revision"
 PLACEHOLDER_MODEL = "agn-placeholder"
+#: Log words that mark a line about the overlay a gateway read, in any log format.
+_OVERLAY_WORDS = re.compile(r"overlay|reload|snapshot|revision|digest|reject|invalid|scope", re.IGNORECASE)
 
 
 @dataclass
@@ -75,6 +78,15 @@ class Reply:
             return dict(doc["agn"]["request"]["headers"])
         return {}
 
+    @property
+    def peer(self) -> dict[str, Any] | None:
+        """The client certificate the backend verified on its mTLS listener (`cert_digest`, `organization`,
+        `common_name`); None when the request reached it without one."""
+        doc = self.json
+        if isinstance(doc, dict) and isinstance(doc.get("agn"), dict) and isinstance(doc["agn"].get("peer"), dict):
+            return dict(doc["agn"]["peer"])
+        return None
+
     def describe(self) -> str:
         return f"{self.status} backend={self.backend} body={self.body[:200]!r}"
 
@@ -85,6 +97,8 @@ class Gateway:
     #: The backend-side header carrying the serving revision; a consumer gateway whose candidates sit
     #: behind a provider gateway sees it as the provider's x-ai-provider-routing-revision.
     revision_header = REVISION_HEADER
+    #: The client certificate the harness gave this gateway for its mTLS hop clusters (None: no such cluster).
+    hop_client: ClientFiles | None = None
 
     def __init__(self, site: Site, variant: str, proc: GatewayProcess) -> None:
         self.site = site
@@ -122,14 +136,37 @@ class Gateway:
         reply = self.request(model)
         return reply.forwarded_headers.get(self.revision_header) if reply.status == 200 else None
 
-    def wait_serving(self, revision: str, model: str, timeout: float = 10.0) -> None:
-        """Poll until requests for `model` are selected from the snapshot with `revision`."""
-        poll_until(lambda: self.serving_revision(model), lambda r: r == revision,
-                   what=f"revision {revision[:12]} to serve model {model}", timeout=timeout)
+    def wait_serving(self, revision: str, model: str, timeout: float = 10.0, what: str | None = None) -> None:
+        """Poll until requests for `model` are selected from the snapshot with `revision`.
+
+        On timeout the message says what the gateway last answered and what it logged about overlays.
+        """
+        try:
+            poll_until(lambda: self.request(model),
+                       lambda r: r.status == 200 and r.forwarded_headers.get(self.revision_header) == revision,
+                       what=what or f"revision {revision[:12]} to serve model {model}", timeout=timeout,
+                       describe=self._describe_serving)
+        except WaitTimeout as exc:
+            raise WaitTimeout(f"{exc}\n{self.overlay_log()}") from None
 
     def wait_status(self, model: str, status: int, timeout: float = 10.0) -> Reply:
-        return poll_until(lambda: self.request(model), lambda r: r.status == status,
-                          what=f"model {model} to answer {status}", timeout=timeout)
+        try:
+            return poll_until(lambda: self.request(model), lambda r: r.status == status,
+                              what=f"model {model} to answer {status}", timeout=timeout, describe=Reply.describe)
+        except WaitTimeout as exc:
+            raise WaitTimeout(f"{exc}\n{self.overlay_log()}") from None
+
+    def _describe_serving(self, reply: Reply) -> str:
+        revision = reply.forwarded_headers.get(self.revision_header)
+        return f"the gateway answered {reply.describe()} serving revision {revision or '<none>'}"
+
+    def overlay_log(self, lines: int = 400, keep: int = 8) -> str:
+        """The gateway's recent log lines about overlays, reloads and rejections, for a timed-out wait."""
+        tail = self.log_tail(lines).splitlines()
+        wanted = [line for line in tail if _OVERLAY_WORDS.search(line)]
+        if not wanted:
+            return f"the gateway logged nothing about overlays in its last {len(tail)} lines"
+        return "what the gateway logged about overlays (latest last):\n  " + "\n  ".join(wanted[-keep:])
 
     def publish(self, doc: Mapping[str, Any], model: str, timeout: float = 10.0) -> str:
         """Write an envelope and wait until it serves `model`; returns its revision."""
@@ -306,19 +343,36 @@ class Site:
         backend = self.grid.backend
         listen, admin, workdir = backend.allocate_gateway(self.index)
         overlay_dir = overlay_dir or _initial_overlay_dir(workdir, overlay)
+        clusters = {name: p.address for name, p in self.providers.items()}
+        client, hop_tls, hop_endpoints = self._hop_mtls(f"{workdir.name}-hop-client", self.model_clusters)
+        clusters.update(hop_endpoints)
         config = render_gateway_config(
             VARIANTS[variant], listen=listen, admin=admin, overlay_file=str(overlay_dir / OVERLAY_FILE),
-            scope=scope or self.scope,
-            clusters={name: p.address for name, p in self.providers.items()},
+            scope=scope or self.scope, clusters=clusters,
             hop_clusters=self.model_clusters, management_cluster=self.management_cluster,
-            allowlist=self.model_clusters, static_candidates=static_candidates,
+            allowlist=self.model_clusters, static_candidates=static_candidates, hop_tls=hop_tls,
         )
         proc = backend.start_gateway(f"gateway-{self.spec.name}-{variant}", listen, admin, workdir, config,
                                      overlay_dir)
         gateway = Gateway(self, variant, proc)
+        gateway.hop_client = client
         gateway.last_overlay = overlay
         self.grid.track(gateway)
         return gateway
+
+    def _hop_mtls(self, client_name: str, hop_clusters: Sequence[str]
+                  ) -> tuple[ClientFiles | None, dict[str, UpstreamTls], dict[str, str]]:
+        """(client certificate, upstream TLS, mTLS endpoint) for the hop clusters whose fake backend has an
+        mTLS listener: a fresh grid client certificate (organization ai-grid) and the grid CA to verify them."""
+        reached = [p for p in self.providers.values()
+                   if p.spec.cluster in hop_clusters and p.mtls_address is not None and p.sni is not None]
+        if not reached:
+            return None, {}, {}
+        pki = self.grid.backend.pki
+        client = pki.client(client_name)
+        tls = {p.spec.cluster: UpstreamTls(str(pki.ca_path), str(client.cert), str(client.key), str(p.sni))
+               for p in reached}
+        return client, tls, {p.spec.cluster: str(p.mtls_address) for p in reached}
 
     # ------------------------------------------------------------------------------ control plane
 
@@ -350,16 +404,20 @@ class Site:
     def _admin(self, backend: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """GET (or POST `body` to) a fake backend's /admin/config over one kept-alive client per site."""
         provider = self.backend(backend)
-        if self._admin_client is None:
-            # one client (and one certificate store load) for every admin call of this site, plain or TLS
-            context = ssl.create_default_context(cafile=str(self.grid.backend.pki.ca_path))
-            self._admin_client = httpx.Client(timeout=5.0, verify=context)
-        url = f"{provider.url}/admin/config"
-        resp = self._admin_client.post(url, json=body) if body is not None else self._admin_client.get(url)
+        http = self._admin_http()
+        url = f"{provider.url}/admin/config"  # the plain listener (HTTPS for the TLS metrics backend)
+        resp = http.post(url, json=body) if body is not None else http.get(url)
         if resp.status_code != 200:
             raise AssertionError(f"{backend} /admin/config answered {resp.status_code}: {resp.text[:200]}")
         result: dict[str, Any] = resp.json()
         return result
+
+    def _admin_http(self) -> httpx.Client:
+        """One kept-alive client (and one certificate store load) for every admin call of this site."""
+        if self._admin_client is None:
+            context = ssl.create_default_context(cafile=str(self.grid.backend.pki.ca_path))
+            self._admin_client = httpx.Client(timeout=5.0, verify=context)
+        return self._admin_client
 
     def set_pools(self, backend: str, pools: Mapping[str, Mapping[str, float | str | None]],
                   extra: Sequence[Mapping[str, Any]] = ()) -> None:
@@ -391,7 +449,9 @@ class Site:
 
     def backend_requests(self, name: str) -> int:
         """How many model API requests a fake backend of this site has answered."""
-        resp = httpx.get(f"{self.backend(name).url}/admin/stats", timeout=5.0)
+        resp = self._admin_http().get(f"{self.backend(name).url}/admin/stats")
+        if resp.status_code != 200:
+            raise AssertionError(f"{name} /admin/stats answered {resp.status_code}: {resp.text[:200]}")
         return int(resp.json()["requests"])
 
     def remote_candidate(self, peer: ProviderGateway, route: ProviderRoute, **extra: Any) -> dict[str, Any]:
@@ -435,6 +495,10 @@ class Site:
 
     def _credential_sources(self, tag: str, tokens: Mapping[CredentialRef, str],
                             source: str) -> tuple[list[CredentialSource], dict[str, str]]:
+        """How the provider gateway gets each token; files are 0600, owned by the user gateways run as."""
+        from harness.run_as import gateway_user
+
+        owner = gateway_user(self.grid.backend)
         sources: list[CredentialSource] = []
         env: dict[str, str] = {}
         for i, (ref, token) in enumerate(tokens.items()):
@@ -443,6 +507,8 @@ class Site:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 with os.fdopen(fd, "w") as handle:
+                    if owner is not None:
+                        os.fchown(handle.fileno(), owner.uid, owner.gid)
                     handle.write(token + "\n")
                 sources.append(CredentialSource(ref, file=str(path)))
             elif source == "env_var":

@@ -21,12 +21,15 @@ from typing import Any
 
 import yaml
 
+from harness.run_as import RunAs, parse_run_as
+
 __all__ = [
     "EXTENDED_FEATURES",
     "FEATURE_DESCRIPTIONS",
     "PLACEHOLDERS",
     "REFERENCE",
     "GatewayCommand",
+    "RunAs",
     "OperatorCommand",
     "ImplDescriptor",
     "ImplError",
@@ -70,6 +73,9 @@ FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "credentialFailClosed": (
         "credential_inject answers 503 when the selected credential reference is partial, unsupported or unknown "
         "(the public credential_inject of praxis-proxy/ai); the spec only says the token never leaks"),
+    "clientAuthorizationStripped": (
+        "provider_route removes the client's Authorization also on a route without a credential (the public "
+        "provider_route of praxis-proxy/ai); the spec states only that the provider token is injected"),
     "providerRouteStatus": (
         "the exact answers of the public provider_route (praxis-proxy/ai): 403 for a missing or unknown candidate, "
         "a missing hop request id or a malformed revision, 400 for a missing model, 404 for a model or path "
@@ -96,7 +102,7 @@ DEFAULT_STARTUP_TIMEOUT_S = 20.0
 
 _TOP_KEYS = {"implementation": True, "gateway": True, "operator": False, "features": False}
 _IMPLEMENTATION_KEYS = {"organization": True, "project": True, "version": True, "contact": True}
-_GATEWAY_KEYS = {"command": True, "env": False, "startup_timeout_s": False}
+_GATEWAY_KEYS = {"command": True, "env": False, "startup_timeout_s": False, "run_as": False}
 _OPERATOR_KEYS = {"command": True, "env": False, "mesh_args": False}
 
 
@@ -121,11 +127,16 @@ class Implementation:
 
 @dataclass(frozen=True)
 class GatewayCommand:
-    """How to start the gateway: an argv template and extra environment, both with placeholders."""
+    """How to start the gateway: an argv template and extra environment, both with placeholders.
+
+    ``run_as`` is the user the local backend starts the gateway as when the harness is root (a real
+    gateway refuses to run as root); None runs it as the harness's own user.
+    """
 
     argv_template: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
+    run_as: RunAs | None = None
 
     def render(self, config: Path, workdir: Path) -> tuple[list[str], dict[str, str]]:
         """Return the argv and the extra environment variables for one gateway.
@@ -271,7 +282,13 @@ def _parse_gateway(data: Any) -> GatewayCommand:
     timeout = block.get("startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
         raise ImplError("gateway.startup_timeout_s", f"must be a positive number of seconds, got {timeout!r}")
-    return GatewayCommand(argv_template=argv, env=env, startup_timeout_s=float(timeout))
+    run_as = None
+    if block.get("run_as") is not None:
+        try:
+            run_as = parse_run_as(block["run_as"])
+        except ValueError as exc:
+            raise ImplError("gateway.run_as", str(exc)) from None
+    return GatewayCommand(argv_template=argv, env=env, startup_timeout_s=float(timeout), run_as=run_as)
 
 
 def _parse_operator(data: Any) -> OperatorCommand:

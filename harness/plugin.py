@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -124,7 +125,7 @@ def grid(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPa
         if reason:
             pytest.skip(reason)
     keep = pytestconfig.getoption("--grid-keep")
-    workdir = Path(tempfile.mkdtemp(prefix="agn-grid-")) if keep else tmp_path_factory.mktemp("grid")
+    workdir = run_workdir(pytestconfig, tmp_path_factory, impl, "grid")
     supervisor = Supervisor(workdir / "logs")
     plan = AddressPlan(seed=pytestconfig.getoption("--grid-seed"))
     seed = pytestconfig.getoption("--grid-seed")
@@ -149,6 +150,22 @@ def grid(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPa
                 close_cluster_backend(cluster_backend, failed=bool(request.session.testsfailed))
         if keep:
             print(f"\nagn-conformance: grid work directory kept at {workdir}")
+
+
+def run_workdir(config: pytest.Config, factory: pytest.TempPathFactory, impl: Any, name: str) -> Path:
+    """A work directory for one grid of this session.
+
+    With --grid-keep it outlives the run. A gateway started as another user (`gateway.run_as`) gets one
+    under the system temporary directory instead of pytest's base, which pytest makes private again
+    whenever another session of the same user starts; that one is removed when the session ends.
+    """
+    keep = config.getoption("--grid-keep")
+    if not keep and getattr(impl.gateway, "run_as", None) is None:
+        return factory.mktemp(name)
+    path = Path(tempfile.mkdtemp(prefix=f"agn-{name}-"))
+    if not keep:
+        config.add_cleanup(lambda: shutil.rmtree(path, ignore_errors=True))
+    return path
 
 
 def close_cluster_backend(backend: Any, *, failed: bool) -> None:

@@ -2,7 +2,9 @@
 
 Every process the harness starts is registered with a `Supervisor`. Stopping sends SIGTERM to the
 process group, waits, then SIGKILLs; an atexit hook and (on Linux) a parent-death signal make sure no
-orphan survives a crashed or interrupted run.
+orphan survives a crashed or interrupted run. A process may run as another user (`run_as`, when the
+harness is root): it switches user and group and drops supplementary groups before it execs, and the
+parent-death signal is set after the switch, which would clear it; root signals its group as any other.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
+from harness.run_as import RunAs
 
 _PR_SET_PDEATHSIG = 1
 
@@ -32,25 +37,35 @@ class ManagedProcess:
     """One child process with its output captured to a log file."""
 
     def __init__(self, name: str, argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None,
-                 cwd: Path | None = None) -> None:
+                 cwd: Path | None = None, run_as: RunAs | None = None) -> None:
         self.name = name
         self.argv = list(argv)
         self.log_path = log_path
+        self.run_as = run_as if run_as is not None and run_as.active else None
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "ab", buffering=0)  # noqa: SIM115 - closed in stop()
         full_env = dict(os.environ)
         full_env.update(env or {})
         full_env.setdefault("PYTHONUNBUFFERED", "1")
-        self.popen = subprocess.Popen(
-            self.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=full_env,
-            cwd=str(cwd) if cwd else None,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - no threads touch state here
-        )
+        user: dict[str, Any] = {}
+        if self.run_as is not None:
+            # the child switches before preexec_fn runs, so the parent-death signal survives the switch
+            user = {"user": self.run_as.uid, "group": self.run_as.gid, "extra_groups": []}
+        try:
+            self.popen = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                env=full_env,
+                cwd=str(cwd) if cwd else None,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - no threads touch state here
+                **user,
+            )
+        except BaseException:
+            self._log.close()
+            raise
         self.pid = self.popen.pid
 
     def running(self) -> bool:
@@ -110,9 +125,10 @@ class Supervisor:
         atexit.register(self.stop_all)
 
     def start(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None,
-              cwd: Path | None = None) -> ManagedProcess:
+              cwd: Path | None = None, run_as: RunAs | None = None) -> ManagedProcess:
+        """Start and register a process; `run_as` starts it as that user when the harness is root."""
         log = self.log_dir / f"{name}.{time.monotonic_ns()}.log"
-        proc = ManagedProcess(name, argv, log, env=env, cwd=cwd)
+        proc = ManagedProcess(name, argv, log, env=env, cwd=cwd, run_as=run_as)
         with self._lock:
             self._procs.append(proc)
         return proc

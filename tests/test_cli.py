@@ -131,8 +131,34 @@ def test_summary_lines() -> None:
     assert lines[0].startswith("agn-conformance: FAILED for p 1")
     assert "core: failure (0 passed, 1 failed, 0 skipped)" in lines[1]
     assert "extended: success (1 passed, 0 failed, 0 skipped)" in lines[1]
+    assert lines[2] == "    core: 1 failed in f: t-0"
     assert lines[-1].strip() == "report: /r.yaml  html: /r.html"
-    assert 3 <= len(lines) <= 6
+    assert len(lines) == 4
+
+
+def test_summary_lines_group_failures_by_feature() -> None:
+    results = [TestResult(id=f"AFF-{i}", profile="consumer", level="extended", feature="cookieAffinity",
+                          spec="s", outcome="failed", duration_s=0.1) for i in range(1, 7)]
+    results += [TestResult(id="SEL-1", profile="consumer", level="core", feature="selection", spec="s",
+                           outcome="failed", duration_s=0.1),
+                TestResult(id="P-1", profile="provider", level="core", feature="peerTrust", spec="s",
+                           outcome="passed", duration_s=0.1)]
+    report = build_report(results, Implementation("o", "p", "1"), backend="local", harness_version="0.1.0",
+                          profiles=["consumer", "provider"], features_claimed=["cookieAffinity"])
+    lines = cli.summary_lines(report, "/r.yaml")
+    assert lines[1].startswith("  consumer ") and "core: failure (0 passed, 1 failed" in lines[1]
+    assert lines[2:4] == ["    core: 1 failed in selection: SEL-1",
+                          "    extended: 6 failed in cookieAffinity: AFF-1, AFF-2, AFF-3, AFF-4, +2 more"]
+    assert lines[4].startswith("  provider ") and len(lines) == 6
+
+
+def test_summary_lines_of_a_report_without_features_of_failures() -> None:
+    report = _report(("core", "failed"), ("core", "failed"))
+    del report["profiles"][0]["core"]["failuresByFeature"]
+    for failure in report["profiles"][0]["core"]["failures"]:
+        del failure["feature"]
+    lines = cli.summary_lines(report, "/r.yaml")
+    assert lines[2] == "    core: 2 failed in a feature not recorded in the report: t-0, t-1"
 
 
 def test_summary_lines_name_a_profile_that_ran_no_core_test() -> None:
@@ -312,3 +338,14 @@ def test_list_reports_collection_errors(tiny_suites: str, tmp_path: Path, monkey
     assert cli.main(["list", "--profile", "consumer"]) == 2
     err = capsys.readouterr().err
     assert "no_such_module_for_agn_conformance" in err and "collecting the suites failed" in err
+
+
+def test_list_features_names_the_source_of_public_code_rules(capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.impl import FEATURE_DESCRIPTIONS
+
+    assert cli.main(["list", "--features"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == sorted(FEATURE_DESCRIPTIONS)
+    for name in ("strictOverlayValidation", "exactValueLimits", "providerRouteStatus", "credentialFailClosed"):
+        (line,) = [line for line in lines if line.startswith(name + " ")]
+        assert "praxis-proxy/ai" in line, line

@@ -24,9 +24,10 @@ import pytest
 import trustme
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.fakes import FakeBackend, RunningServer, RuntimeConfig, default_metrics, running
+from harness.fakes import FakeBackend, RunningServer, RuntimeConfig, default_metrics, mtls_context, running
 from harness.fakes.cli import main as cli_main
 from harness.fakes.server import MAX_BODY_BYTES
+from harness.pki import ClientFiles, GridPKI, client_context
 
 REPO = Path(__file__).resolve().parents[1]
 STARTUP_DEADLINE = 20.0
@@ -810,3 +811,162 @@ def test_cli_process_unreadable_cert_exits_2(tls_files: tuple[trustme.CA, Path, 
         assert process.stdout.read() == b""
         stderr = process.stderr.read().decode()
     assert "--tls-cert" in stderr and str(absent) in stderr, stderr
+
+
+# ------------------------------------------------------------------------------------------------ mTLS
+
+
+@pytest.fixture
+def grid_pki(tmp_path: Path) -> GridPKI:
+    """A run CA with a 127.0.0.1 server certificate for the fake's mTLS listener."""
+    pki = GridPKI(tmp_path / "pki")
+    pki.server("fake", "127.0.0.1", "fake.site.backend.grid.test")
+    return pki
+
+
+def _client(pki: GridPKI, client: ClientFiles | None) -> ssl.SSLContext:
+    return client_context(pki.ca_path, client)
+
+
+def _handshake_refused(url: str, verify: ssl.SSLContext) -> bool:
+    """True when the server turns the client away in the TLS layer (no answer comes back)."""
+    try:
+        with httpx.Client(verify=verify, timeout=10.0) as client:
+            client.post(f"{url}/v1/chat/completions", json={"model": "m"})
+    except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError, httpx.WriteError):
+        return True
+    return False
+
+
+def test_mtls_listener_echoes_the_verified_client_certificate(grid_pki: GridPKI) -> None:
+    server_files = grid_pki.directory / "fake.crt", grid_pki.directory / "fake.key"
+    context = mtls_context(*server_files, grid_pki.ca_path)
+    consumer = grid_pki.client("consumer")
+
+    async def body() -> None:
+        async with running(FakeBackend("east-1", "east"), "127.0.0.1", 0, mtls=("127.0.0.1", 0, context)) as server:
+            assert server.mtls_url is not None and server.mtls_port != server.port
+            async with httpx.AsyncClient(base_url=server.mtls_url, verify=_client(grid_pki, consumer),
+                                         timeout=10.0) as client:
+                chat = await client.post("/v1/chat/completions", json={"model": "m"}, headers={"x-hop": "1"})
+                assert chat.status_code == 200
+                assert_identity(chat)
+                agn = chat.json()["agn"]
+                assert agn["listener"] == "mtls"
+                assert agn["peer"] == {"cert_digest": consumer.digest, "organization": "ai-grid",
+                                       "common_name": "consumer"}
+                assert agn["request"]["headers"]["x-hop"] == "1"
+            async with httpx.AsyncClient(base_url=server.base_url, timeout=10.0) as plain:
+                echo = (await plain.post("/v1/chat/completions", json={"model": "m"})).json()["agn"]
+                assert (echo["listener"], echo["peer"]) == ("plain", None)
+                stats = await plain.get("/admin/stats")  # the admin API stays on the plain listener
+                assert stats.json() == {"requests": 2}
+                config = await plain.post("/admin/config", json={"latency_ms": 1})
+                assert config.status_code == 200
+
+    asyncio.run(body())
+
+
+def test_mtls_listener_refuses_clients_without_a_grid_certificate(grid_pki: GridPKI) -> None:
+    context = mtls_context(grid_pki.directory / "fake.crt", grid_pki.directory / "fake.key", grid_pki.ca_path)
+    foreign = grid_pki.foreign_client("intruder")
+    backend = FakeBackend("east-1", "east")
+
+    async def body() -> None:
+        async with running(backend, "127.0.0.1", 0, mtls=("127.0.0.1", 0, context)) as server:
+            url = server.mtls_url
+            assert url is not None
+            loop = asyncio.get_running_loop()
+            # the blocking clients run in a thread: the server answers on this loop meanwhile
+            assert await loop.run_in_executor(None, _handshake_refused, url, _client(grid_pki, None))
+            assert await loop.run_in_executor(None, _handshake_refused, url, _client(grid_pki, foreign))
+            async with httpx.AsyncClient(base_url=url, verify=_client(grid_pki, None), timeout=10.0) as anonymous:
+                with pytest.raises(httpx.TransportError):
+                    await anonymous.get("/admin/stats")  # the admin API too needs a certificate there
+
+    asyncio.run(body())
+    assert backend.requests == 0  # nothing reached the model API
+
+
+def test_mtls_context_must_require_client_certificates(grid_pki: GridPKI) -> None:
+    lax = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    lax.load_cert_chain(grid_pki.directory / "fake.crt", grid_pki.directory / "fake.key")
+
+    async def body() -> None:
+        with pytest.raises(ValueError, match="require client certificates"):
+            async with running(FakeBackend("e", "s"), "127.0.0.1", 0, mtls=("127.0.0.1", 0, lax)):
+                pass
+
+    asyncio.run(body())
+
+
+def _read_lines(process: subprocess.Popen[bytes], count: int, deadline: float) -> list[str]:
+    """The first `count` stdout lines of the child, or a failure naming what was seen before the deadline."""
+    assert process.stdout is not None
+    buffer = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while buffer.count(b"\n") < count:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"fewer than {count} stdout lines before the deadline; saw {buffer!r}")
+            if selector.select(timeout=remaining):
+                chunk = os.read(process.stdout.fileno(), 4096)
+                if not chunk:
+                    raise AssertionError(f"child exited ({process.wait()}) after {buffer!r}")
+                buffer += chunk
+    return buffer.decode().splitlines()[:count]
+
+
+def test_cli_process_serves_plain_and_mtls(grid_pki: GridPKI, tmp_path: Path) -> None:
+    cert, key = grid_pki.directory / "fake.crt", grid_pki.directory / "fake.key"
+    consumer = grid_pki.client("consumer")
+    ready = tmp_path / "ready"
+    args = ["--name", "x", "--site", "s", "--listen", "127.0.0.1:0", "--mtls-listen", "127.0.0.1:0",
+            "--tls-cert", str(cert), "--tls-key", str(key), "--client-ca", str(grid_pki.ca_path),
+            "--ready-file", str(ready)]
+    with _child(args) as process:
+        first, second = _read_lines(process, 2, time.monotonic() + STARTUP_DEADLINE)
+        assert first.startswith("LISTENING-MTLS 127.0.0.1:"), first
+        assert second.startswith("LISTENING 127.0.0.1:"), second
+        mtls_address, address = first.split(" ", 1)[1], second.split(" ", 1)[1]
+        assert ready.read_text() == address  # the ready file names the plain listener
+        with httpx.Client(base_url=f"http://{address}", timeout=10.0) as plain:
+            assert plain.get("/admin/stats").json() == {"requests": 0}
+        with httpx.Client(base_url=f"https://{mtls_address}", verify=_client(grid_pki, consumer),
+                          timeout=10.0) as client:
+            agn = client.post("/v1/chat/completions", json={"model": "m"}).json()["agn"]
+            assert agn["peer"]["cert_digest"] == consumer.digest and agn["peer"]["organization"] == "ai-grid"
+        assert _handshake_refused(f"https://{mtls_address}", _client(grid_pki, None))
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+    for bound in (address, mtls_address):
+        host, port = bound.rsplit(":", 1)
+        assert _port_is_free(host, int(port)), f"{bound} still bound after the backend exited"
+
+
+MTLS_ARGS: list[tuple[str, list[str], str]] = [
+    ("no client ca", ["--mtls-listen", "127.0.0.1:0", "--tls-cert", "{cert}", "--tls-key", "{key}"], "--client-ca"),
+    ("no mtls listen", ["--client-ca", "{ca}", "--tls-cert", "{cert}", "--tls-key", "{key}"], "--mtls-listen"),
+    ("no certificate", ["--mtls-listen", "127.0.0.1:0", "--client-ca", "{ca}"], "--tls-cert"),
+    ("bad mtls listen", ["--mtls-listen", "nowhere", "--client-ca", "{ca}", "--tls-cert", "{cert}",
+                         "--tls-key", "{key}"], "--mtls-listen"),
+    ("client ca not pem", ["--mtls-listen", "127.0.0.1:0", "--client-ca", "{key}", "--tls-cert", "{cert}",
+                           "--tls-key", "{key}"], "--client-ca"),
+    ("client ca missing", ["--mtls-listen", "127.0.0.1:0", "--client-ca", "{absent}", "--tls-cert", "{cert}",
+                           "--tls-key", "{key}"], "--client-ca"),
+]
+
+
+@pytest.mark.parametrize(("extra", "named"), [(e, n) for _, e, n in MTLS_ARGS], ids=[c for c, _, _ in MTLS_ARGS])
+def test_cli_mtls_arguments_are_checked(grid_pki: GridPKI, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                        extra: list[str], named: str) -> None:
+    values = {"cert": str(grid_pki.directory / "fake.crt"), "key": str(grid_pki.directory / "fake.key"),
+              "ca": str(grid_pki.ca_path), "absent": str(tmp_path / "absent.pem")}
+    args = ["--name", "a", "--site", "s", "--listen", "127.0.0.1:0", *[a.format(**values) for a in extra]]
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main(args)
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert named in captured.err, captured.err
+    assert "LISTENING" not in captured.out

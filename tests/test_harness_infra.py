@@ -160,3 +160,32 @@ def test_rendered_configs_use_only_the_keys_of_their_feature(variant: str) -> No
     assert ("expected_overlay_scope" in route) == (VARIANTS[variant].expected_scope and not VARIANTS[variant].static)
     cookie = route.get("session_affinity", {}).get("cookie")
     assert (cookie is not None) == (variant == "cookie")
+
+
+def test_local_backend_gives_hop_backends_an_mtls_listener(tmp_path: Path) -> None:
+    """Model backends (hop clusters) also listen for mTLS with the run's CA; the management one does not."""
+    import httpx
+
+    from harness.backends.local import LocalBackend
+    from harness.pki import client_context, file_digest
+
+    supervisor, plan = Supervisor(tmp_path / "logs"), AddressPlan()
+    backend = LocalBackend(tmp_path, supervisor, plan, impl=None)
+    try:
+        providers = backend.start_providers(0, load_topology("single-site").sites[0])
+        hop, mgmt = providers["provider-a"], providers["mgmt"]
+        assert (mgmt.mtls_address, mgmt.sni) == (None, None)
+        assert hop.mtls_address is not None and hop.sni == "provider-a.site-a.backend.grid.test"
+        assert httpx.get(f"{hop.url}/admin/stats", timeout=5).json() == {"requests": 0}  # admin stays plain
+        client = backend.pki.client("consumer")
+        with httpx.Client(verify=client_context(backend.pki.ca_path, client), timeout=5) as http:
+            # verified by the SNI name the hop clusters use, not only by the listener's address
+            answer = http.post(f"https://{hop.mtls_address}/v1/chat/completions", json={"model": "m"},
+                               extensions={"sni_hostname": hop.sni}).json()
+        assert answer["agn"]["peer"]["cert_digest"] == file_digest(client.cert) == client.digest
+        with (httpx.Client(verify=client_context(backend.pki.ca_path), timeout=5) as anonymous,
+              pytest.raises(httpx.TransportError)):
+            anonymous.post(f"https://{hop.mtls_address}/v1/chat/completions", json={"model": "m"})
+    finally:
+        supervisor.stop_all()
+        plan.close()

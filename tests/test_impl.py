@@ -185,3 +185,73 @@ def test_missing_file_is_an_impl_error(tmp_path: Path) -> None:
         load_impl(str(missing))
     assert isinstance(caught.value, ValueError)
     assert str(missing) in str(caught.value)
+
+
+# ------------------------------------------------------------------------------------------ gateway.run_as
+
+
+@pytest.fixture
+def as_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Load descriptors as a harness running as root would."""
+    monkeypatch.setattr("harness.run_as.os.geteuid", lambda: 0)
+    monkeypatch.setattr("harness.run_as.os.getegid", lambda: 0)
+
+
+def _run_as(tmp_path: Path, text: str) -> Any:
+    """A descriptor whose gateway section ends with the YAML line `text`, loaded from a file."""
+    gateway = "gateway:\n  command: [gw, '{config}']\n  " + text + "\n"
+    head = yaml.safe_dump({key: value for key, value in VALID.items() if key != "gateway"})
+    return load_impl(str(_write(tmp_path, head + gateway)))
+
+
+def test_run_as_is_optional() -> None:
+    assert parse_impl(VALID).gateway.run_as is None
+    assert parse_impl(_variant("gateway.run_as", None)).gateway.run_as is None
+
+
+def test_run_as_takes_a_user_name_or_uid_gid(tmp_path: Path, as_root: None) -> None:
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    by_name = _run_as(tmp_path, "run_as: nobody").gateway.run_as
+    assert (by_name.spec, by_name.uid, by_name.gid) == ("nobody", nobody.pw_uid, nobody.pw_gid)
+    numeric = _run_as(tmp_path, 'run_as: "1000:50"').gateway.run_as
+    assert (numeric.uid, numeric.gid) == (1000, 50)  # need not exist in the user database
+    assert str(numeric) == "uid 1000, gid 50" and "nobody" in str(by_name)
+
+
+RUN_AS_ERRORS = [
+    ("unknown user", "run_as: no-such-user-4711", "unknown user 'no-such-user-4711'"),
+    ("root by name", "run_as: root", "'root' is root"),
+    ("root by number", 'run_as: "0:0"', "'0:0' is root"),
+    ("root's group", 'run_as: "1000:0"', "'1000:0' has group 0 (root)"),
+    ("too many fields", 'run_as: "1:2:3"', "malformed value '1:2:3'"),
+    ("not numbers", 'run_as: "web:web"', "malformed value 'web:web'"),
+    ("a bare number", 'run_as: "65534"', "malformed value '65534'"),
+    ("empty", 'run_as: " "', "must not be empty"),
+    ("out of range", 'run_as: "4294967295:1"', "uid and gid must be at most"),
+    ("YAML reads it as a number", "run_as: 1000:50", 'got a number (quote "uid:gid": YAML reads'),
+    ("a list", "run_as: [nobody]", 'must be a user name or "uid:gid", got a list'),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), [(t, e) for _, t, e in RUN_AS_ERRORS],
+                         ids=[name for name, _, _ in RUN_AS_ERRORS])
+def test_bad_run_as_names_the_key(tmp_path: Path, as_root: None, text: str, expected: str) -> None:
+    with pytest.raises(ImplError) as caught:
+        _run_as(tmp_path, text)
+    assert caught.value.key == "gateway.run_as"
+    assert str(caught.value).startswith("gateway.run_as: ") and expected in str(caught.value), str(caught.value)
+
+
+def test_run_as_another_user_needs_a_root_harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("harness.run_as.os.geteuid", lambda: 1000)
+    monkeypatch.setattr("harness.run_as.os.getegid", lambda: 1000)
+    with pytest.raises(ImplError) as caught:
+        _run_as(tmp_path, "run_as: nobody")
+    assert caught.value.key == "gateway.run_as"
+    assert "runs as uid 1000, gid 1000, not root, so it cannot start the gateway as nobody" in str(caught.value)
+    with pytest.raises(ImplError, match="cannot start the gateway as uid 1000, gid 50"):
+        _run_as(tmp_path, 'run_as: "1000:50"')
+    same = _run_as(tmp_path, 'run_as: "1000:1000"').gateway.run_as  # its own user: nothing to switch
+    assert (same.uid, same.gid) == (1000, 1000) and not same.active

@@ -331,13 +331,71 @@ def test_single_site_bring_up_and_teardown_run_the_exact_command_sequence(tools:
         assert {("Deployment", f"agn-fake-{provider}"), ("Service", f"agn-fake-{provider}")} <= names
     gateway = yaml.safe_load(next(d for d in docs if d["metadata"]["name"] == "agn-gateway-config")
                              ["data"]["praxis.yaml"])
-    assert "agn-fake-provider-a.agn-system.svc.cluster.local:8000" in json.dumps(gateway)
     assert "/var/run/agn/overlay/routing-overlay.json" in json.dumps(gateway)
+    _check_hop_clusters_are_mtls(backend, docs, gateway)
 
     before = len(tools.calls())
     backend.close()
     assert tools.calls()[before:] == [["kind", "delete", "cluster", "--name", "agn-t1-site-a"]]
     assert not (tools.state / "agn-t1-site-a").exists()
+
+
+def _check_hop_clusters_are_mtls(backend: KindBackend, docs: list[dict[str, Any]], gateway: dict[str, Any]) -> None:
+    """The standing gateway reaches the hop clusters at the fakes' mTLS port with the client certificate of
+    its mounted Secret; the management cluster stays plain; each hop fake listens for mTLS from its Secret."""
+    by_name = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    balancer = next(f for c in gateway["filter_chains"] for f in c["filters"] if f["filter"] == "load_balancer")
+    clusters = {c["name"]: c for c in balancer["clusters"]}
+    route = next(f for c in gateway["filter_chains"] for f in c["filters"] if f["filter"] == "intelligent_route")
+    hop = ["provider-a", "provider-b", "provider-c", "provider-d"]
+    assert route["provider_hop_clusters"] == hop
+    for name in hop:
+        assert clusters[name]["endpoints"] == [f"agn-fake-{name}.agn-system.svc.cluster.local:8444"]
+        assert clusters[name]["tls"] == {"ca": {"ca_path": "/etc/agn/hop-tls/ca.crt"},
+                                         "client_cert": {"cert_path": "/etc/agn/hop-tls/tls.crt",
+                                                         "key_path": "/etc/agn/hop-tls/tls.key"},
+                                         "sni": f"{name}.site-a.backend.grid.test", "verify": True}
+    assert clusters["mgmt"] == {"name": "mgmt", "endpoints": ["agn-fake-mgmt.agn-system.svc.cluster.local:8000"]}
+    # the Secret comes before the config that names its files
+    order = [(d["kind"], d["metadata"]["name"]) for d in docs]
+    assert order.index(("Secret", "agn-gateway-hop-tls")) < order.index(("ConfigMap", "agn-gateway-config"))
+    hop_secret = {k: base64.b64decode(v) for k, v in by_name[("Secret", "agn-gateway-hop-tls")]["data"].items()}
+    assert set(hop_secret) == {"tls.crt", "tls.key", "ca.crt"}
+    assert hop_secret["ca.crt"] == backend.pki.ca_path.read_bytes()
+    client = x509.load_pem_x509_certificate(hop_secret["tls.crt"])
+    assert [a.value for a in client.subject.get_attributes_for_oid(x509.NameOID.ORGANIZATION_NAME)] == ["ai-grid"]
+
+    for name in hop:
+        pod = by_name[("Deployment", f"agn-fake-{name}")]["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        command = container["command"]
+        assert command[command.index("--listen") + 1] == "0.0.0.0:8000"
+        assert command[command.index("--mtls-listen"):] == [
+            "--mtls-listen", "0.0.0.0:8444", "--tls-cert", "/etc/agn/mtls/tls.crt", "--tls-key",
+            "/etc/agn/mtls/tls.key", "--client-ca", "/etc/agn/mtls/ca.crt"]
+        assert {"containerPort": 8444, "name": "mtls"} in container["ports"]
+        assert container["volumeMounts"] == [{"name": "mtls", "mountPath": "/etc/agn/mtls", "readOnly": True}]
+        assert pod["volumes"] == [{"name": "mtls", "secret": {"secretName": f"agn-fake-{name}-mtls"}}]
+        service = by_name[("Service", f"agn-fake-{name}")]["spec"]["ports"]
+        assert service == [{"name": "http", "port": 8000, "targetPort": 8000},
+                           {"name": "mtls", "port": 8444, "targetPort": 8444}]
+        files = {k: base64.b64decode(v) for k, v in by_name[("Secret", f"agn-fake-{name}-mtls")]["data"].items()}
+        assert files["ca.crt"] == backend.pki.ca_path.read_bytes() and set(files) == {"tls.crt", "tls.key", "ca.crt"}
+        server = x509.load_pem_x509_certificate(files["tls.crt"])
+        names = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert set(names.get_values_for_type(x509.DNSName)) >= {
+            f"{name}.site-a.backend.grid.test", f"agn-fake-{name}.agn-system.svc.cluster.local"}
+    mgmt = by_name[("Deployment", "agn-fake-mgmt")]["spec"]["template"]["spec"]
+    assert "--mtls-listen" not in mgmt["containers"][0]["command"] and "volumes" not in mgmt
+    assert ("Secret", "agn-fake-mgmt-mtls") not in by_name
+    assert by_name[("Service", "agn-fake-mgmt")]["spec"]["ports"] == [{"name": "http", "port": 8000,
+                                                                      "targetPort": 8000}]
+    # the provider gateway's fakes are private backends: plain HTTP
+    provider = yaml.safe_load(by_name[("ConfigMap", "agn-provider-gateway-config")]["data"]["praxis.yaml"])
+    private = next(f for c in provider["filter_chains"] for f in c["filters"] if f["filter"] == "load_balancer")
+    assert {c["name"]: c["endpoints"] for c in private["clusters"]} == {
+        name: [f"agn-fake-{name}.agn-system.svc.cluster.local:8000"] for name in [*hop, "mgmt"]}
+    assert not [c for c in private["clusters"] if "tls" in c]
 
 
 def test_the_image_is_built_once_for_every_backend_of_a_checkout(tools: Tools, root: Path,
@@ -422,6 +480,9 @@ def test_providers_gateways_and_overlays_go_through_port_forwards_and_the_pod(
     provider = providers["provider-a"]
     assert isinstance(provider, KubeProvider)
     assert provider.address == "agn-fake-provider-a.agn-system.svc.cluster.local:8000"
+    assert provider.mtls_address == "agn-fake-provider-a.agn-system.svc.cluster.local:8444"
+    assert provider.sni == "provider-a.site-a.backend.grid.test"
+    assert providers["mgmt"].mtls_address is None and providers["mgmt"].sni is None
     assert httpx.get(f"{provider.url}/admin/stats", timeout=5).status_code == 200
     kc = ["--kubeconfig", str(parts.workdir / "kube" / "site-a" / "kubeconfig")]
     assert ["kubectl", *kc, "--namespace", "agn-system", "port-forward", "--address", "127.0.0.1",
@@ -688,6 +749,38 @@ def test_provider_gateways_are_pods_with_their_files_and_a_nodeport_the_other_si
 
         b.stop_gateway(peer)
         assert backend._peer_addresses(site_b, peer.proc.listen) == peer.proc.listen
+    finally:
+        grid.close()
+        backend.close()
+
+
+def test_consumer_gateways_reach_hop_clusters_at_the_fakes_mtls_port_with_a_shipped_client_certificate(
+        tools: Tools, root: Path, parts: SimpleNamespace) -> None:
+    backend = make_kind(parts, root, "single-site", image="img:1")
+    backend.start()
+    grid = Grid(load_topology("single-site"), backend, frozenset())
+    try:
+        grid.start()
+        site = grid.site()
+        before = len(tools.entries())
+        gateway = site.gateway("core")
+        client = gateway.hop_client
+        assert client is not None and client.organization == "ai-grid"
+        config = yaml.safe_load(gateway.proc.config_path.read_text())
+        balancer = next(f for c in config["filter_chains"] for f in c["filters"] if f["filter"] == "load_balancer")
+        clusters = {c["name"]: c for c in balancer["clusters"]}
+        assert clusters["provider-a"]["endpoints"] == ["agn-fake-provider-a.agn-system.svc.cluster.local:8444"]
+        assert clusters["provider-a"]["tls"]["sni"] == "provider-a.site-a.backend.grid.test"
+        assert clusters["mgmt"] == {"name": "mgmt", "endpoints": ["agn-fake-mgmt.agn-system.svc.cluster.local:8000"]}
+        tls = clusters["provider-a"]["tls"]
+        paths = [tls["ca"]["ca_path"], tls["client_cert"]["cert_path"], tls["client_cert"]["key_path"]]
+        assert all(path.startswith("/var/run/agn/files/") for path in paths), paths
+        sent = [json.loads(e["stdin"]) for e in tools.entries()[before:] if e["stdin"] and "kind" in e["stdin"]]
+        files = next(d for doc in sent for d in doc.get("items", [doc])
+                     if d["metadata"]["name"].endswith("-files"))
+        shipped = {f"/var/run/agn/files/{k}": base64.b64decode(v) for k, v in files["data"].items()}
+        assert shipped[paths[0]] == backend.pki.ca_path.read_bytes()
+        assert shipped[paths[1]] == client.cert.read_bytes() and shipped[paths[2]] == client.key.read_bytes()
     finally:
         grid.close()
         backend.close()

@@ -360,6 +360,75 @@ def test_gateway_pod_shares_the_overlay_directory() -> None:
     assert config_mount["mountPath"] == "/etc/praxis"
 
 
+def test_gateway_mounts_its_hop_client_certificate_from_an_optional_secret() -> None:
+    from harness.backends.kind import GATEWAY_HOP_TLS_DIR, GATEWAY_HOP_TLS_SECRET
+
+    pod = dict(_pod_specs(_base_objects()))["agn-gateway"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["hop-tls"] == {"name": "hop-tls", "secret": {"secretName": GATEWAY_HOP_TLS_SECRET,
+                                                                "optional": True}}
+    gateway = next(c for c in pod["containers"] if c["name"] == "gateway")
+    mount = next(m for m in gateway["volumeMounts"] if m["name"] == "hop-tls")
+    assert mount == {"name": "hop-tls", "mountPath": GATEWAY_HOP_TLS_DIR, "readOnly": True}
+
+
+def _rendered_site(tmp_path: Path) -> tuple[Any, list[Obj]]:
+    """What the kind backend applies to site-a of the single-site topology (no cluster needed)."""
+    from types import SimpleNamespace
+
+    from harness.backends.kind import KindBackend, SiteCluster
+    from harness.backends.runner import Runner
+    from harness.topology import load_topology
+
+    topology = load_topology("single-site")
+    backend = KindBackend(tmp_path / "work", topology, SimpleNamespace(), runner=Runner(), root=ROOT, run_id="t1")
+    path = backend.render_site(SiteCluster(0, topology.sites[0], "agn-t1-site-a", []))
+    return backend, _docs(path)
+
+
+@needs_kv
+def test_rendered_site_with_mtls_fakes_validates(tmp_path: Path) -> None:
+    backend, docs = _rendered_site(tmp_path)
+    try:
+        for doc in docs:
+            _validate(doc)
+        names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+        assert ("Secret", "agn-gateway-hop-tls") in names
+        assert {("Secret", f"agn-fake-provider-{x}-mtls") for x in "abcd"} <= names
+        assert ("Secret", "agn-fake-mgmt-mtls") not in names
+    finally:
+        backend.supervisor.stop_all()
+        backend.plan.close()
+
+
+def test_rendered_site_gateway_config_loads_from_the_mounted_hop_secret(tmp_path: Path) -> None:
+    """The standing gateway's site config loads in the reference gateway with the hop Secret where the
+    Deployment mounts it; its hop clusters use mTLS, the management cluster does not."""
+    import base64
+
+    from harness.backends.kind import GATEWAY_HOP_TLS_DIR
+
+    backend, docs = _rendered_site(tmp_path)
+    try:
+        secret = _find(docs, "Secret", "agn-gateway-hop-tls")
+        hop = tmp_path / "hop-tls"
+        hop.mkdir()
+        for key, value in secret["data"].items():
+            (hop / key).write_bytes(base64.b64decode(value))
+        text = _find(docs, "ConfigMap", "agn-gateway-config")["data"]["praxis.yaml"]
+        assert f"{GATEWAY_HOP_TLS_DIR}/" in text
+        (tmp_path / "praxis.yaml").write_text(text.replace(f"{GATEWAY_HOP_TLS_DIR}/", f"{hop}/"))
+        config = load_config(tmp_path / "praxis.yaml")
+        balancer = next(s.options for c in config.chains.values() for s in c.filters if s.type == "load_balancer")
+        tls = {cluster.name: cluster.tls for cluster in balancer.clusters}
+        assert {name for name, value in tls.items() if value is not None} == {f"provider-{x}" for x in "abcd"}
+        assert tls["provider-a"] is not None and tls["provider-a"].cert_path == str(hop / "tls.crt")
+        assert tls["mgmt"] is None
+    finally:
+        backend.supervisor.stop_all()
+        backend.plan.close()
+
+
 def test_gateway_commands_follow_the_contract() -> None:
     pod = dict(_pod_specs(_base_objects()))["agn-gateway"]
     containers = {c["name"]: c for c in pod["containers"]}

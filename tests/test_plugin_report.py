@@ -23,7 +23,7 @@ def _mark(test_id, level="core", feature="f"):
 def test_pass():
     assert True
 
-@_mark("T-FAIL")
+@_mark("T-FAIL", feature="g")
 def test_fail():
     assert 1 == 2
 
@@ -60,6 +60,12 @@ def test_report_counts_every_conformance_result(tmp_path: Path, workers: str | N
     consumer = load_report(report)["profiles"][0]
     assert consumer["core"]["statistics"] == {"passed": 3, "failed": 2, "skipped": 1}
     assert sorted(consumer["core"]["failedTests"]) == ["T-FAIL", "T-PARAM[3]"]
+    assert consumer["core"]["failuresByFeature"] == {"f": ["T-PARAM[3]"], "g": ["T-FAIL"]}
+    assert {f["id"]: f["feature"] for f in consumer["core"]["failures"]} == {"T-FAIL": "g", "T-PARAM[3]": "f"}
     assert consumer["core"]["skippedTests"] == ["T-SKIP"]
     assert consumer["extended"]["statistics"]["passed"] == 1
-    assert load_report(report)["summary"]["passed"] is False
+    assert consumer["extended"]["failuresByFeature"] == {}
+    summary = load_report(report)["summary"]
+    assert summary["passed"] is False
+    assert [(row["level"], row["feature"], row["tests"]) for row in summary["failuresByFeature"]] == [
+        ("core", "f", ["T-PARAM[3]"]), ("core", "g", ["T-FAIL"])]

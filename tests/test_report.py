@@ -66,6 +66,7 @@ def test_all_passed_is_success() -> None:
     assert core["result"] == "success"
     assert core["statistics"] == {"passed": 2, "failed": 0, "skipped": 0}
     assert core["failedTests"] == [] and core["skippedTests"] == [] and core["failures"] == []
+    assert core["failuresByFeature"] == {}
 
 
 def test_skip_without_failure_is_partial() -> None:
@@ -84,9 +85,44 @@ def test_any_failure_is_failure_and_lists_ids_sorted() -> None:
     assert core["result"] == "failure"
     assert core["statistics"] == {"passed": 1, "failed": 2, "skipped": 1}
     assert core["failedTests"] == ["c-1", "c-3"]
-    assert core["failures"] == [{"id": "c-1", "message": ""}, {"id": "c-3", "message": "boom"}]
-    assert report["summary"] == {"passed": False}
+    assert core["failuresByFeature"] == {"overlayValidation": ["c-1", "c-3"]}
+    assert core["failures"] == [{"id": "c-1", "feature": "overlayValidation", "message": ""},
+                                {"id": "c-3", "feature": "overlayValidation", "message": "boom"}]
+    assert report["summary"] == {"passed": False, "failuresByFeature": [
+        {"profile": "consumer", "level": "core", "feature": "overlayValidation", "failed": 2,
+         "tests": ["c-1", "c-3"]}]}
     assert not core_passed(report)
+
+
+def test_failures_are_grouped_by_feature() -> None:
+    results = [result(f"AFF-{i}", "failed", level="extended", feature="cookieAffinity") for i in (3, 1, 6, 2, 5, 4)]
+    results += [result("SEL-1", "failed", feature="selection"), result("SEL-2", "passed", feature="selection"),
+                result("REV-1", "failed", feature="revision"), result("REV-2", "failed", feature="revision"),
+                result("P-1", "failed", profile="provider", feature="peerTrust")]
+    report = report_for(results, profiles=("consumer", "provider"), claimed=frozenset({"cookieAffinity"}))
+    consumer = profile(report, "consumer")
+    assert consumer["extended"]["failuresByFeature"] == {"cookieAffinity": [f"AFF-{i}" for i in range(1, 7)]}
+    assert consumer["extended"]["failedTests"] == [f"AFF-{i}" for i in range(1, 7)]  # ids stay as they were
+    assert consumer["core"]["failuresByFeature"] == {"revision": ["REV-1", "REV-2"], "selection": ["SEL-1"]}
+    assert list(consumer["core"]["failuresByFeature"]) == ["revision", "selection"]
+    assert [f["feature"] for f in consumer["core"]["failures"]] == ["revision", "revision", "selection"]
+    rows = report["summary"]["failuresByFeature"]
+    assert [(r["profile"], r["level"], r["feature"], r["failed"]) for r in rows] == [
+        ("consumer", "core", "revision", 2), ("consumer", "core", "selection", 1),
+        ("consumer", "extended", "cookieAffinity", 6), ("provider", "core", "peerTrust", 1)]
+    assert rows[2]["tests"] == [f"AFF-{i}" for i in range(1, 7)]
+    assert "failuresByFeature" not in report_for([result("c-1", "passed")])["summary"]
+
+
+def test_failures_by_feature_reads_reports_without_the_key() -> None:
+    from harness.report.writer import failures_by_feature
+
+    old = {"failedTests": ["c-1", "c-2"], "failures": [{"id": "c-1", "message": "m"}, {"id": "c-2"}]}
+    assert failures_by_feature(old) == {"?": ["c-1", "c-2"]}
+    assert failures_by_feature({"failedTests": ["c-1"], "failures": [{"id": "c-1", "feature": "ttl"}]}) == {
+        "ttl": ["c-1"]}
+    assert failures_by_feature({"failedTests": []}) == {} and failures_by_feature({}) == {}
+    assert failures_by_feature({"failuresByFeature": {"ttl": ["c-9"]}, "failedTests": ["c-9"]}) == {"ttl": ["c-9"]}
 
 
 def test_extended_failure_does_not_fail_the_summary() -> None:
@@ -95,7 +131,8 @@ def test_extended_failure_does_not_fail_the_summary() -> None:
     report = report_for(results, claimed=frozenset({"weightedRandom"}))
     extended = profile(report, "consumer")["extended"]
     assert extended["result"] == "failure" and extended["failedTests"] == ["e-1"]
-    assert report["summary"] == {"passed": True}
+    assert report["summary"] == {"passed": True, "failuresByFeature": [
+        {"profile": "consumer", "level": "extended", "feature": "weightedRandom", "failed": 1, "tests": ["e-1"]}]}
     assert core_passed(report)
 
 
@@ -200,6 +237,21 @@ def test_load_report_rejects_missing_and_foreign_files(tmp_path: Path) -> None:
         load_report(broken)
 
 
+def test_load_report_reads_a_report_written_before_failures_were_grouped(tmp_path: Path) -> None:
+    report = report_for([result("c-1", "failed", message="boom"), result("c-2", "passed")])
+    for section in report["profiles"]:
+        for level in ("core", "extended"):
+            del section[level]["failuresByFeature"]
+            for failure in section[level]["failures"]:
+                del failure["feature"]
+    del report["summary"]["failuresByFeature"]
+    path = write_yaml(report, tmp_path / "old.yaml")
+    loaded = load_report(path)
+    assert loaded == report and not core_passed(loaded)
+    page = render_html(loaded, [])
+    assert "Failures by feature" in page and "c-1" in page
+
+
 def test_core_passed_does_not_trust_a_contradicting_summary() -> None:
     report = report_for([result("c-1", "failed")])
     report["summary"]["passed"] = True
@@ -264,6 +316,49 @@ def test_html_shows_outcomes_and_full_messages() -> None:
     assert "Profile: mesh" in page and "cookieAffinity" in page
     passing = report_for([result("c-1", "passed")])
     assert "PASSED" in render_html(passing, [result("c-1", "passed")])
+    assert "Failures by feature" not in render_html(passing, [result("c-1", "passed")])
+
+
+class _Rows(HTMLParser):
+    """The text of every table row, by the row's class."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[tuple[str, str]] = []
+        self._row: list[str] | None = None
+        self._class = ""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "tr":
+            self._row, self._class = [], dict(attrs).get("class") or ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "tr" and self._row is not None:
+            self.rows.append((self._class, " ".join(part.strip() for part in self._row if part.strip())))
+            self._row = None
+
+    def handle_data(self, data: str) -> None:
+        if self._row is not None:
+            self._row.append(data)
+
+
+def test_html_groups_failures_by_feature_and_names_the_feature_of_each_failure() -> None:
+    results = [result(f"AFF-{i}", "failed", level="extended", feature="cookieAffinity", message=f"boom {i}")
+               for i in range(1, 7)]
+    results += [result("SEL-1", "failed", feature="selection", message="wrong backend"),
+                result("SEL-2", "passed", feature="selection")]
+    page = render_html(report_for(results, claimed=frozenset({"cookieAffinity"})), results)
+    parser = _Rows()
+    parser.feed(page)
+    failed = [text for cls, text in parser.rows if cls == "failed"]
+    summary = [text for text in failed if text.startswith("consumer")]
+    assert summary == ["consumer core selection 1 SEL-1",
+                       "consumer extended cookieAffinity 6 AFF-1, AFF-2, AFF-3, AFF-4, AFF-5, AFF-6"]
+    details = [text for cls, text in parser.rows if cls == "detail"]
+    assert "AFF-3: failed in feature cookieAffinity (extended) boom 3" in details
+    assert "SEL-1: failed in feature selection (core) wrong backend" in details
+    assert any(text.startswith("AFF-1 extended cookieAffinity") for text in failed)
+    assert "extended: <strong>cookieAffinity</strong>: 6 failed" in page
 
 
 def test_write_html_is_also_reachable_from_the_writer(tmp_path: Path) -> None:

@@ -144,3 +144,19 @@ def test_consumer_renderer_unchanged_for_plain_hops() -> None:
                                  management_cluster=None)
     lb = next(f for f in yaml.safe_load(text)["filter_chains"][0]["filters"] if f["filter"] == "load_balancer")
     assert lb["clusters"] == [{"name": "p", "endpoints": ["127.0.0.1:3"]}]
+
+
+def test_consumer_renderer_gives_hop_clusters_mtls_and_leaves_management_plain() -> None:
+    tls = UpstreamTls("/pki/ca.pem", "/pki/gw.crt", "/pki/gw.key", "p.site-a.backend.grid.test")
+    text = render_gateway_config(VARIANTS["management"], listen="127.0.0.1:1", admin="127.0.0.1:2",
+                                 overlay_file="/o", scope=SCOPE, clusters={"p": "127.0.0.1:3", "mgmt": "127.0.0.1:4"},
+                                 hop_clusters=["p"], management_cluster="mgmt", hop_tls={"p": tls})
+    filters = yaml.safe_load(text)["filter_chains"][0]["filters"]
+    route = next(f for f in filters if f["filter"] == "intelligent_route")
+    assert route["provider_hop_clusters"] == ["p"] and route["management_cluster"] == "mgmt"
+    lb = next(f for f in filters if f["filter"] == "load_balancer")
+    assert lb["clusters"] == [{"name": "p", "endpoints": ["127.0.0.1:3"], "tls": tls.as_block()},
+                              {"name": "mgmt", "endpoints": ["127.0.0.1:4"]}]
+    with pytest.raises(ValueError, match="without an endpoint"):
+        render_gateway_config(VARIANTS["core"], listen="a:1", admin="a:2", overlay_file="/o", scope=SCOPE,
+                              clusters={}, hop_clusters=["p"], management_cluster=None, hop_tls={"p": tls})

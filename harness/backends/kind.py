@@ -53,11 +53,19 @@ from harness.backends.local import (
     GatewayStartFailed,
     OperatorUnsupported,
     ProviderProcess,
+    fake_sni,
+    is_hop_backend,
 )
 from harness.backends.runner import CommandFailed, Runner
 from harness.contract import ScopeSpec
 from harness.control import OverlaySyncProcess
-from harness.gateway_config import VARIANTS, ListenerTls, render_gateway_config, render_provider_gateway_config
+from harness.gateway_config import (
+    VARIANTS,
+    ListenerTls,
+    UpstreamTls,
+    render_gateway_config,
+    render_provider_gateway_config,
+)
 from harness.pki import GridPKI, ServerFiles
 from harness.process import ManagedProcess, Supervisor
 from harness.topology import ProviderSpec, SiteSpec, Topology
@@ -77,7 +85,14 @@ GATEWAY_PORT = 8080
 ADMIN_PORT = 9901
 SYNC_ADMIN_PORT = 9102
 FAKE_PORT = 8000
+#: The fake backends' mTLS listener (hop clusters), with its certificate, key and client CA from a Secret.
+FAKE_MTLS_PORT = 8444
+FAKE_MTLS_DIR = "/etc/agn/mtls"
 TLS_METRICS_PORT = 8443
+#: The optional Secret of the standing gateway (manifests/base/gateway.yaml) with its hop client
+#: certificate (tls.crt, tls.key) and the CA that signs the hop clusters (ca.crt), and where it is mounted.
+GATEWAY_HOP_TLS_SECRET = "agn-gateway-hop-tls"
+GATEWAY_HOP_TLS_DIR = "/etc/agn/hop-tls"
 GATEWAY_NODEPORT = 30080
 ADMIN_NODEPORT = 30901
 FIELD_MANAGER = "agn-conformance"
@@ -458,17 +473,32 @@ class KubeBackend:
     def fake_address(self, provider: str) -> str:
         return f"agn-fake-{provider}.{NAMESPACE}.svc.cluster.local:{FAKE_PORT}"
 
+    def fake_mtls_address(self, provider: str) -> str:
+        """The in-cluster address of a fake backend's mTLS listener (what hop clusters point at)."""
+        return f"agn-fake-{provider}.{NAMESPACE}.svc.cluster.local:{FAKE_MTLS_PORT}"
+
     def render_site(self, site: SiteCluster) -> Path:
-        """The site's ConfigMaps, Secrets and fake backends as one file for `kubectl apply -f`."""
+        """The site's ConfigMaps, Secrets and fake backends as one file for `kubectl apply -f`.
+
+        The standing gateway reaches its hop clusters at the fakes' mTLS listeners with a client
+        certificate of the run's CA, from the Secret agn-gateway-hop-tls its Deployment mounts.
+        """
         spec = site.spec
         clusters = {p.cluster: self.fake_address(p.name) for p in spec.providers}
         model = [p.cluster for p in spec.model_providers]
         management = next((p.cluster for p in spec.providers if p.role == "management"), None)
         scope = ScopeSpec(self.topology.network, spec.gateway, spec.namespace, spec.name)
+        hop = [p for p in spec.providers if is_hop_backend(p) and p.cluster in model]
+        hop_tls = {p.cluster: UpstreamTls(f"{GATEWAY_HOP_TLS_DIR}/ca.crt", f"{GATEWAY_HOP_TLS_DIR}/tls.crt",
+                                          f"{GATEWAY_HOP_TLS_DIR}/tls.key", fake_sni(spec.name, p.name))
+                   for p in hop}
+        # the provider gateway keeps the plain listeners: the fakes are its private backends
+        consumer_clusters = {**clusters, **{p.cluster: self.fake_mtls_address(p.name) for p in hop}}
         gateway_config = render_gateway_config(
             VARIANTS["core"], listen=f"0.0.0.0:{GATEWAY_PORT}", admin=f"0.0.0.0:{ADMIN_PORT}",
-            overlay_file=f"{POD_OVERLAY_DIR}/{OVERLAY_KEY}", scope=scope, clusters=clusters, hop_clusters=model,
-            management_cluster=management, allowlist=model)
+            overlay_file=f"{POD_OVERLAY_DIR}/{OVERLAY_KEY}", scope=scope, clusters=consumer_clusters,
+            hop_clusters=model, management_cluster=management, allowlist=model, hop_tls=hop_tls)
+        hop_client = self.pki.client(f"kube-{spec.name}-gateway-hop-client")
         sni = f"{spec.provider_gateway or 'provider-gateway'}.{spec.name}.grid.test"
         server = self.pki.server(f"kube-{spec.name}-provider-gateway", sni,
                                  f"agn-provider-gateway.{NAMESPACE}.svc")
@@ -478,6 +508,10 @@ class KubeBackend:
             trusted_peers=None, provider_id=f"{spec.name}-{spec.provider_gateway or 'provider-gateway'}",
             routes=(), credentials=(), clusters=clusters)
         docs: list[dict[str, Any]] = [
+            # before the config naming its files, so a gateway that restarts on the new config finds them
+            _secret(GATEWAY_HOP_TLS_SECRET, {"tls.crt": hop_client.cert.read_bytes(),
+                                             "tls.key": hop_client.key.read_bytes(),
+                                             "ca.crt": self.pki.ca_path.read_bytes()}, self._labels()),
             _configmap("agn-gateway-config", {"praxis.yaml": gateway_config}, self._labels()),
             _configmap("agn-provider-gateway-config", {"praxis.yaml": provider_config}, self._labels()),
             _secret("agn-provider-gateway-tls", {"tls.crt": server.cert.read_bytes(),
@@ -486,21 +520,36 @@ class KubeBackend:
             _secret("agn-provider-credentials", {}, self._labels()),
         ]
         for provider in spec.providers:
-            docs += self._fake_backend(provider.name, provider.site)
+            docs += self._fake_backend(provider.name, provider.site,
+                                       fake_sni(spec.name, provider.name) if provider in hop else None)
         path = self._site_dir(site) / "site.yaml"
         path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
         return path
 
-    def _fake_backend(self, name: str, site: str) -> list[dict[str, Any]]:
-        labels = self._labels(**{"app.kubernetes.io/name": f"agn-fake-{name}"})
-        container = {"name": "fake-backend", "image": self.image, "imagePullPolicy": "IfNotPresent",
-                     "command": ["agn-fake-backend", "--name", name, "--site", site,
-                                 "--listen", f"0.0.0.0:{FAKE_PORT}"],
-                     "ports": [{"containerPort": FAKE_PORT, "name": "http"}],
-                     "readinessProbe": {"httpGet": {"path": "/admin/stats", "port": FAKE_PORT},
-                                        "periodSeconds": 1}}
-        return [_deployment(f"agn-fake-{name}", labels, [container], []),
-                _service(f"agn-fake-{name}", labels, [{"name": "http", "port": FAKE_PORT, "targetPort": FAKE_PORT}])]
+    def _fake_backend(self, name: str, site: str, sni: str | None = None) -> list[dict[str, Any]]:
+        """A fake backend's Deployment and Service; with `sni` (a hop cluster's backend) also its mTLS
+        listener, its server certificate (naming `sni` and the Service) and the run's CA as client CA."""
+        kname = f"agn-fake-{name}"
+        labels = self._labels(**{"app.kubernetes.io/name": kname})
+        container: dict[str, Any] = {
+            "name": "fake-backend", "image": self.image, "imagePullPolicy": "IfNotPresent",
+            "command": ["agn-fake-backend", "--name", name, "--site", site, "--listen", f"0.0.0.0:{FAKE_PORT}"],
+            "ports": [{"containerPort": FAKE_PORT, "name": "http"}],
+            "readinessProbe": {"httpGet": {"path": "/admin/stats", "port": FAKE_PORT}, "periodSeconds": 1}}
+        ports = [{"name": "http", "port": FAKE_PORT, "targetPort": FAKE_PORT}]
+        if sni is None:
+            return [_deployment(kname, labels, [container], []), _service(kname, labels, ports)]
+        files = self.pki.server(f"kube-fake-{sni}", sni, f"{kname}.{NAMESPACE}.svc.cluster.local",
+                                f"{kname}.{NAMESPACE}.svc")
+        container["command"] += ["--mtls-listen", f"0.0.0.0:{FAKE_MTLS_PORT}", "--tls-cert", f"{FAKE_MTLS_DIR}/tls.crt",
+                                 "--tls-key", f"{FAKE_MTLS_DIR}/tls.key", "--client-ca", f"{FAKE_MTLS_DIR}/ca.crt"]
+        container["ports"].append({"containerPort": FAKE_MTLS_PORT, "name": "mtls"})
+        container["volumeMounts"] = [{"name": "mtls", "mountPath": FAKE_MTLS_DIR, "readOnly": True}]
+        ports.append({"name": "mtls", "port": FAKE_MTLS_PORT, "targetPort": FAKE_MTLS_PORT})
+        secret = _secret(f"{kname}-mtls", {"tls.crt": files.cert.read_bytes(), "tls.key": files.key.read_bytes(),
+                                           "ca.crt": self.pki.ca_path.read_bytes()}, labels)
+        volumes = [{"name": "mtls", "secret": {"secretName": f"{kname}-mtls"}}]
+        return [secret, _deployment(kname, labels, [container], volumes), _service(kname, labels, ports)]
 
     # ------------------------------------------------------------------------ port-forwards
 
@@ -535,7 +584,10 @@ class KubeBackend:
             key = f"{site.name}-fake-{spec.name}"
             ports = self.forward(cluster, f"service/agn-fake-{spec.name}", [FAKE_PORT], key)
             proc = self._forwards[key]
+            hop = is_hop_backend(spec)
             provider = KubeProvider(spec, self.fake_address(spec.name), proc,
+                                    mtls_address=self.fake_mtls_address(spec.name) if hop else None,
+                                    sni=fake_sni(site.name, spec.name) if hop else None,
                                     host_url=f"http://127.0.0.1:{ports[FAKE_PORT]}")
             self._cluster_urls[provider.host_url] = provider.cluster_url
             started[spec.name] = provider

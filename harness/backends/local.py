@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 #: Port of a site's TLS metrics endpoint (a fake backend serving HTTPS), next to the plain backends.
 TLS_METRICS_PORT = BACKEND_PORT + 50
+#: First port of the fake backends' mTLS listeners, the endpoints consumer gateways reach hop clusters at.
+HOP_MTLS_PORT = BACKEND_PORT + 443
 #: UDP port a site's operator gossips on (the mesh profile), on the site's own address.
 MESH_PORT = 17946
 
@@ -41,12 +43,27 @@ class GatewayStartFailed(RuntimeError):
         self.log_tail = log_tail
 
 
+def fake_sni(site: str, provider: str) -> str:
+    """The DNS name a fake backend's mTLS certificate carries and hop clusters verify (SNI)."""
+    return f"{provider}.{site}.backend.grid.test"
+
+
+def is_hop_backend(spec: ProviderSpec) -> bool:
+    """Whether consumer gateways reach this fake backend as a provider hop cluster (over mTLS)."""
+    return spec.role == "model"
+
+
 @dataclass
 class ProviderProcess:
+    """A fake backend: `address` is its plain listener (admin API, private backends), `mtls_address` the
+    listener that requires a grid client certificate (hop clusters), verified by the name `sni`."""
+
     spec: ProviderSpec
     address: str  # host:port
     process: ManagedProcess
     scheme: str = "http"
+    mtls_address: str | None = None
+    sni: str | None = None
 
     @property
     def url(self) -> str:
@@ -108,13 +125,22 @@ class LocalBackend:
         return self._pki
 
     def start_providers(self, site_index: int, site: SiteSpec) -> dict[str, ProviderProcess]:
+        """The site's fake backends; those consumer gateways reach as hop clusters also listen for mTLS
+        with a certificate from the run's CA, accepting only client certificates the grid CA signed."""
         started: dict[str, ProviderProcess] = {}
         for offset, spec in enumerate(site.providers):
             host, port = self.plan.allocate(site_index, BACKEND_PORT + offset)
             argv = [sys.executable, "-m", "harness.fakes.cli", "--name", spec.name, "--site", spec.site,
                     "--listen", f"{host}:{port}"]
+            mtls_address = sni = None
+            if is_hop_backend(spec):
+                mtls_host, mtls_port = self.plan.allocate(site_index, HOP_MTLS_PORT + offset)
+                mtls_address, sni = f"{mtls_host}:{mtls_port}", fake_sni(site.name, spec.name)
+                files = self.pki.server(f"fake-{site.name}-{spec.name}", mtls_host, sni)
+                argv += ["--mtls-listen", mtls_address, "--tls-cert", str(files.cert), "--tls-key", str(files.key),
+                         "--client-ca", str(self.pki.ca_path)]
             proc = self.supervisor.start(f"fake-{spec.name}", self._inside(site_index, argv))
-            started[spec.name] = ProviderProcess(spec, f"{host}:{port}", proc)
+            started[spec.name] = ProviderProcess(spec, f"{host}:{port}", proc, mtls_address=mtls_address, sni=sni)
         for provider in started.values():
             self._wait_ready(provider.process, f"{provider.url}/admin/stats", f"fake backend {provider.spec.name}", 20)
         return started
@@ -200,7 +226,15 @@ class LocalBackend:
     def start_gateway(self, name: str, listen: str, admin: str, workdir: Path, config_text: str,
                       overlay_dir: Path, *, env: Mapping[str, str] | None = None,
                       scheme: str = "http") -> GatewayProcess:
-        """Write the config and start the gateway; `env` adds variables (credential sources)."""
+        """Write the config and start the gateway; `env` adds variables (credential sources).
+
+        With the descriptor's `gateway.run_as` and a root harness the gateway runs as that user, and its
+        work directory, config, overlay directory and the TLS and credential files its config names are
+        made readable to it (see harness.run_as); in network namespaces it switches after entering its
+        site's. A gateway that exits saying it will not run as root fails naming `gateway.run_as`.
+        """
+        from harness import run_as as users
+
         config_path = workdir / "praxis.yaml"
         config_path.write_text(config_text)
         argv, env_vars = self.impl.gateway.render(config_path, workdir)
@@ -208,16 +242,54 @@ class LocalBackend:
         if self.seed is not None:
             # --grid-seed also fixes the reference gateway's random choices (other gateways ignore it)
             env = {"AGN_GATEWAY_SEED": f"{self.seed}-{self._gateway_count}", **env}
-        argv = self._inside(self._site_of(listen.rsplit(":", 1)[0]), argv)
-        proc = self.supervisor.start(name, argv, env=env, cwd=workdir)
+        site = self._site_of(listen.rsplit(":", 1)[0])
+        user = users.gateway_user(self)
+        switch_at_start = None
+        if user is not None:
+            public, private = users.config_files(config_text)
+            users.grant_gateway_files(user, run_dir=self.workdir, workdir=workdir, config=config_path,
+                                      overlay_dir=overlay_dir, public=public, private=private)
+            env = {"HOME": str(workdir), **env}
+            if site is None:
+                switch_at_start = user
+            else:  # entering the namespace needs root: switch users behind `ip netns exec`
+                argv = users.switch_argv(user, argv)
+        argv = self._inside(site, argv)
+        try:
+            proc = self.supervisor.start(name, argv, env=env, cwd=workdir, run_as=switch_at_start)
+        except OSError as exc:
+            who = f" as {user}" if user is not None else ""
+            raise GatewayStartFailed(f"gateway {name} could not be started{who}: {exc}", None, "") from exc
         gateway = GatewayProcess(name, listen, admin, config_path, overlay_dir, proc, scheme)
         try:
             self._wait_ready(proc, f"{gateway.admin_url}/ready", f"gateway {name} /ready",
                              float(self.impl.gateway.startup_timeout_s))
-        except GatewayStartFailed:
+        except GatewayStartFailed as exc:
+            hint = self._gateway_start_hint(proc, user)  # before stopping: only an exit of its own counts
             self.supervisor.stop(proc)
-            raise
+            if hint is None:
+                raise
+            head = str(exc).split("\n--- gateway log (tail) ---\n", 1)[0]
+            raise GatewayStartFailed(f"{head}\n{hint}", exc.exit_code, exc.log_tail) from None
         return gateway
+
+    @staticmethod
+    def _gateway_start_hint(proc: ManagedProcess, user: Any) -> str | None:
+        """What to change when a gateway exits during startup for the user it ran as, else None."""
+        import os
+
+        from harness.run_as import refuses_root
+
+        if proc.returncode is None:
+            return None
+        log = proc.log_text()
+        if user is None and os.geteuid() == 0 and refuses_root(log):
+            return ("the gateway refuses to run as root, and the harness runs as root: set `gateway.run_as` in "
+                    "the implementation descriptor (for example `run_as: nobody`) to start it as that user")
+        if user is not None and "permission denied" in log.lower():
+            return (f"the gateway ran as {user}: something it needs (its command, a library, a file its config "
+                    "names) is not readable by that user")
+        return None
 
     def stop(self, process: ManagedProcess) -> int | None:
         return self.supervisor.stop(process)

@@ -3,6 +3,9 @@
 After binding it prints `LISTENING <host>:<port>` (and writes the same address to --ready-file), so a
 supervisor can start it on port 0 and learn the real port. SIGTERM or SIGINT stop it cleanly (exit 0).
 With --tls-cert and --tls-key it serves the same routes over HTTPS only (the LISTENING line is unchanged).
+With --mtls-listen and --client-ca as well, --listen stays plain HTTP and a second listener serves the same
+routes over TLS with that certificate, requiring a client certificate signed by --client-ca; its address
+is printed as `LISTENING-MTLS <host>:<port>` before the LISTENING line.
 Bad arguments, a bad --config file or unloadable TLS files exit 2 with the offending option or key named.
 """
 
@@ -42,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Fake provider backend: echo model server (OpenAI-shaped) plus EPP-style /metrics "
-        "and a runtime /admin API, all on one listening address.",
+        "and a runtime /admin API on one listening address, optionally also served to verified TLS clients.",
     )
     parser.add_argument("--name", required=True, help="backend name, echoed in x-agn-backend")
     parser.add_argument("--site", required=True, help="site name, echoed in x-agn-site")
@@ -57,9 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ready-file", type=Path, default=None, metavar="PATH",
                         help="write the bound host:port here (atomically) once listening")
     parser.add_argument("--tls-cert", type=Path, default=None, metavar="FILE",
-                        help="PEM certificate chain; with --tls-key, serve HTTPS only")
+                        help="PEM certificate chain; with --tls-key, serve HTTPS only (with --mtls-listen: the "
+                        "certificate of the mTLS listener, and --listen stays plain HTTP)")
     parser.add_argument("--tls-key", type=Path, default=None, metavar="FILE",
                         help="PEM private key of --tls-cert")
+    parser.add_argument("--mtls-listen", default=None, metavar="HOST:PORT",
+                        help="also serve over TLS here, requiring a client certificate signed by --client-ca")
+    parser.add_argument("--client-ca", type=Path, default=None, metavar="FILE",
+                        help="PEM CA bundle that signs the client certificates --mtls-listen accepts")
     parser.add_argument("--log-level", default="WARNING",
                         choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
     return parser
@@ -129,6 +137,23 @@ def load_tls_context(cert: Path, key: Path) -> ssl.SSLContext:
     return context
 
 
+def load_mtls_context(cert: Path, key: Path, client_ca: Path) -> ssl.SSLContext:
+    """load_tls_context that also requires client certificates signed by `client_ca`."""
+    context = load_tls_context(cert, key)
+    try:
+        text = client_ca.read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--client-ca {client_ca}: cannot read: {exc}") from exc
+    if "-----BEGIN CERTIFICATE-----" not in text:
+        raise ValueError(f"--client-ca {client_ca}: no PEM certificate found")
+    try:
+        context.load_verify_locations(cadata=text)
+    except (ValueError, ssl.SSLError) as exc:
+        raise ValueError(f"--client-ca {client_ca}: cannot load CA certificates: {exc}") from exc
+    context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
 def write_ready_file(path: Path, address: str) -> None:
     """Write the address so a reader never sees a partial file."""
     fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -143,17 +168,21 @@ def write_ready_file(path: Path, address: str) -> None:
 
 
 async def _serve(backend: FakeBackend, host: str, port: int, ready_file: Path | None,
-                 ssl_context: ssl.SSLContext | None = None) -> int:
+                 ssl_context: ssl.SSLContext | None = None,
+                 mtls: tuple[str, int, ssl.SSLContext] | None = None) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     try:
-        server: RunningServer = await start_server(backend, host, port, ssl_context=ssl_context)
+        server: RunningServer = await start_server(backend, host, port, ssl_context=ssl_context, mtls=mtls)
     except OSError as exc:
-        print(f"{PROG}: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
+        where = f"{host}:{port}" + (f" or {mtls[0]}:{mtls[1]}" if mtls is not None else "")
+        print(f"{PROG}: cannot listen on {where}: {exc}", file=sys.stderr)
         return 1
     try:
+        if server.mtls_address is not None:
+            print(f"LISTENING-MTLS {server.mtls_address}", flush=True)
         if ready_file is not None:
             try:
                 write_ready_file(ready_file, server.address)
@@ -194,10 +223,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--model: {exc}")
 
     ssl_context: ssl.SSLContext | None = None
+    mtls: tuple[str, int, ssl.SSLContext] | None = None
     if (args.tls_cert is None) != (args.tls_key is None):
         given, missing = ("--tls-cert", "--tls-key") if args.tls_key is None else ("--tls-key", "--tls-cert")
         parser.error(f"{missing}: required when {given} is given (pass both or neither)")
-    if args.tls_cert is not None and args.tls_key is not None:
+    if (args.mtls_listen is None) != (args.client_ca is None):
+        given, missing = ("--mtls-listen", "--client-ca") if args.client_ca is None \
+            else ("--client-ca", "--mtls-listen")
+        parser.error(f"{missing}: required when {given} is given (pass both or neither)")
+    if args.mtls_listen is not None and args.tls_cert is None:
+        parser.error("--tls-cert: required with --mtls-listen (the certificate of the mTLS listener)")
+    if args.mtls_listen is not None and args.tls_cert is not None and args.tls_key is not None:
+        try:
+            mtls_host, mtls_port = parse_listen(args.mtls_listen)
+        except ValueError as exc:
+            parser.error(f"--mtls-listen: {exc}")
+        try:
+            mtls = (mtls_host, mtls_port, load_mtls_context(args.tls_cert, args.tls_key, args.client_ca))
+        except ValueError as exc:
+            parser.error(str(exc))
+    elif args.tls_cert is not None and args.tls_key is not None:
         try:
             ssl_context = load_tls_context(args.tls_cert, args.tls_key)
         except ValueError as exc:
@@ -208,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("aiohttp.access").disabled = True
     backend = FakeBackend(args.name, args.site, config)
     try:
-        return asyncio.run(_serve(backend, host, port, args.ready_file, ssl_context))
+        return asyncio.run(_serve(backend, host, port, args.ready_file, ssl_context, mtls))
     except KeyboardInterrupt:  # SIGINT before the handler was installed
         return 0
 

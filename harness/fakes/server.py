@@ -2,7 +2,8 @@
 
 Suites route traffic through gateways to these backends and read back who answered: every response
 names the backend and its site in `x-agn-backend` / `x-agn-site`, and model API bodies echo the request
-as the backend saw it (method, path, query, headers, body size). The runtime config (metric samples,
+as the backend saw it (method, path, query, headers, body size) and, on the mutually authenticated
+listener, the client certificate the backend verified (`agn.peer`). The runtime config (metric samples,
 latency, forced error status, models, and a slow or failing /metrics exporter) changes over
 `/admin/config` so suites can steer scoring and admission without restarting anything. Metric samples may
 be non-finite ("NaN", "+Inf", "-Inf" in JSON) so scrapers can be tested against such exporters.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
 import json
 import logging
 import math
@@ -22,9 +24,12 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
@@ -39,7 +44,9 @@ __all__ = [
     "RunningServer",
     "RuntimeConfig",
     "default_metrics",
+    "mtls_context",
     "parse_config_update",
+    "peer_identity",
     "running",
     "start_server",
 ]
@@ -359,9 +366,12 @@ class FakeBackend:
         for name, value in request.headers.items():
             key = name.lower()
             headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        listener, peer = _connection_identity(request)
         return {
             "backend": self.name,
             "site": self.site,
+            "listener": listener,
+            "peer": peer,
             "request": {
                 "method": request.method,
                 "path": request.path,
@@ -449,6 +459,37 @@ class FakeBackend:
 
 
 
+def peer_identity(der: bytes) -> dict[str, Any]:
+    """What the echo reports of a verified client certificate: its DER digest and subject."""
+    digest = hashlib.sha256(der).hexdigest()
+    try:
+        cert = x509.load_der_x509_certificate(der)
+    except ValueError:
+        return {"cert_digest": digest, "organization": None, "common_name": None}
+
+    def first(oid: x509.ObjectIdentifier) -> str | None:
+        values = cert.subject.get_attributes_for_oid(oid)
+        if not values:
+            return None
+        value = values[0].value
+        return value if isinstance(value, str) else value.decode("utf-8", "replace")
+
+    return {"cert_digest": digest, "organization": first(NameOID.ORGANIZATION_NAME),
+            "common_name": first(NameOID.COMMON_NAME)}
+
+
+def _connection_identity(request: web.Request) -> tuple[str, dict[str, Any] | None]:
+    """("plain" | "tls" | "mtls", the verified client certificate or None) of the request's connection."""
+    transport = request.transport
+    ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+    if ssl_object is None:
+        return "plain", None
+    der = ssl_object.getpeercert(binary_form=True)
+    if not der:
+        return "tls", None
+    return "mtls", peer_identity(der)
+
+
 def _requested_model(body: bytes) -> str | None:
     if not body:
         return None
@@ -466,55 +507,99 @@ def _requested_model(body: bytes) -> str | None:
 
 @dataclass
 class RunningServer:
-    """A fake backend bound to a listening address."""
+    """A fake backend bound to a listening address (and, optionally, a mutually authenticated one)."""
 
     backend: FakeBackend
     runner: web.AppRunner
     host: str
     port: int
     scheme: str = "http"  # "https" when served with an SSL context
+    mtls_host: str | None = None
+    mtls_port: int | None = None
 
     @property
     def address(self) -> str:
         """host:port, with brackets around an IPv6 host."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{host}:{self.port}"
+        return _join(self.host, self.port)
 
     @property
     def base_url(self) -> str:
         return f"{self.scheme}://{self.address}"
 
+    @property
+    def mtls_address(self) -> str | None:
+        """host:port of the listener that requires a client certificate, if there is one."""
+        if self.mtls_host is None or self.mtls_port is None:
+            return None
+        return _join(self.mtls_host, self.mtls_port)
+
+    @property
+    def mtls_url(self) -> str | None:
+        address = self.mtls_address
+        return f"https://{address}" if address is not None else None
+
     async def close(self) -> None:
         await self.runner.cleanup()
 
 
+def _join(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def mtls_context(cert: str | Path, key: str | Path, client_ca: str | Path) -> ssl.SSLContext:
+    """A server context that requires a client certificate signed by `client_ca`."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    context.load_verify_locations(cafile=str(client_ca))
+    context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+async def _bind(runner: web.AppRunner, host: str, port: int,
+                ssl_context: ssl.SSLContext | None) -> tuple[str, int]:
+    known = len(runner.addresses)
+    site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=ssl_context)
+    await site.start()
+    added = runner.addresses[known:]
+    if not added:
+        raise OSError(f"no listening socket for {host}:{port}")
+    bound_host, bound_port = added[0][:2]
+    return str(bound_host), int(bound_port)
+
+
 async def start_server(backend: FakeBackend, host: str, port: int, shutdown_timeout: float = 2.0,
-                       ssl_context: ssl.SSLContext | None = None) -> RunningServer:
+                       ssl_context: ssl.SSLContext | None = None, *,
+                       mtls: tuple[str, int, ssl.SSLContext] | None = None) -> RunningServer:
     """Bind the backend to host:port (port 0 picks a free one) and report the bound address.
 
-    With ``ssl_context`` the same routes are served over HTTPS only.
+    With ``ssl_context`` the same routes are served over HTTPS only. ``mtls`` (host, port, a context from
+    `mtls_context`) adds a second listener serving the same routes to clients with a verified certificate;
+    it is bound first, so once the main address answers both do.
     """
     runner = web.AppRunner(backend.build_app(), access_log=None, handle_signals=False,
                            shutdown_timeout=shutdown_timeout)
     await runner.setup()
+    mtls_host: str | None = None
+    mtls_port: int | None = None
     try:
-        site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=ssl_context)
-        await site.start()
-        if not runner.addresses:
-            raise OSError(f"no listening socket for {host}:{port}")
-        bound_host, bound_port = runner.addresses[0][:2]
+        if mtls is not None:
+            if mtls[2].verify_mode != ssl.CERT_REQUIRED:
+                raise ValueError("the mTLS listener's context must require client certificates")
+            mtls_host, mtls_port = await _bind(runner, mtls[0], mtls[1], mtls[2])
+        bound_host, bound_port = await _bind(runner, host, port, ssl_context)
     except BaseException:
         await runner.cleanup()
         raise
     scheme = "https" if ssl_context is not None else "http"
-    return RunningServer(backend, runner, str(bound_host), int(bound_port), scheme)
+    return RunningServer(backend, runner, bound_host, bound_port, scheme, mtls_host, mtls_port)
 
 
 @asynccontextmanager
 async def running(backend: FakeBackend, host: str = "127.0.0.1", port: int = 0,
-                  ssl_context: ssl.SSLContext | None = None) -> AsyncIterator[RunningServer]:
-    """Serve ``backend`` for the duration of the block; the port is released on exit."""
-    server = await start_server(backend, host, port, ssl_context=ssl_context)
+                  ssl_context: ssl.SSLContext | None = None, *,
+                  mtls: tuple[str, int, ssl.SSLContext] | None = None) -> AsyncIterator[RunningServer]:
+    """Serve ``backend`` for the duration of the block; the ports are released on exit."""
+    server = await start_server(backend, host, port, ssl_context=ssl_context, mtls=mtls)
     try:
         yield server
     finally:

@@ -1,9 +1,11 @@
 """One self-contained HTML page for a conformance run, for people rather than CI.
 
-The page shows the implementation, the verdict, and per profile the core/extended rollup and every test
-with its outcome; failure messages are shown in full (up to a generous limit) in ``<pre>`` blocks. All
-text that came from a report or a test (names, ids, messages) is escaped: failure messages routinely
-contain markup-like text such as ``<script>`` or ``&``, and a report must never execute or mangle it.
+The page shows the implementation, the verdict, the failures of the run grouped by feature, and per
+profile the core/extended rollup, its failures by feature and every test with its outcome; failure
+messages are shown in full (up to a generous limit) in ``<pre>`` blocks, each under the feature of its
+test. All text that came from a report or a test (names, ids, messages) is escaped: failure messages
+routinely contain markup-like text such as ``<script>`` or ``&``, and a report must never execute or
+mangle it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.model import TestResult
-from harness.report.writer import truncate_message, write_text_atomic
+from harness.report.writer import failures_by_feature, truncate_message, write_text_atomic
 
 __all__ = ["HTML_MESSAGE_LIMIT", "render_html", "write_html"]
 
@@ -77,6 +79,7 @@ def render_html(report: Mapping[str, Any], results: Sequence[TestResult]) -> str
         "<h1>AGN conformance report</h1>",
         f'<p><span class="verdict {verdict[0]}">{_e(verdict[1])}</span></p>',
         _meta_table(report, impl),
+        _summary_failures(report),
     ]
     profiles = [p for p in _list(report.get("profiles")) if isinstance(p, Mapping)]
     shown: set[str] = set()
@@ -130,9 +133,43 @@ def _profile_section(profile: Mapping[str, Any], results: Sequence[TestResult]) 
     extended = _mapping(profile.get("extended"))
     parts.append(_feature_line("Supported extended features", extended.get("supportedFeatures")))
     parts.append(_feature_line("Unsupported extended features", extended.get("unsupportedFeatures")))
+    parts.append(_profile_failures(profile))
     parts.append(_tests_table(results))
     parts.append("</section>")
     return "\n".join(parts)
+
+
+def _summary_failures(report: Mapping[str, Any]) -> str:
+    """The run's failing features (profile, level, feature, count, tests), most failures first."""
+    rows = [_mapping(row) for row in _list(_mapping(report.get("summary")).get("failuresByFeature"))]
+    if not rows:  # a report written before failures were grouped: group its sections' failed ids
+        rows = [{"profile": _mapping(p).get("name", "?"), "level": level, "feature": feature, "tests": ids}
+                for p in _list(report.get("profiles")) for level in ("core", "extended")
+                for feature, ids in failures_by_feature(_mapping(_mapping(p).get(level))).items()]
+    if not rows:
+        return ""
+    body = ["<h2>Failures by feature</h2>", '<table class="failures"><tr><th>Profile</th><th>Level</th>'
+            "<th>Feature</th><th>Failed</th><th>Tests</th></tr>"]
+    for row in rows:
+        tests = [str(t) for t in _list(row.get("tests"))]
+        body.append(f'<tr class="failed"><td>{_e(row.get("profile", "?"))}</td><td>{_e(row.get("level", "?"))}</td>'
+                    f'<td>{_e(row.get("feature", "?"))}</td><td class="num">{len(tests)}</td>'
+                    f'<td>{_e(", ".join(tests))}</td></tr>')
+    body.append("</table>")
+    return "".join(body)
+
+
+def _profile_failures(profile: Mapping[str, Any]) -> str:
+    """One line per level and failing feature of a profile."""
+    lines = []
+    for level in ("core", "extended"):
+        grouped = failures_by_feature(_mapping(profile.get(level)))
+        for feature, ids in sorted(grouped.items(), key=lambda item: (-len(item[1]), item[0])):
+            lines.append(f'<li class="failed-feature">{_e(level)}: <strong>{_e(feature)}</strong>: '
+                         f'{len(ids)} failed ({_e(", ".join(ids))})</li>')
+    if not lines:
+        return ""
+    return f"<p><strong>Failures by feature:</strong></p><ul>{''.join(lines)}</ul>"
 
 
 def _feature_line(label: str, features: Any) -> str:
@@ -154,7 +191,9 @@ def _tests_table(results: Sequence[TestResult]) -> str:
         )
         if r.message and r.outcome != "passed":
             message = truncate_message(r.message, HTML_MESSAGE_LIMIT)
-            rows.append(f'<tr class="detail"><td colspan="6"><pre>{_e(message)}</pre></td></tr>')
+            label = f"{r.outcome} in feature {r.feature} ({r.level})" if r.outcome == "failed" else r.outcome
+            rows.append(f'<tr class="detail"><td colspan="6"><p class="muted">{_e(r.id)}: {_e(label)}</p>'
+                        f"<pre>{_e(message)}</pre></td></tr>")
     rows.append("</table>")
     return "".join(rows)
 

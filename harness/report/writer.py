@@ -1,9 +1,11 @@
 """Conformance report: roll test results up into a Gateway-API-style ConformanceReport document.
 
 The report is what a vendor publishes: per profile, a core and an extended section, each with a result
-(``success`` / ``partial`` / ``failure``), counts, the failed and skipped test ids, and short failure
-messages; the extended section also says which features were claimed and exercised and which the
-implementation does not support. ``summary.passed`` is the one bit CI cares about: no core test failed.
+(``success`` / ``partial`` / ``failure``), counts, the failed and skipped test ids, the failed ids grouped
+by the feature they test (``failuresByFeature``), and short failure messages; the extended section also
+says which features were claimed and exercised and which the implementation does not support.
+``summary.passed`` is the one bit CI cares about: no core test failed. ``summary.failuresByFeature``
+lists every failing feature of the run, so many failures of one missing feature read as one problem.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ __all__ = [
     "ReportError",
     "build_report",
     "core_passed",
+    "failures_by_feature",
     "format_date",
     "harness_version",
     "load_report",
@@ -114,10 +117,42 @@ def build_report(
         "summary": {"passed": True},
     }
     report["summary"]["passed"] = _no_core_failure(sections)
+    grouped = _summary_failures(sections)
+    if grouped:
+        report["summary"]["failuresByFeature"] = grouped
     unjudged = not_judged(results, names)
     if unjudged:
         report["summary"]["notJudged"] = unjudged
     return report
+
+
+def _summary_failures(sections: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per profile, level and failing feature; within a level the feature with most failures first."""
+    rows: list[dict[str, Any]] = []
+    for section in sections:
+        for level in ("core", "extended"):
+            grouped = failures_by_feature(section.get(level) or {})
+            for feature, ids in sorted(grouped.items(), key=lambda item: (-len(item[1]), item[0])):
+                rows.append({"profile": section.get("name", "?"), "level": level, "feature": feature,
+                             "failed": len(ids), "tests": list(ids)})
+    return rows
+
+
+def failures_by_feature(level_section: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The failed test ids of one level section keyed by feature, also from reports written before
+    ``failuresByFeature`` existed (their ids are grouped under ``?``: the feature was not recorded)."""
+    grouped = level_section.get("failuresByFeature")
+    if isinstance(grouped, Mapping):
+        return {str(feature): [str(i) for i in ids] for feature, ids in grouped.items() if isinstance(ids, list)}
+    failed = level_section.get("failedTests")
+    if not isinstance(failed, list) or not failed:
+        return {}
+    features = {str(entry.get("id")): str(entry["feature"]) for entry in level_section.get("failures") or []
+                if isinstance(entry, Mapping) and entry.get("feature")}
+    out: dict[str, list[str]] = {}
+    for test_id in map(str, failed):
+        out.setdefault(features.get(test_id, "?"), []).append(test_id)
+    return out
 
 
 def not_judged(results: Sequence[TestResult], profiles: Sequence[str]) -> list[dict[str, str]]:
@@ -164,12 +199,16 @@ def _level_section(results: Iterable[TestResult]) -> dict[str, Any]:
         result = "success"
     else:
         result = "notRun"  # no test of this level exists (or ran): nothing was judged
+    by_feature: dict[str, list[str]] = {}
+    for r in sorted(failed, key=lambda r: (r.feature, r.id)):
+        by_feature.setdefault(r.feature, []).append(r.id)
     return {
         "result": result,
         "statistics": {"passed": len(passed), "failed": len(failed), "skipped": len(skipped)},
         "failedTests": [r.id for r in failed],
+        "failuresByFeature": by_feature,
         "skippedTests": [r.id for r in skipped],
-        "failures": [{"id": r.id, "message": truncate_message(r.message)} for r in failed],
+        "failures": [{"id": r.id, "feature": r.feature, "message": truncate_message(r.message)} for r in failed],
     }
 
 

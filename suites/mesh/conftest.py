@@ -17,7 +17,6 @@ Whatever a backend cannot do to a mesh (OperationUnsupported) turns a test into 
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -100,10 +99,6 @@ def _start_on_clusters(pytestconfig: pytest.Config, impl: Any, workdir: Path, ba
     return mesh
 
 
-def _workdir(pytestconfig: pytest.Config, factory: pytest.TempPathFactory, name: str) -> Path:
-    if pytestconfig.getoption("--grid-keep"):
-        return Path(tempfile.mkdtemp(prefix=f"agn-{name}-"))
-    return factory.mktemp(name)
 
 
 def _stop(request: pytest.FixtureRequest, mesh: Mesh) -> None:
@@ -119,7 +114,7 @@ def _stop(request: pytest.FixtureRequest, mesh: Mesh) -> None:
 def _own_mesh(request: pytest.FixtureRequest, impl: Any, factory: pytest.TempPathFactory, name: str, *,
               purpose: str | None = None) -> Iterator[Mesh]:
     """Start a mesh and stop it when the fixture ends, pass or fail."""
-    started = _start(request.config, impl, _workdir(request.config, factory, name), purpose=purpose)
+    started = _start(request.config, impl, plugin.run_workdir(request.config, factory, impl, name), purpose=purpose)
     try:
         yield started
     finally:

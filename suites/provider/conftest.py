@@ -10,9 +10,7 @@ gateway of their own start it and stop it themselves.
 from __future__ import annotations
 
 import secrets
-import tempfile
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,7 +47,7 @@ def provider_grid(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pyte
             pytest.skip("the existing backend would install a second grid into the clusters the session's main "
                         "grid is using (same object names); run the provider profile in a session of its own")
     keep = pytestconfig.getoption("--grid-keep")
-    workdir = Path(tempfile.mkdtemp(prefix="agn-provider-grid-")) if keep else tmp_path_factory.mktemp("provider-grid")
+    workdir = plugin.run_workdir(pytestconfig, tmp_path_factory, impl, "provider-grid")
     seed = pytestconfig.getoption("--grid-seed")
     supervisor = Supervisor(workdir / "logs")
     plan = AddressPlan(seed=seed)

@@ -47,9 +47,11 @@ def test_provider_token_replaces_client_authorization(hop: ProviderHop) -> None:
     assert direct.forwarded_headers.get("authorization") == _bearer(hop), direct.forwarded_headers
 
 
-@pytest.mark.conformance(id="PROV-CRED-NO-CLIENT-AUTH-WITHOUT-CREDENTIAL", profile="provider", level="core",
-                         feature="credentialInject",
-                         spec=SPEC_CRED + "; provider_route removes client Authorization on every route")
+@pytest.mark.conformance(id="PROV-CRED-NO-CLIENT-AUTH-WITHOUT-CREDENTIAL", profile="provider", level="extended",
+                         feature="clientAuthorizationStripped",
+                         spec="the public provider_route (praxis-proxy/ai provider_route.rs, strip_edge_headers) "
+                         "removes the client's Authorization on every route; the spec states only that the "
+                         "provider's own token is injected")
 def test_client_authorization_removed_on_route_without_credential(hop: ProviderHop) -> None:
     reply = hop.direct(hop.plain, headers={"Authorization": CLIENT_AUTH})
     assert isinstance(reply, Reply) and reply.status == 200 and served_by(reply) == hop.plain.cluster, reply.describe()
