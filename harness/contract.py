@@ -8,6 +8,7 @@ judge. Every case it builds carries the outcome the spec requires.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterable
@@ -108,21 +109,78 @@ def encode(doc: Any) -> bytes:
     return json.dumps(doc, indent=1).encode("utf-8")
 
 
-@dataclass(frozen=True)
+#: Feature names of the rules that only the public Praxis AI code gives (see harness.impl FEATURE_DESCRIPTIONS).
+STRICT = "strictOverlayValidation"
+LIMITS = "exactValueLimits"
+
+#: What the spec documents say, quoted; a core case rests on one of these.
+DIGEST_RULE = ("overlay contract, Revision semantics: \"Praxis AI rejects an envelope when either value is malformed, "
+               "the values disagree, or the recomputed digest does not match.\"")
+STRICT_PARSING = ("intelligent-route-filter, Envelope contract: \"Any reserved envelope field selects strict envelope "
+                  "parsing; malformed envelopes never fall back to legacy.\"")
+REVISION_SHAPE = ("overlay contract, Routing overlay format: revision is {kind: content_addressed, algorithm: sha256, "
+                  "value}; " + STRICT_PARSING)
+SCHEMA_RULE = ("overlay-contract v1 vector unsupported-schema-version.json (expected: reject); Routing overlay format: "
+               "\"schema_version\": \"1.0.0\"")
+SCOPE_RULE = ("overlay contract, Scope and provenance: \"Scope binds an overlay to one network, gateway, namespace, "
+              "and local site.\" (v1 vectors network-scope-mismatch.json, local-site-scope-mismatch.json: reject)")
+GENERATION_RULE = ("intelligent-route-filter: \"source_generation is a positive monotonic generation of the source "
+                   "resource.\"; overlay contract: \"Praxis AI validates required values and bounds before accepting "
+                   "the envelope.\"")
+BOUNDS_RULE = ("overlay contract, Revision lifecycle: \"Praxis AI performs bounded reads and strict validation before "
+               "replacing its in-memory snapshot.\"; \"Praxis AI validates required values and bounds before accepting "
+               "the envelope.\"")
+CLUSTER_RULE = ("overlay contract, Multi-cluster model routing: a candidate names \"the Praxis upstream cluster\" it "
+                "selects; " + BOUNDS_RULE)
+MODE_RULE = ("overlay contract: \"Unknown selection modes and malformed policy structures are rejected rather than "
+             "silently changed to a different mode.\"")
+WEIGHT_RULE = ("intelligent-route-filter, Selection: \"every non-empty weighted candidate list must supply a selection "
+               "group and an integer traffic_weight from 1 through 1000.\"")
+GROUP_RULE = ("overlay contract: \"selection_group is a zero-based, contiguous priority group for each capability (the "
+              "candidate's kind and name).\"")
+CREDENTIAL_RULE = ("intelligent-route-filter, Envelope contract: \"credential objects reject unknown fields to prevent "
+                   "secret material from entering the overlay.\"")
+JSON_RULE = "the overlay file is JSON (RFC 8259): " + STRICT_PARSING
+PUBLIC_CODE = ("the public Praxis AI code (praxis-proxy/ai filters/src/routing: overlay.rs, descriptor.rs, "
+               "group_index.rs)")
+
+#: A value no sane bound admits (the public code's bound is 256 bytes) and a file no sane read accepts.
+GROSS_VALUE_BYTES = 64 * 1024
+GROSS_OVERLAY_BYTES = 16 * MAX_OVERLAY_BYTES
+#: Sixteen times the public code's candidate limit, encoded compactly so it stays under its read bound.
+GROSS_CANDIDATES = 16 * MAX_CANDIDATES
+MAX_VALUE_BYTES = 256
+
+
+@dataclass
 class Case:
     """An overlay and what a conforming consumer must do with it.
 
-    `expected` is "accept", "accept_legacy" or "reject"; `revision` is set for accepted envelopes.
+    `expected` is "accept", "accept_legacy" or "reject"; `revision` is set for accepted envelopes. A
+    rejection carries the rule it rests on (`spec`), the extended feature that gates it when only the
+    public code gives the rule (`feature`, None for core), and its `twin`: the minimally different valid
+    overlay the same consumer must accept, so a refusal counts only for the stated reason.
     """
 
     name: str
-    data: bytes
+    source: bytes | Callable[[], bytes]  # the overlay, or how to make it (for the costly ones, on first use)
     expected: str
     revision: str | None = None
     why: str = ""
+    spec: str = ""
+    feature: str | None = None
+    twin: bytes | None = None
+    twin_revision: str | None = None
+
+    @functools.cached_property
+    def data(self) -> bytes:
+        return self.source if isinstance(self.source, bytes) else self.source()
 
 
-def _edit(base: dict[str, Any], change: Callable[[dict[str, Any]], None], reseal: bool) -> bytes:
+Change = Callable[[dict[str, Any]], None]
+
+
+def _edit(base: dict[str, Any], change: Change, reseal: bool) -> bytes:
     doc = copy.deepcopy(base)
     change(doc)
     if reseal:
@@ -130,7 +188,7 @@ def _edit(base: dict[str, Any], change: Callable[[dict[str, Any]], None], reseal
     return encode(doc)
 
 
-def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+def _set(path: str, value: Any) -> Change:
     def change(doc: dict[str, Any]) -> None:
         *parents, last = path.split(".")
         target: Any = doc
@@ -144,7 +202,7 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
     return change
 
 
-def _delete(path: str) -> Callable[[dict[str, Any]], None]:
+def _delete(path: str) -> Change:
     def change(doc: dict[str, Any]) -> None:
         *parents, last = path.split(".")
         target: Any = doc
@@ -155,86 +213,167 @@ def _delete(path: str) -> Callable[[dict[str, Any]], None]:
     return change
 
 
-def _candidates(mutate: Callable[[list[dict[str, Any]]], None]) -> Callable[[dict[str, Any]], None]:
+def _candidates(mutate: Callable[[list[dict[str, Any]]], None]) -> Change:
     def change(doc: dict[str, Any]) -> None:
         mutate(doc["overlay"]["candidates"])
 
     return change
 
 
-def rejection_cases(valid: dict[str, Any]) -> list[Case]:
-    """Each kind of broken envelope, derived from a valid one with at least two candidates of one model.
+def _both(*changes: Change) -> Change:
+    def change(doc: dict[str, Any]) -> None:
+        for step in changes:
+            step(doc)
 
-    The base must carry a selection policy-free, group-free candidate list; the cases add what they need.
+    return change
+
+
+def _keep(doc: dict[str, Any]) -> None:
+    """The twin of a case whose fault is the whole difference from the base: the base itself."""
+
+
+@dataclass(frozen=True)
+class _Lazy:
+    """An overlay made on first use: collecting the cases needs only their names and rules."""
+
+    make: Callable[[], bytes]
+
+
+class _Cases:
+    """Builds rejection cases and their twins from one valid base envelope."""
+
+    def __init__(self, valid: dict[str, Any]) -> None:
+        self.valid = valid
+        self.out: list[Case] = []
+
+    def add(self, name: str, bad: Change | bytes | _Lazy, why: str, spec: str, *, twin: Change = _keep,
+            reseal: bool = True, feature: str | None = None, compact: bool = False) -> None:
+        """`bad` edits the base into the refused overlay (resealed unless `reseal` is false, so the digest is
+        right and the stated fault is the only one); `twin` edits the base into its accepted neighbour."""
+        data: bytes | Callable[[], bytes] = bad.make if isinstance(bad, _Lazy) else (
+            bad if isinstance(bad, bytes) else _edit(self.valid, bad, reseal))
+        twin_doc = copy.deepcopy(self.valid)
+        twin(twin_doc)
+        seal(twin_doc)
+        twin_data = encode_compact(twin_doc) if compact else encode(twin_doc)
+        self.out.append(Case(name, data, "reject", why=why, spec=spec, feature=feature, twin=twin_data,
+                             twin_revision=revision_of(twin_doc)))
+
+
+def encode_compact(doc: Any) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode("utf-8")
+
+
+def rejection_cases(valid: dict[str, Any]) -> list[Case]:
+    """Each kind of broken envelope with its accepted twin, derived from a valid one with two candidates of one
+    model, no selection policy and no groups; the cases add what they need.
     """
     if len(valid["overlay"]["candidates"]) < 2:
         raise ValueError("rejection_cases needs a base envelope with at least two candidates")
     first = valid["overlay"]["candidates"][0]
-    cases: list[tuple[str, bytes, str]] = [
-        ("wrong-content-digest", _edit(valid, _set("content_digest.value", "0" * 64), False), "bad content digest"),
-        ("revision-disagrees", _edit(valid, _set("revision.value", "1" * 64), False), "revision differs from digest"),
-        ("uppercase-digest", _edit(valid, lambda d: _upper_digests(d), False), "digest must be lowercase hex"),
-        ("short-digest", _edit(valid, lambda d: _both_digests(d, "ab" * 20), False), "digest must be 64 hex"),
-        ("stale-digest-after-edit", _edit(valid, _set("overlay.candidates.0.site", "elsewhere"), False),
-         "candidates changed without a new digest"),
-        ("missing-schema-version", _edit(valid, _delete("schema_version"), False), "envelope without schema_version"),
-        ("unsupported-schema-version", _edit(valid, _set("schema_version", "2.0.0"), False), "unknown major version"),
-        ("revision-not-object", _edit(valid, _set("revision", "abc"), False), "revision must be an object"),
-        ("overlay-missing", _edit(valid, _delete("overlay"), False), "envelope without overlay"),
-        ("revision-kind-wrong", _edit(valid, _set("revision.kind", "sequence"), False), "revision kind"),
-        ("scope-network-mismatch", _edit(valid, _set("scope.network", "other-net"), False),
-         "scope.network differs from overlay.network"),
-        ("scope-local-site-mismatch", _edit(valid, _set("scope.local_site", "other-site"), False),
-         "scope.local_site differs from overlay.local_site"),
-        ("source-generation-zero", _edit(valid, _set("provenance.source_generation", 0), False),
-         "source_generation must be positive"),
-        ("rendered-at-not-rfc3339", _edit(valid, _set("provenance.rendered_at", "yesterday"), False),
-         "rendered_at must be RFC 3339"),
-        ("blank-producer", _edit(valid, _set("provenance.producer", "  "), False), "producer must be non-blank"),
-        ("unknown-kind", _edit(valid, _set("overlay.candidates.0.kind", "gpu_pool"), True), "unknown candidate kind"),
-        ("missing-cluster", _edit(valid, _delete("overlay.candidates.0.cluster"), True), "cluster is required"),
-        ("overlong-name", _edit(valid, _candidates(lambda cs: _rename(cs, "m" * 257)), True),
-         "names are bounded to 256 bytes"),
-        ("unknown-admission-state", _edit(valid, _set("overlay.candidates.0.admission_state", "maybe"), True),
-         "admission_state vocabulary"),
-        ("duplicate-candidate", _edit(valid, _candidates(lambda cs: cs.append(copy.deepcopy(cs[0]))), True),
-         "duplicate (kind, name, site, cluster)"),
-        ("too-many-candidates", _edit(valid, _candidates(lambda cs: _grow(cs, first, MAX_CANDIDATES + 1)), True),
-         "at most 1024 candidates"),
-        ("unknown-selection-mode", _edit(valid, _set("overlay.selection_policy", {"mode": "leastLoaded"}), True),
-         "unknown selection modes are rejected"),
-        ("selection-policy-not-object", _edit(valid, _set("overlay.selection_policy", "roundRobin"), True),
-         "malformed selection policy"),
-        ("weighted-missing-weight", _edit(valid, lambda d: _weighted(d, weights=None), True),
-         "weightedRandom needs a weight on every candidate"),
-        ("weight-zero", _edit(valid, lambda d: _weighted(d, weights=0), True), "traffic_weight is 1..1000"),
-        ("weight-too-large", _edit(valid, lambda d: _weighted(d, weights=1001), True), "traffic_weight is 1..1000"),
-        ("weight-without-weighted-mode", _edit(valid, _set("overlay.candidates.0.traffic_weight", 5), True),
-         "traffic_weight only with weightedRandom"),
-        ("group-not-from-zero", _edit(valid, lambda d: _groups(d, start=1), True), "groups start at 0"),
-        ("group-gap", _edit(valid, lambda d: _groups(d, start=0, step=2), True), "groups are contiguous"),
-        ("group-decreasing", _edit(valid, lambda d: _groups(d, start=0, reverse=True), True), "groups are monotonic"),
-        ("group-mixed-with-ungrouped", _edit(valid, _set("overlay.candidates.0.selection_group", 0), True),
-         "no mixing of grouped and ungrouped candidates"),
-        ("group-mixes-admission", _edit(valid, lambda d: _mixed_admission(d), True),
-         "a group cannot mix admission states"),
-        ("credential-unknown-field", _edit(valid, lambda d: _credential(d, token="s3cr3t"), True),
-         "credential objects reject unknown fields"),
-        ("secret-ref-unknown-field", _edit(valid, lambda d: _credential(d, ref_extra="value"), True),
-         "secretRef rejects unknown fields"),
-        ("huge-integer", _edit(valid, _set("overlay.candidates.0.future_counter", 2**64), False),
-         "RFC 8785 cannot encode integers beyond 2**53"),
-        ("candidates-not-list", _edit(valid, _set("overlay.candidates", {"a": 1}), False), "candidates is a list"),
-    ]
-    out = [Case(name, data, "reject", why=why) for name, data, why in cases]
-    nan = encode(valid).replace(b'"fresh": true', b'"fresh": NaN', 1)
-    out.append(Case("nan-literal", nan, "reject", why="NaN is not JSON"))
-    out.append(Case("not-json", b"{\"schema_version\": ", "reject", why="truncated JSON"))
-    out.append(Case("top-level-array", b"[]", "reject", why="top level must be an object"))
-    padding = {"padding": "x" * (MAX_OVERLAY_BYTES + 16)}
-    big = copy.deepcopy(valid)
-    big.update(padding)
-    out.append(Case("oversized-file", encode(big), "reject", why="reads are bounded to 2 MiB"))
+    c = _Cases(valid)
+    # digests and envelope structure
+    c.add("wrong-content-digest", _set("content_digest.value", "0" * 64), "bad content digest", DIGEST_RULE,
+          reseal=False)
+    c.add("revision-disagrees", _set("revision.value", "1" * 64), "revision differs from digest", DIGEST_RULE,
+          reseal=False)
+    c.add("uppercase-digest", _upper_digests, "digest must be lowercase hex", DIGEST_RULE, reseal=False)
+    c.add("short-digest", lambda d: _both_digests(d, "ab" * 20), "digest must be 64 hex", DIGEST_RULE, reseal=False)
+    c.add("stale-digest-after-edit", _set("overlay.candidates.0.site", "elsewhere"),
+          "candidates changed without a new digest", DIGEST_RULE, reseal=False,
+          twin=_set("overlay.candidates.0.site", "elsewhere"))
+    c.add("missing-schema-version", _delete("schema_version"), "envelope without schema_version", STRICT_PARSING,
+          reseal=False)
+    c.add("unsupported-schema-version", _set("schema_version", "2.0.0"), "unknown major version", SCHEMA_RULE,
+          reseal=False)
+    c.add("revision-not-object", _set("revision", "abc"), "revision must be an object", REVISION_SHAPE, reseal=False)
+    c.add("overlay-missing", _delete("overlay"), "envelope without overlay", STRICT_PARSING, reseal=False)
+    c.add("revision-kind-wrong", _set("revision.kind", "sequence"), "revision kind", REVISION_SHAPE, reseal=False)
+    c.add("scope-network-mismatch", _set("scope.network", "other-net"), "scope.network differs from overlay.network",
+          SCOPE_RULE, reseal=False)
+    c.add("scope-local-site-mismatch", _set("scope.local_site", "other-site"),
+          "scope.local_site differs from overlay.local_site", SCOPE_RULE, reseal=False)
+    c.add("source-generation-zero", _set("provenance.source_generation", 0), "source_generation must be positive",
+          GENERATION_RULE, reseal=False, twin=_set("provenance.source_generation", 1))
+    c.add("candidates-not-list", _set("overlay.candidates", {"a": 1}), "candidates is a list", STRICT_PARSING,
+          reseal=False)
+    c.add("huge-integer", _set("overlay.candidates.0.future_counter", 2**64),
+          "an unknown candidate field whose integer RFC 8785 cannot carry exactly, under the base's digest",
+          DIGEST_RULE, reseal=False, twin=_set("overlay.candidates.0.future_counter", 7))
+    # candidates
+    c.add("missing-cluster", _delete("overlay.candidates.0.cluster"), "cluster is required", CLUSTER_RULE)
+    c.add("gross-name", _candidates(lambda cs: _rename(cs, "m" * GROSS_VALUE_BYTES)),
+          f"a {GROSS_VALUE_BYTES // 1024} KiB candidate name", BOUNDS_RULE)
+    c.add("gross-candidate-count", _Lazy(lambda: encode_compact(_grown(valid, first, GROSS_CANDIDATES))),
+          f"{GROSS_CANDIDATES} candidates", BOUNDS_RULE)
+    c.add("gross-file", _padded(valid, GROSS_OVERLAY_BYTES), f"a {GROSS_OVERLAY_BYTES >> 20} MiB overlay file",
+          BOUNDS_RULE)
+    # selection policy, weights and groups
+    c.add("unknown-selection-mode", _set("overlay.selection_policy", {"mode": "leastLoaded"}),
+          "unknown selection modes are rejected", MODE_RULE, twin=_set("overlay.selection_policy", {"mode": "random"}))
+    c.add("selection-policy-not-object", _set("overlay.selection_policy", "roundRobin"), "malformed selection policy",
+          MODE_RULE, twin=_set("overlay.selection_policy", {"mode": "roundRobin"}))
+    c.add("selection-policy-without-mode", _set("overlay.selection_policy", {}), "a policy object without a mode",
+          MODE_RULE, twin=_set("overlay.selection_policy", {"mode": "roundRobin"}))
+    c.add("weighted-missing-weight", lambda d: _weighted(d, 10, drop_weight=1),
+          "every weighted candidate needs a weight",
+          WEIGHT_RULE, twin=lambda d: _weighted(d, 10))
+    c.add("weighted-missing-group", lambda d: _weighted(d, 10, drop_group=1), "every weighted candidate needs a group",
+          WEIGHT_RULE, twin=lambda d: _weighted(d, 10))
+    c.add("weight-zero", lambda d: _weighted(d, 0), "traffic_weight is 1..1000", WEIGHT_RULE,
+          twin=lambda d: _weighted(d, 1))
+    c.add("weight-too-large", lambda d: _weighted(d, 1001), "traffic_weight is 1..1000", WEIGHT_RULE,
+          twin=lambda d: _weighted(d, 1000))
+    c.add("weight-not-integer", lambda d: _weighted(d, 2.5), "traffic_weight is an integer", WEIGHT_RULE,
+          twin=lambda d: _weighted(d, 2))
+    c.add("group-not-from-zero", lambda d: _groups(d, [1, 2]), "groups start at 0", GROUP_RULE,
+          twin=lambda d: _groups(d, [0, 1]))
+    c.add("group-gap", lambda d: _groups(d, [0, 2]), "groups are contiguous", GROUP_RULE,
+          twin=lambda d: _groups(d, [0, 1]))
+    c.add("credential-unknown-field", lambda d: _credential(d, token="s3cr3t"),
+          "credential objects reject unknown fields", CREDENTIAL_RULE, twin=_credential)
+    c.add("secret-ref-unknown-field", lambda d: _credential(d, ref_extra="value"), "secretRef rejects unknown fields",
+          CREDENTIAL_RULE, twin=_credential)
+    # rules of the public code only
+    c.add("group-decreasing", lambda d: _groups(d, [1, 0]), "groups are non-decreasing in candidate order",
+          PUBLIC_CODE, twin=lambda d: _groups(d, [0, 1]), feature=STRICT)
+    c.add("group-mixed-with-ungrouped", _set("overlay.candidates.0.selection_group", 0),
+          "a capability's candidates are all grouped or none", PUBLIC_CODE, twin=lambda d: _groups(d, [0, 0]),
+          feature=STRICT)
+    c.add("group-mixes-admission", lambda d: _mixed_admission(d, [0, 0]), "a group has one admission state",
+          PUBLIC_CODE, twin=lambda d: _mixed_admission(d, [0, 1]), feature=STRICT)
+    c.add("selection-policy-unknown-member", _set("overlay.selection_policy", {"mode": "roundRobin", "order": "x"}),
+          "selection_policy has no member besides mode", PUBLIC_CODE,
+          twin=_set("overlay.selection_policy", {"mode": "roundRobin"}), feature=STRICT)
+    c.add("unknown-kind", _set("overlay.candidates.0.kind", "gpu_pool"), "unknown candidate kind", PUBLIC_CODE,
+          twin=_set("overlay.candidates.0.kind", "mcp_tool"), feature=STRICT)
+    c.add("unknown-admission-state", _set("overlay.candidates.0.admission_state", "maybe"),
+          "admission_state vocabulary", PUBLIC_CODE, twin=_set("overlay.candidates.0.admission_state", "existing_only"),
+          feature=STRICT)
+    c.add("duplicate-candidate", _candidates(lambda cs: cs.append(copy.deepcopy(cs[0]))),
+          "duplicate (kind, name, site, cluster)", PUBLIC_CODE, twin=_candidates(_append_other_site), feature=STRICT)
+    c.add("rendered-at-not-rfc3339", _set("provenance.rendered_at", "yesterday"), "rendered_at must be RFC 3339",
+          PUBLIC_CODE, reseal=False, twin=_set("provenance.rendered_at", "2026-02-03T04:05:06.789+01:00"),
+          feature=STRICT)
+    c.add("blank-producer", _set("provenance.producer", "  "), "producer must be non-blank", PUBLIC_CODE,
+          reseal=False, twin=_set("provenance.producer", "p"), feature=STRICT)
+    c.add("source-name-mismatch", _set("provenance.source_name", "other-net"),
+          "provenance.source_name differs from scope.network", PUBLIC_CODE, reseal=False, feature=STRICT)
+    c.add("overlong-name", _candidates(lambda cs: _rename(cs, "m" * (MAX_VALUE_BYTES + 1))),
+          f"names are bounded to {MAX_VALUE_BYTES} bytes", PUBLIC_CODE,
+          twin=_candidates(lambda cs: _rename(cs, "m" * MAX_VALUE_BYTES)), feature=LIMITS)
+    c.add("too-many-candidates", _candidates(lambda cs: _grow(cs, first, MAX_CANDIDATES + 1)),
+          f"at most {MAX_CANDIDATES} candidates", PUBLIC_CODE,
+          twin=_candidates(lambda cs: _grow(cs, first, MAX_CANDIDATES)), compact=True, feature=LIMITS)
+    c.add("oversized-file", _padded(valid, MAX_OVERLAY_BYTES + 1), "reads are bounded to 2 MiB", PUBLIC_CODE,
+          twin=lambda d: _pad_to(d, MAX_OVERLAY_BYTES), compact=True, feature=LIMITS)
+    out = c.out
+    # bytes that are not a JSON object: the twin is the base
+    base = encode(valid)
+    for name, data, why in (("nan-literal", base.replace(b'"fresh": true', b'"fresh": NaN', 1), "NaN is not JSON"),
+                            ("not-json", b"{\"schema_version\": ", "truncated JSON"),
+                            ("top-level-array", b"[]", "top level must be an object")):
+        out.append(Case(name, data, "reject", why=why, spec=JSON_RULE, twin=base, twin_revision=revision_of(valid)))
     return out
 
 
@@ -288,42 +427,58 @@ def _rename(cs: list[dict[str, Any]], name: str) -> None:
 def _grow(cs: list[dict[str, Any]], template: dict[str, Any], count: int) -> None:
     cs.clear()
     for index in range(count):
-        item = copy.deepcopy(template)
+        item = dict(template)  # a candidate's values are scalars
         item["site"] = f"site-{index:05d}"
         item.pop("stable_id", None)
         cs.append(item)
 
 
-def _weighted(doc: dict[str, Any], weights: int | None) -> None:
+def _grown(valid: dict[str, Any], template: dict[str, Any], count: int) -> dict[str, Any]:
+    doc = copy.deepcopy(valid)
+    _grow(doc["overlay"]["candidates"], template, count)
+    return seal(doc)
+
+
+def _append_other_site(cs: list[dict[str, Any]]) -> None:
+    twin = copy.deepcopy(cs[0])
+    twin["site"] = "site-twin"
+    twin.pop("stable_id", None)
+    cs.append(twin)
+
+
+def _pad_to(doc: dict[str, Any], size: int) -> None:
+    """Grow the envelope with an unknown additive field until its compact encoding is exactly `size` bytes."""
+    doc["padding"] = ""
+    doc["padding"] = "x" * (size - len(encode_compact(doc)))
+
+
+def _padded(valid: dict[str, Any], size: int) -> bytes:
+    doc = copy.deepcopy(valid)
+    _pad_to(doc, size)
+    return encode_compact(doc)
+
+
+def _weighted(doc: dict[str, Any], weight: Any, drop_weight: int | None = None, drop_group: int | None = None) -> None:
     doc["overlay"]["selection_policy"] = {"mode": "weightedRandom"}
-    for c in doc["overlay"]["candidates"]:
+    for index, c in enumerate(doc["overlay"]["candidates"]):
         c["selection_group"] = 0
-        if weights is None:
-            c.pop("traffic_weight", None)
-        else:
-            c["traffic_weight"] = weights
-    if weights is None:
-        doc["overlay"]["candidates"][0]["traffic_weight"] = 10
+        c["traffic_weight"] = weight
+        if index == drop_weight:
+            del c["traffic_weight"]
+        if index == drop_group:
+            del c["selection_group"]
 
 
-def _groups(doc: dict[str, Any], start: int, step: int = 1, reverse: bool = False) -> None:
-    cs = doc["overlay"]["candidates"]
-    numbers = [start + step * index for index in range(len(cs))]
-    if reverse:
-        numbers = [0] + [0] * (len(cs) - 1)
-        numbers[0] = 1
-        cs[1]["selection_group"] = 0
-    for c, number in zip(cs, numbers, strict=True):
+def _groups(doc: dict[str, Any], numbers: list[int]) -> None:
+    for c, number in zip(doc["overlay"]["candidates"], numbers, strict=False):
         c["selection_group"] = number
         c.pop("admission_state", None)
-    if reverse:
-        cs[0]["selection_group"], cs[1]["selection_group"] = 1, 0
 
 
-def _mixed_admission(doc: dict[str, Any]) -> None:
+def _mixed_admission(doc: dict[str, Any], numbers: list[int]) -> None:
+    """Two admission states; in one group when `numbers` is [0, 0], apart otherwise."""
+    _groups(doc, numbers)
     cs = doc["overlay"]["candidates"]
-    for c in cs:
-        c["selection_group"] = 0
     cs[0]["admission_state"] = "new_and_existing"
     cs[1]["admission_state"] = "existing_only"
 

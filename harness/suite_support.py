@@ -6,7 +6,7 @@ import time
 
 from harness.gateway_config import RELOAD_DEBOUNCE_MS
 from harness.grid import Gateway
-from harness.waiting import poll_until, wait_until_elapsed
+from harness.waiting import WaitTimeout, poll_until, wait_until_elapsed
 
 RELOADS = "praxis_ai_intelligent_route_snapshot_reloads_total"
 
@@ -33,5 +33,8 @@ class ReloadProbe:
         if not self.has_metrics:
             wait_until_elapsed(time.monotonic(), 4 * RELOAD_DEBOUNCE_MS / 1000 + 1.0)
             return
-        poll_until(self.snapshot, lambda now: now[result] > before[result],
-                   what=f"a reload counted as {result!r}", timeout=timeout)
+        try:
+            poll_until(self.snapshot, lambda now: now[result] > before[result],
+                       what=f"a reload counted as {result!r} (counts before: {before})", timeout=timeout)
+        except WaitTimeout as exc:
+            raise WaitTimeout(f"{exc}\n{self.gateway.overlay_log()}") from None

@@ -63,6 +63,32 @@ def test_reference_rejects_every_oracle_rejection(case: contract.Case) -> None:
     assert reason in REASONS
 
 
+@pytest.mark.parametrize("case", contract.rejection_cases(_base()), ids=lambda c: c.name)
+def test_reference_accepts_every_twin_with_its_revision(case: contract.Case) -> None:
+    """Each rejection's twin differs from it only in the fault, so the reference must take it."""
+    assert case.twin is not None and case.spec, case.name
+    outcome, revision = _outcome(case.twin)
+    assert (outcome, revision) == ("accept", case.twin_revision), f"{case.name}: twin {outcome} ({revision})"
+
+
+def test_core_rejections_cite_the_spec_and_public_code_rules_are_extended() -> None:
+    for case in contract.rejection_cases(_base()):
+        if case.feature is None:
+            assert contract.PUBLIC_CODE not in case.spec and '"' in case.spec, f"{case.name} quotes no spec sentence"
+        else:
+            assert case.feature in (contract.STRICT, contract.LIMITS) and case.spec == contract.PUBLIC_CODE, case.name
+
+
+def test_a_weight_under_another_mode_is_accepted() -> None:
+    """The spec defines traffic_weight for weightedRandom and forbids it nowhere else."""
+    doc = _base()
+    doc["overlay"]["selection_policy"] = {"mode": "roundRobin"}
+    for c in doc["overlay"]["candidates"]:
+        c.update(selection_group=0, traffic_weight=5)
+    contract.seal(doc)
+    assert _outcome(contract.encode(doc)) == ("accept", contract.revision_of(doc))
+
+
 @pytest.mark.parametrize("case", contract.acceptance_cases(_base()) + contract.legacy_cases(
     "site-a", [contract.candidate("m", "site-a", "c1")]), ids=lambda c: c.name)
 def test_reference_accepts_what_oracle_accepts(case: contract.Case) -> None:

@@ -321,18 +321,21 @@ def _parse_selection_policy(payload: dict[str, Any]) -> str | None:
     policy = payload["selection_policy"]
     if not isinstance(policy, dict) or not isinstance(policy.get("mode"), str):
         raise OverlayRejected("invalid_selection_policy", "selection_policy must be an object with a mode")
+    unknown = sorted(set(policy) - {"mode"})
+    if unknown:  # the public Praxis AI code refuses them rather than guess what they would change
+        raise OverlayRejected("invalid_selection_policy", f"selection_policy has unknown member {unknown[0]!r}")
     if policy["mode"] not in SELECTION_MODES:
         raise OverlayRejected("invalid_selection_policy", f"unknown selection mode {policy['mode']!r}")
     return str(policy["mode"])
 
 
 def _check_groups(candidates: tuple[Candidate, ...], mode: str | None) -> None:
-    """Groups per capability: all or none grouped, from 0, contiguous, non-decreasing, one admission state."""
-    if mode != "weightedRandom":
-        for c in candidates:
-            if c.traffic_weight is not None:
-                raise OverlayRejected("invalid_traffic_weight", "traffic_weight is only valid with weightedRandom")
-    else:
+    """Groups per capability: all or none grouped, from 0, contiguous, non-decreasing, one admission state.
+
+    A traffic_weight under another mode is accepted and plays no part in selection: the spec defines it as
+    a weight for weightedRandom and forbids it nowhere else.
+    """
+    if mode == "weightedRandom":
         for c in candidates:
             if c.selection_group is None or c.traffic_weight is None:
                 raise OverlayRejected(

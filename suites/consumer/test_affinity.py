@@ -1,9 +1,15 @@
-"""Session affinity: reuse before selection, existing_only only via a binding, TTL and failover."""
+"""Session affinity: reuse before selection, existing_only only via a binding, TTL and failover.
+
+Affinity is seen without any selection mode: a binding made on a policy-free overlay survives a reorder
+that sends new sessions elsewhere. Only the case that combines affinity with round robin needs a mode,
+and it sits under that mode's feature.
+"""
 
 from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 import pytest
 
@@ -11,21 +17,47 @@ from harness.gateway_config import SESSION_COOKIE, SESSION_HEADER
 from harness.grid import Gateway, Site
 from harness.waiting import wait_until_elapsed
 
-SPEC = "routing-guide 8. Session affinity; intelligent-route-filter: Selection"
+SPEC = ("routing-guide 8. Session affinity: \"Existing permitted binding: reuse the provider. No binding: run normal "
+        "group + selection-mode logic and record the successful binding.\"")
+ADMISSION = ("intelligent-route-filter, Selection: \"existing_only is eligible only through an already-bound session "
+             "affinity entry.\"")
 
 
 def _session() -> str:
     return uuid.uuid4().hex
 
 
-def _rr(site: Site, model: str, *providers: str) -> dict:
-    return site.envelope([site.candidate(p, model, selection_group=0) for p in providers], mode="roundRobin")
+def _ordered(site: Site, model: str, *providers: str) -> dict:
+    """A policy-free, group-free overlay: deterministic first-admitted selection in this order."""
+    return site.envelope([site.candidate(p, model) for p in providers])
+
+
+def _bind(gw: Gateway, model: str, expected: str, **key: Any) -> None:
+    reply = gw.request(model, **key)
+    assert reply.status == 200 and reply.backend == expected, f"the first request must bind {expected}: " \
+        f"{reply.describe()}"
 
 
 @pytest.mark.conformance(id="CONS-AFFINITY-HEADER-REUSE", profile="consumer", level="core", feature="headerAffinity",
                          spec=SPEC)
+def test_header_session_survives_a_reorder(gw: Gateway, site: Site, model: str) -> None:
+    gw.publish(_ordered(site, model, "provider-a", "provider-b"), model)
+    session = _session()
+    _bind(gw, model, "provider-a", headers={SESSION_HEADER: session})
+    gw.publish(_ordered(site, model, "provider-b", "provider-a"), model)
+    for _ in range(3):
+        bound = gw.request(model, headers={SESSION_HEADER: session})
+        assert bound.backend == "provider-a", f"the bound session moved to {bound.backend} after a reorder"
+    fresh = gw.request(model, headers={SESSION_HEADER: _session()})
+    assert fresh.backend == "provider-b", f"a new session follows the new order: {fresh.describe()}"
+
+
+@pytest.mark.conformance(id="CONS-AFFINITY-WITH-ROUND-ROBIN", profile="consumer", level="core", feature="roundRobin",
+                         spec="routing guide 3. Round-robin: \"Session affinity is checked first, so established "
+                         "sessions can make observed traffic less than perfectly even.\"")
 def test_header_session_sticks_while_new_sessions_rotate(gw: Gateway, site: Site, model: str) -> None:
-    gw.publish(_rr(site, model, "provider-a", "provider-b"), model)
+    gw.publish(site.envelope([site.candidate(p, model, selection_group=0) for p in ("provider-a", "provider-b")],
+                             mode="roundRobin"), model)
     session = _session()
     first = gw.request(model, headers={SESSION_HEADER: session})
     assert first.status == 200, first.describe()
@@ -38,15 +70,13 @@ def test_header_session_sticks_while_new_sessions_rotate(gw: Gateway, site: Site
 
 
 @pytest.mark.conformance(id="CONS-AFFINITY-EXISTING-ONLY", profile="consumer", level="core", feature="admission",
-                         spec=SPEC + "; existing_only eligible only through an existing binding")
+                         spec=SPEC + "; " + ADMISSION)
 def test_existing_only_reachable_only_through_binding(gw: Gateway, site: Site, model: str) -> None:
-    gw.publish(site.envelope([site.candidate("provider-a", model), site.candidate("provider-b", model)]), model)
+    gw.publish(_ordered(site, model, "provider-a", "provider-b"), model)
     session = _session()
-    assert gw.request(model, headers={SESSION_HEADER: session}).backend == "provider-a"
-    gw.publish(site.envelope([
-        site.candidate("provider-a", model, selection_group=0, admission_state="existing_only"),
-        site.candidate("provider-b", model, selection_group=1),
-    ], mode="deterministic"), model)
+    _bind(gw, model, "provider-a", headers={SESSION_HEADER: session})
+    gw.publish(site.envelope([site.candidate("provider-a", model, admission_state="existing_only"),
+                              site.candidate("provider-b", model)]), model)
     assert gw.request(model, headers={SESSION_HEADER: session}).backend == "provider-a", "bound session keeps A"
     assert gw.request(model, headers={SESSION_HEADER: _session()}).backend == "provider-b", "new session avoids A"
     assert gw.request(model).backend == "provider-b", "unkeyed request avoids A"
@@ -55,42 +85,39 @@ def test_existing_only_reachable_only_through_binding(gw: Gateway, site: Site, m
 @pytest.mark.conformance(id="CONS-AFFINITY-FAILOVER-GONE", profile="consumer", level="core", feature="headerAffinity",
                          spec=SPEC + "; a binding to a candidate that left the snapshot fails over")
 def test_binding_fails_over_when_candidate_disappears(gw: Gateway, site: Site, model: str) -> None:
-    gw.publish(site.envelope([site.candidate("provider-a", model), site.candidate("provider-b", model)]), model)
+    gw.publish(_ordered(site, model, "provider-a", "provider-b"), model)
     session = _session()
-    assert gw.request(model, headers={SESSION_HEADER: session}).backend == "provider-a"
-    gw.publish(site.envelope([site.candidate("provider-c", model), site.candidate("provider-b", model)]), model)
+    _bind(gw, model, "provider-a", headers={SESSION_HEADER: session})
+    gw.publish(_ordered(site, model, "provider-c", "provider-b"), model)
     moved = gw.request(model, headers={SESSION_HEADER: session})
     assert moved.backend == "provider-c", moved.describe()
-    gw.publish(site.envelope([site.candidate("provider-b", model), site.candidate("provider-c", model)]), model)
+    gw.publish(_ordered(site, model, "provider-b", "provider-c"), model)
     assert gw.request(model, headers={SESSION_HEADER: session}).backend == "provider-c", "rebound to C"
 
 
 @pytest.mark.conformance(id="CONS-AFFINITY-FAILOVER-EXCLUDED", profile="consumer", level="core", feature="admission",
-                         spec=SPEC + "; affinity cannot override admission none")
+                         spec="routing guide 8: \"Provider becomes excluded/ineligible: affinity cannot override the "
+                         "hard boundary; a fresh selection is required.\"")
 def test_binding_to_excluded_candidate_fails_over(gw: Gateway, site: Site, model: str) -> None:
-    gw.publish(site.envelope([site.candidate("provider-a", model), site.candidate("provider-b", model)]), model)
+    gw.publish(_ordered(site, model, "provider-a", "provider-b"), model)
     session = _session()
-    assert gw.request(model, headers={SESSION_HEADER: session}).backend == "provider-a"
-    gw.publish(site.envelope([
-        site.candidate("provider-a", model, selection_group=0, admission_state="none"),
-        site.candidate("provider-b", model, selection_group=1),
-    ], mode="deterministic"), model)
+    _bind(gw, model, "provider-a", headers={SESSION_HEADER: session})
+    gw.publish(site.envelope([site.candidate("provider-a", model, admission_state="none"),
+                              site.candidate("provider-b", model)]), model)
     assert gw.request(model, headers={SESSION_HEADER: session}).backend == "provider-b"
 
 
 @pytest.mark.conformance(id="CONS-AFFINITY-TTL", profile="consumer", level="core", feature="headerAffinity",
-                         spec=SPEC + "; bindings expire after ttl_secs")
+                         spec=SPEC + "; session_affinity ttl_secs: bindings expire after the TTL")
 def test_binding_expires_after_ttl(site: Site, model: str) -> None:
     gw = site.gateway("short-ttl")
     ttl = 2.0
-    gw.publish(site.envelope([site.candidate("provider-a", model), site.candidate("provider-b", model)]), model)
+    gw.publish(_ordered(site, model, "provider-a", "provider-b"), model)
     session = _session()
-    assert gw.request(model, headers={SESSION_HEADER: session}).backend == "provider-a"
+    _bind(gw, model, "provider-a", headers={SESSION_HEADER: session})
     bound_at = time.monotonic()
-    gw.publish(site.envelope([
-        site.candidate("provider-a", model, selection_group=0, admission_state="existing_only"),
-        site.candidate("provider-b", model, selection_group=1),
-    ], mode="deterministic"), model)
+    gw.publish(site.envelope([site.candidate("provider-a", model, admission_state="existing_only"),
+                              site.candidate("provider-b", model)]), model)
     if time.monotonic() - bound_at < ttl - 0.5:
         assert gw.request(model, headers={SESSION_HEADER: session}).backend == "provider-a", "binding still live"
     wait_until_elapsed(bound_at, ttl + 0.3)
@@ -99,21 +126,24 @@ def test_binding_expires_after_ttl(site: Site, model: str) -> None:
 
 
 @pytest.mark.conformance(id="CONS-AFFINITY-NO-KEY", profile="consumer", level="core", feature="headerAffinity",
-                         spec=SPEC + "; requests without a session key are not bound")
-def test_requests_without_key_keep_rotating(gw: Gateway, site: Site, model: str) -> None:
-    gw.publish(_rr(site, model, "provider-a", "provider-b", "provider-c"), model)
-    seen = {gw.request(model).backend for _ in range(6)}
-    assert seen == {"provider-a", "provider-b", "provider-c"}, seen
+                         spec=SPEC + "; a request without a session key has no binding to reuse or record")
+def test_requests_without_key_are_not_bound(gw: Gateway, site: Site, model: str) -> None:
+    gw.publish(_ordered(site, model, "provider-a", "provider-b"), model)
+    _bind(gw, model, "provider-a")
+    gw.publish(_ordered(site, model, "provider-b", "provider-a"), model)
+    reply = gw.request(model)
+    assert reply.backend == "provider-b", f"an unkeyed request follows the new order: {reply.describe()}"
 
 
 @pytest.mark.conformance(id="CONS-AFFINITY-COOKIE", profile="consumer", level="extended", feature="cookieAffinity",
-                         spec=SPEC + "; cookie session keys")
-def test_cookie_session_sticks(site: Site, model: str) -> None:
+                         spec=SPEC + "; session_affinity cookie: the session key from a cookie")
+def test_cookie_session_survives_a_reorder(site: Site, model: str) -> None:
     gw = site.gateway("cookie")
-    gw.publish(_rr(site, model, "provider-a", "provider-b"), model)
+    gw.publish(_ordered(site, model, "provider-a", "provider-b"), model)
     session = _session()
-    first = gw.request(model, cookies={SESSION_COOKIE: session})
-    for _ in range(5):
-        assert gw.request(model, cookies={SESSION_COOKIE: session}).backend == first.backend
-    seen = {gw.request(model, cookies={SESSION_COOKIE: _session()}).backend for _ in range(4)}
-    assert seen == {"provider-a", "provider-b"}, f"new cookie sessions rotate; saw {seen}"
+    _bind(gw, model, "provider-a", cookies={SESSION_COOKIE: session})
+    gw.publish(_ordered(site, model, "provider-b", "provider-a"), model)
+    for _ in range(3):
+        assert gw.request(model, cookies={SESSION_COOKIE: session}).backend == "provider-a"
+    fresh = gw.request(model, cookies={SESSION_COOKIE: _session()})
+    assert fresh.backend == "provider-b", f"a new cookie session follows the new order: {fresh.describe()}"

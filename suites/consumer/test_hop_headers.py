@@ -1,4 +1,5 @@
-"""Provider-hop headers: client copies never survive; hop clusters get values from the serving snapshot."""
+"""Provider-hop headers: client copies never survive; hop clusters get values from the serving snapshot,
+over mTLS with the gateway's client certificate."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import pytest
 from harness.grid import Gateway, Site
 
 SPEC = "intelligent-route-filter: provider_hop_clusters; overlay contract: provider hop revision"
+MTLS_SPEC = ("intelligent-route-filter: Metadata; These AI-owned, non-reserved headers are sent only to an "
+             "mTLS-authenticated provider gateway")
 SPOOFED = {
     "x-ai-routing-candidate": "spoofed-candidate",
     "x-ai-routing-request-id": "spoofed-request-id",
@@ -25,6 +28,31 @@ def test_hop_headers_replaced_from_serving_snapshot(gw: Gateway, site: Site, mod
     assert seen.get("x-ai-routing-revision") == revision, seen
     request_id = seen.get("x-ai-routing-request-id", "")
     assert request_id and request_id != SPOOFED["x-ai-routing-request-id"], seen
+
+
+@pytest.mark.conformance(id="CONS-HOP-MTLS", profile="consumer", level="core", feature="hopHeaders",
+                         spec=MTLS_SPEC)
+def test_hop_clusters_are_reached_over_mtls_with_the_client_certificate(gw: Gateway, site: Site, model: str) -> None:
+    client = gw.hop_client
+    assert client is not None, "the harness gave the gateway no client certificate for its hop clusters"
+    models = {p.name: f"{model}-{i}" for i, p in enumerate(site.spec.model_providers)}
+    probe = model + "-probe"  # served by the plain management cluster: tells when the overlay serves
+    doc = site.envelope([site.candidate(name, m) for name, m in models.items()] + [site.candidate("mgmt", probe)])
+    gw.write_overlay(doc)
+    gw.wait_status(probe, 200)
+    revision = doc["revision"]["value"]
+    for name, hop_model in models.items():
+        reply = gw.request(hop_model)
+        assert reply.status == 200 and reply.backend == name, (
+            f"hop cluster {name} listens for mTLS only and needs the gateway's client certificate: "
+            f"{reply.describe()}")
+        peer = reply.peer
+        assert peer is not None, f"{name} saw no verified client certificate: the hop did not use mTLS"
+        assert peer.get("cert_digest") == client.digest, (
+            f"{name} saw client certificate {peer.get('cert_digest')}, not the configured {client.digest}")
+        assert peer.get("organization") == client.organization, peer
+        seen = reply.forwarded_headers
+        assert seen.get("x-ai-routing-revision") == revision, seen
 
 
 @pytest.mark.conformance(id="CONS-HOP-DEFAULT-STABLE-ID", profile="consumer", level="core", feature="hopHeaders",

@@ -16,7 +16,7 @@ SPEC = "intelligent-route-filter: Hot reload; overlay contract: Revision lifecyc
 RELOAD_DEADLINE_S = 5.0
 
 
-@pytest.mark.conformance(id="CONS-REV-UNCHANGED-NO-SWAP", profile="consumer", level="core", feature="hotReload",
+@pytest.mark.conformance(id="CONS-REV-UNCHANGED-NO-SWAP", profile="consumer", level="core", feature="roundRobin",
                          spec=SPEC + ": an unchanged semantic revision causes no replacement")
 def test_rerender_with_same_revision_keeps_round_robin_state(gw: Gateway, site: Site, model: str,
                                                             reloads: ReloadProbe) -> None:

@@ -150,7 +150,10 @@ def test_only_excluded_candidates_give_404(gw: Gateway, site: Site, model: str) 
     ])
     gw.publish(doc, other)
     reply = gw.request(model)
-    assert reply.status == 404, f"no eligible candidate must give 404; got {reply.describe()}"
+    assert reply.status == 404 and reply.backend is None, f"no eligible candidate must give 404; got {reply.describe()}"
+    twin = site.envelope([site.candidate("provider-a", model), site.candidate("provider-b", other)])
+    gw.publish(twin, model)
+    assert gw.request(model).backend == "provider-a", "the same candidate admitted is routed"
 
 
 @pytest.mark.conformance(id="CONS-ADMISSION-EXISTING-ONLY-NEW", profile="consumer", level="core", feature="admission",
@@ -164,3 +167,8 @@ def test_existing_only_never_takes_new_requests(gw: Gateway, site: Site, model: 
     ]), other)
     for reply in (gw.request(model), gw.request(model, headers={"x-session-id": f"fresh-{model}"})):
         assert reply.status == 404, f"existing_only must not take new work; got {reply.describe()}"
+    twin = site.envelope([site.candidate("provider-a", model), site.candidate("provider-b", model,
+                                                                            admission_state="existing_only"),
+                          site.candidate("provider-c", other)])
+    gw.publish(twin, model)
+    assert gw.request(model).backend == "provider-a", "the same candidate admitted for new work takes it"

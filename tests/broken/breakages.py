@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import ssl
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
@@ -21,7 +22,7 @@ from typing import Any
 
 from multidict import CIMultiDict
 
-from reference.gateway import build, hop_headers, reload, routing_input, snapshot, snapshot_store
+from reference.gateway import build, hop_headers, reload, routing_input, snapshot, snapshot_store, tls
 from reference.gateway.affinity import SessionTable
 from reference.gateway.context import Reject, RequestContext
 from reference.gateway.filters import intelligent_route
@@ -644,3 +645,17 @@ def _metrics_label_leak() -> None:
         return route
 
     _wrap_route(make)
+
+
+# ------------------------------------------------------------------------------------- hop cluster TLS
+
+
+@breakage("hop-without-client-cert", "upstream TLS to hop clusters presents no client certificate")
+def _hop_without_client_cert() -> None:
+    original = tls.client_context
+
+    def context(ca_path: str | None, cert_path: str | None, key_path: str | None, verify: bool,
+                path: str) -> ssl.SSLContext:
+        return original(ca_path, None, None, verify, path)
+
+    _patch(tls, "client_context", context)

@@ -51,14 +51,16 @@ _t = must_fail
 
 
 TARGETS: dict[str, Targets] = {
-    "accept-any-cold-start": _t("CONS-COLD-REJECT[*]", "CONS-COLD-EXPECTED-SCOPE[*]", "CONS-COLD-LEGACY-SCOPED",
+    "accept-any-cold-start": _t("CONS-COLD-REJECT[*]", "CONS-COLD-REJECT-STRICT[*]", "CONS-COLD-REJECT-LIMITS[*]",
+                                "CONS-COLD-EXPECTED-SCOPE[*]", "CONS-COLD-LEGACY-SCOPED",
                                 "CONS-COLD-LEGACY-EMPTY", expect=DID_NOT_RAISE),
     "accept-wrong-digest": _t("CONS-RELOAD-REJECT[wrong-content-digest]", "CONS-RELOAD-REJECT[stale-digest-after-edit]",
                               "CONS-COLD-REJECT[wrong-content-digest]"),
     "refuse-legacy": _t("CONS-COLD-LEGACY-ACCEPT", expect="legacy_not_allowed", startup_failure=True),
     "empty-is-invalid": _t("CONS-404-EMPTY-AUTHORITATIVE"),
     "wrong-revision-header": _t("CONS-COLD-ACCEPT", "CONS-RELOAD-ACCEPT[*]"),
-    "drop-lkg-on-reject": _t("CONS-RELOAD-REJECT[*]", "CONS-RELOAD-SCOPE[*]", "CONS-RELOAD-LEGACY-SCOPED",
+    "drop-lkg-on-reject": _t("CONS-RELOAD-REJECT[*]", "CONS-RELOAD-REJECT-STRICT[*]", "CONS-RELOAD-REJECT-LIMITS[*]",
+                             "CONS-RELOAD-SCOPE[*]", "CONS-RELOAD-LEGACY-SCOPED",
                              "CONS-CLUSTERS-ALLOWLIST"),
     "slow-reload": _t("CONS-RELOAD-DEADLINE"),
     "reload-once": _t("CONS-RELOAD-SEQUENCE", "CONS-RELOAD-AFTER-REJECT"),
@@ -80,7 +82,7 @@ TARGETS: dict[str, Targets] = {
     "affinity-overrides-admission": _t("CONS-AFFINITY-FAILOVER-EXCLUDED"),
     "static-reversed": _t("CONS-STATIC-DETERMINISTIC"),
     "no-affinity": _t("CONS-AFFINITY-HEADER-REUSE", "CONS-AFFINITY-EXISTING-ONLY", "CONS-AFFINITY-FAILOVER-GONE",
-                      "CONS-AFFINITY-COOKIE", "CONS-METRICS-SERIES"),
+                      "CONS-AFFINITY-COOKIE", "CONS-AFFINITY-WITH-ROUND-ROBIN", "CONS-METRICS-SERIES"),
     "no-cookie": _t("CONS-AFFINITY-COOKIE"),
     "bind-unkeyed": _t("CONS-AFFINITY-NO-KEY"),
     "no-ttl": _t("CONS-AFFINITY-TTL"),
@@ -89,8 +91,8 @@ TARGETS: dict[str, Targets] = {
     "fixed-request-id": _t("CONS-HOP-REQUEST-ID-FRESH"),
     "wrong-default-stable-id": _t("CONS-HOP-DEFAULT-STABLE-ID"),
     "forward-credential": _t("CONS-HOP-NO-CREDENTIAL"),
-    "no-model-validation": _t("CONS-400-INVALID-MODEL[*]"),
-    "short-model-limit": _t("CONS-400-LIMIT-ACCEPTED"),
+    "no-model-validation": _t("CONS-400-INVALID-MODEL[*]", "CONS-400-MODEL-LIMITS[*]"),
+    "short-model-limit": _t("CONS-400-MODEL-LIMITS[257-bytes]"),
     "unknown-model-fallback": _t("CONS-404-UNKNOWN-MODEL"),
     "kind-agnostic": _t("CONS-404-OTHER-KIND"),
     "missing-model-default": _t("CONS-MISSING-MODEL-NOT-ROUTED"),
@@ -101,6 +103,7 @@ TARGETS: dict[str, Targets] = {
     "metrics-miscount": _t("CONS-METRICS-SERIES"),
     "metrics-no-reload-count": _t("CONS-METRICS-RELOADS"),
     "metrics-label-leak": _t("CONS-METRICS-CLOSED-LABELS"),
+    "hop-without-client-cert": _t("CONS-HOP-MTLS", expect="listens for mTLS only"),
 }
 
 

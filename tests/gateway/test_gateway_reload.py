@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from gateway_support import (
     ProjectedDir,
     candidate,
@@ -18,7 +19,8 @@ from gateway_support import (
 )
 
 from reference.gateway.metrics import GatewayMetrics
-from reference.gateway.reload import OverlayReloader
+from reference.gateway.reload import OverlayReloader, load_cold_start
+from reference.overlay import OverlayRejected
 
 MODEL = "granite"
 
@@ -126,5 +128,31 @@ def test_in_place_rewrite_of_a_plain_file_is_seen(tmp_path: Path) -> None:
             await wait_until(lambda: route.store.current.revision == revision_of(second), "second revision")
         finally:
             await reloader.stop()
+
+    asyncio.run(main())
+
+
+def _rejection_cases() -> list[Any]:
+    from harness import contract
+
+    scope = contract.ScopeSpec("net-1", "gw", "ns", "site-a")
+    base = contract.envelope([contract.candidate(MODEL, "site-a", c) for c in ("a", "b")], scope)
+    return contract.rejection_cases(base)
+
+
+@pytest.mark.parametrize("case", _rejection_cases(), ids=lambda c: c.name)
+def test_cold_start_and_reload_refuse_the_same_overlays(tmp_path: Path, case: Any) -> None:
+    """One validation serves both paths: what fails a cold start is rejected on reload, from the twin's LKG."""
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(case.data)
+    with pytest.raises(OverlayRejected):
+        load_cold_start(bad, None, None)
+    route, projected, metrics = setup(tmp_path, case.twin)
+    serving = route.store.current
+    projected.publish(case.data)
+
+    async def main() -> None:
+        assert await OverlayReloader(route, metrics).reload() == "rejected", case.name
+        assert route.store.current is serving
 
     asyncio.run(main())

@@ -290,16 +290,30 @@ def test_json_body_field_promotes_and_replaces(body: bytes, expected: str | None
         ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": []}, None, None, 1),
         ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": 7}}, None, None, 1),
         ({"jsonrpc": "2.0", "id": 1}, None, None, 1),
-        ({"model": "granite"}, None, None, 0),
+        ({"jsonrpc": "2.0", "id": 1, "method": "tools/call"}, None, None, 1),
+        ({"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": "file:///a"}}, "resources/read",
+         "file:///a", 0),
+        ({"jsonrpc": "2.0", "id": 1, "result": {}}, None, None, 1),
+        ({"jsonrpc": "2.0", "id": [1], "method": "ping"}, None, None, 1),
+        ({"jsonrpc": "1.0", "id": 1, "method": "ping"}, None, None, 1),
+        ({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "a\nb"}}, "tools/call", None, 0),
+        ({"model": "granite"}, None, None, 1),  # an ordinary chat body is not JSON-RPC: invalid for the mcp filter
+        ("not json", None, None, 1),
+        ([{"jsonrpc": "2.0", "id": 1, "method": "ping"}], None, None, 2),  # a batch: refused either way
     ],
 )
-def test_mcp_classification(doc: dict[str, Any], method: str | None, name: str | None, invalid: int) -> None:
+def test_mcp_classification(doc: Any, method: str | None, name: str | None, invalid: int) -> None:
     for on_invalid in ("reject", "continue"):
-        ctx = body_ctx(json.dumps(doc).encode())
+        ctx = body_ctx(doc.encode() if isinstance(doc, str) else json.dumps(doc).encode())
         rejection = McpFilter(McpConfig(on_invalid)).on_request(ctx)
-        if invalid and on_invalid == "reject":
+        if invalid == 2 or (invalid and on_invalid == "reject"):
             assert rejection is not None and rejection.status == 400
         else:
             assert rejection is None
         assert ctx.metadata.get("mcp.method") == method
         assert ctx.metadata.get("mcp.name") == name
+
+
+def test_mcp_passes_a_request_without_body() -> None:
+    ctx = body_ctx(b"")
+    assert McpFilter(McpConfig("reject")).on_request(ctx) is None and "mcp.method" not in ctx.metadata

@@ -2,7 +2,9 @@
 
 An OpenAI-style body carries the model in ``model``; later filters route on a header, so this filter
 copies the value there. Any client-supplied copy of the header is removed first, so a client cannot
-pick a route the body does not ask for. Bodies that are not JSON objects pass through untouched.
+pick a route the body does not ask for. Bodies that are not JSON objects pass through untouched. Values of
+any length are promoted (the request body is bounded already), so the routing filter sees an oversized
+value and answers it as one rather than as a request without a model.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from reference.gateway.filters.base import header_name
 from reference.gateway.schema import key, mapping, string
 
 TYPE = "json_body_field"
-MAX_VALUE_BYTES = 8192
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ def header_value(value: Any) -> str | None:
     if value is None:
         return None
     text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    if not text or len(text) > MAX_VALUE_BYTES:
+    if not text:
         return None
     if any(ord(ch) < 0x20 and ch != "\t" or ord(ch) == 0x7F for ch in text):
         return None

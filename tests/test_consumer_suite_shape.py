@@ -1,0 +1,31 @@
+"""The consumer suite holds cold start and reload to one list of rejections, each marked by its own rule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness import contract
+from suites.consumer import test_overlay_validation as validation
+
+
+def _marks(prefix: str, path: str) -> dict[str, dict[str, Any]]:
+    out = {}
+    for param in validation._params(prefix, path):
+        (marker,) = [m for m in param.marks if m.name == "conformance"]
+        out[param.id] = dict(marker.kwargs)
+    return out
+
+
+def test_every_rejection_is_judged_at_cold_start_and_on_reload_under_the_same_rule() -> None:
+    cold = _marks("CONS-COLD-REJECT", validation.COLD)
+    reload = _marks("CONS-RELOAD-REJECT", validation.RELOAD)
+    scope = contract.ScopeSpec("n", "g", "ns", "s")
+    base = contract.envelope([contract.candidate("m", "s", c) for c in ("a", "b")], scope)
+    names = [case.name for case in contract.rejection_cases(base)]
+    assert list(cold) == list(reload) == names
+    for name in names:
+        c, r = cold[name], reload[name]
+        assert (c["level"], c["feature"]) == (r["level"], r["feature"]), name
+        assert c["id"].removeprefix("CONS-COLD-REJECT") == r["id"].removeprefix("CONS-RELOAD-REJECT"), name
+        assert c["spec"].removesuffix(validation.COLD) == r["spec"].removesuffix(validation.RELOAD), name
+    assert {m["feature"] for m in cold.values() if m["level"] == "extended"} == {contract.STRICT, contract.LIMITS}
