@@ -396,21 +396,26 @@ def _port_is_free(host: str, port: int) -> bool:
 
 def _read_line(process: subprocess.Popen[bytes], deadline: float) -> str:
     """One stdout line from the child, or a failure naming what was seen before the deadline."""
+    return _read_lines(process, 1, deadline)[0]
+
+
+def _read_lines(process: subprocess.Popen[bytes], count: int, deadline: float) -> list[str]:
+    """The first `count` stdout lines of the child, or a failure naming what was seen before the deadline."""
     assert process.stdout is not None
     buffer = b""
     with selectors.DefaultSelector() as selector:
         selector.register(process.stdout, selectors.EVENT_READ)
-        while b"\n" not in buffer:
+        while buffer.count(b"\n") < count:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise AssertionError(f"no complete stdout line before the deadline; saw {buffer!r}")
+                raise AssertionError(f"fewer than {count} stdout lines before the deadline; saw {buffer!r}")
             if selector.select(timeout=remaining):
                 chunk = os.read(process.stdout.fileno(), 4096)
                 if not chunk:
                     stderr = process.stderr.read().decode() if process.stderr else ""
-                    raise AssertionError(f"child exited ({process.wait()}) before a line; stderr: {stderr}")
+                    raise AssertionError(f"child exited ({process.wait()}) after {buffer!r}; stderr: {stderr}")
                 buffer += chunk
-    return buffer.split(b"\n", 1)[0].decode()
+    return buffer.decode().splitlines()[:count]
 
 
 @contextlib.contextmanager
@@ -900,22 +905,6 @@ def test_mtls_context_must_require_client_certificates(grid_pki: GridPKI) -> Non
     asyncio.run(body())
 
 
-def _read_lines(process: subprocess.Popen[bytes], count: int, deadline: float) -> list[str]:
-    """The first `count` stdout lines of the child, or a failure naming what was seen before the deadline."""
-    assert process.stdout is not None
-    buffer = b""
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        while buffer.count(b"\n") < count:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"fewer than {count} stdout lines before the deadline; saw {buffer!r}")
-            if selector.select(timeout=remaining):
-                chunk = os.read(process.stdout.fileno(), 4096)
-                if not chunk:
-                    raise AssertionError(f"child exited ({process.wait()}) after {buffer!r}")
-                buffer += chunk
-    return buffer.decode().splitlines()[:count]
 
 
 def test_cli_process_serves_plain_and_mtls(grid_pki: GridPKI, tmp_path: Path) -> None:
