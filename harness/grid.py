@@ -37,6 +37,7 @@ from harness.gateway_config import (
 from harness.pki import ClientFiles, GridPKI, client_context
 from harness.projection import project
 from harness.resources import SIGNAL_METRICS
+from harness.run_as import gateway_user
 from harness.topology import SiteSpec, Topology
 from harness.waiting import WaitTimeout, poll_until
 
@@ -496,8 +497,6 @@ class Site:
     def _credential_sources(self, tag: str, tokens: Mapping[CredentialRef, str],
                             source: str) -> tuple[list[CredentialSource], dict[str, str]]:
         """How the provider gateway gets each token; files are 0600, owned by the user gateways run as."""
-        from harness.run_as import gateway_user
-
         owner = gateway_user(self.grid.backend)
         sources: list[CredentialSource] = []
         env: dict[str, str] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import ssl
 import sys
 from collections.abc import Mapping
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from harness import run_as as users
 from harness.addresses import ADMIN_PORT, BACKEND_PORT, GATEWAY_PORT, AddressPlan, SiteHostPlan
 from harness.contract import ScopeSpec
 from harness.control import OverlaySyncProcess
@@ -233,8 +235,6 @@ class LocalBackend:
         made readable to it (see harness.run_as); in network namespaces it switches after entering its
         site's. A gateway that exits saying it will not run as root fails naming `gateway.run_as`.
         """
-        from harness import run_as as users
-
         config_path = workdir / "praxis.yaml"
         config_path.write_text(config_text)
         argv, env_vars = self.impl.gateway.render(config_path, workdir)
@@ -276,14 +276,10 @@ class LocalBackend:
     @staticmethod
     def _gateway_start_hint(proc: ManagedProcess, user: Any) -> str | None:
         """What to change when a gateway exits during startup for the user it ran as, else None."""
-        import os
-
-        from harness.run_as import refuses_root
-
         if proc.returncode is None:
             return None
         log = proc.log_text()
-        if user is None and os.geteuid() == 0 and refuses_root(log):
+        if user is None and os.geteuid() == 0 and users.refuses_root(log):
             return ("the gateway refuses to run as root, and the harness runs as root: set `gateway.run_as` in "
                     "the implementation descriptor (for example `run_as: nobody`) to start it as that user")
         if user is not None and "permission denied" in log.lower():
