@@ -133,6 +133,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_profile_arg(listing)
     listing.add_argument("--features", action="store_true",
                          help="print the extended features with what each covers and where its rule comes from")
+
+    covering = commands.add_parser(
+        "coverage", help="list each normative statement of the spec with the tests that enforce it",
+        description="Collect the conformance suites and print, per spec document, every catalogued statement "
+                    "(suites/statements.yaml) with the conformance ids that enforce it, or the reason it is "
+                    "out of scope.",
+        epilog="Arguments after '--' are passed to pytest unchanged.",
+    )
+    _add_profile_arg(covering)
+    covering.add_argument("--strict", action="store_true",
+                          help="exit 1 when a statement has neither a test nor an out-of-scope reason")
     return parser
 
 
@@ -383,6 +394,7 @@ class ConformanceCollector:
 
     rows: list[dict[str, str]] = field(default_factory=list)
     unmarked: list[str] = field(default_factory=list)
+    statements: dict[str, set[str]] = field(default_factory=dict)  # conformance id -> statement ids
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         for item in session.items:
@@ -393,6 +405,7 @@ class ConformanceCollector:
             kwargs = marker.kwargs
             self.rows.append({key: str(kwargs.get(key, "-"))
                               for key in ("id", "profile", "level", "feature", "spec")})
+            self.statements.setdefault(str(kwargs.get("id", "-")), set()).update(kwargs.get("statements", ()))
 
 
 def _command_list(args: argparse.Namespace, out: TextIO) -> int:
@@ -402,12 +415,21 @@ def _command_list(args: argparse.Namespace, out: TextIO) -> int:
         width = max(len(name) for name in FEATURE_DESCRIPTIONS)
         out.write("".join(f"{name.ljust(width)}  {text}\n" for name, text in sorted(FEATURE_DESCRIPTIONS.items())))
         return 0
+    collector = _collect(args)
+    if collector is None:
+        return EXIT_UNJUDGED
+    out.write(_format_rows(collector.rows))
+    return 0
+
+
+def _collect(args: argparse.Namespace) -> ConformanceCollector | None:
+    """The conformance markers of the selected profiles' suites, or None (said why) when collection fails."""
     present, missing = find_profile_packages(args.profiles, SUITES_PACKAGE)
     for name in missing:
         _warn(f"profile {name!r} has no suite package ({SUITES_PACKAGE}.{name})")
     if not present:
         _error(f"none of the selected profiles ({', '.join(args.profiles)}) has a suite package")
-        return EXIT_UNJUDGED
+        return None
     collector = ConformanceCollector()
     captured = io.StringIO()
     with contextlib.redirect_stdout(captured):
@@ -415,12 +437,33 @@ def _command_list(args: argparse.Namespace, out: TextIO) -> int:
     if rc not in (int(pytest.ExitCode.OK), int(pytest.ExitCode.NO_TESTS_COLLECTED)):
         sys.stderr.write(captured.getvalue())
         _error(f"collecting the suites failed (pytest exit code {rc})")
-        return EXIT_UNJUDGED
+        return None
     if collector.unmarked:
         _warn(f"{len(collector.unmarked)} collected test(s) carry no conformance marker, "
               f"e.g. {collector.unmarked[0]}")
-    out.write(_format_rows(collector.rows))
-    return 0
+    return collector
+
+
+def _command_coverage(args: argparse.Namespace, out: TextIO) -> int:
+    """Each catalogued statement with the conformance ids that enforce it, or its out-of-scope reason."""
+    from harness.statements import CatalogueError, by_document, coverage, load_statements
+
+    collector = _collect(args)
+    if collector is None:
+        return EXIT_UNJUDGED
+    try:
+        rows = coverage(load_statements(), collector.statements)
+    except CatalogueError as exc:
+        _error(str(exc))
+        return EXIT_UNJUDGED
+    for doc in by_document(rows):
+        out.write(f"{doc['doc']}: {doc['statements']} statements, {doc['covered']} enforced, "
+                  f"{doc['outOfScope']} out of scope, {doc['uncovered']} not enforced\n")
+        for row in (r for r in rows if r.statement.doc == doc["doc"]):
+            detail = ", ".join(row.tests) if row.tests else (row.statement.out_of_scope or "NOT ENFORCED")
+            out.write(f"  {row.statement.id}  {row.status}  {detail}\n")
+    uncovered = sum(1 for row in rows if row.status == "uncovered")
+    return 1 if getattr(args, "strict", False) and uncovered else 0
 
 
 def _format_rows(rows: Sequence[Mapping[str, str]]) -> str:
@@ -437,6 +480,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "run":
         return _command_run(args)
+    if args.command == "coverage":
+        return _command_coverage(args, sys.stdout)
     return _command_list(args, sys.stdout)
 
 

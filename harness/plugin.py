@@ -47,7 +47,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "conformance(id, profile, level, feature, spec): a conformance test with a stable id"
+        "markers", "conformance(id, profile, level, feature, spec, statements): a conformance test with a stable id"
     )
     config.stash[_RESULTS_KEY] = {}
     config.pluginmanager.register(_Recorder(config), "agn-conformance-recorder")
@@ -59,11 +59,20 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[WAIT_SCALE_ENV] = repr(scale)
 
 
+def conformance_statements(item: pytest.Item) -> tuple[str, ...]:
+    """The catalogued spec statements a conformance test names as the ones it enforces."""
+    marker = item.get_closest_marker("conformance")
+    value = marker.kwargs.get("statements", ()) if marker is not None else ()
+    if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+        raise pytest.UsageError(f"{item.nodeid}: conformance statements must be a list of statement ids")
+    return tuple(value)
+
+
 def conformance_meta(item: pytest.Item) -> dict[str, str] | None:
     marker = item.get_closest_marker("conformance")
     if marker is None:
         return None
-    meta = dict(marker.kwargs)
+    meta = {key: value for key, value in marker.kwargs.items() if key != "statements"}
     missing = [key for key in ("id", "profile", "level", "feature", "spec") if not meta.get(key)]
     if missing:
         raise pytest.UsageError(f"{item.nodeid}: conformance marker lacks {', '.join(missing)}")
@@ -74,10 +83,21 @@ def conformance_meta(item: pytest.Item) -> dict[str, str] | None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     seen: dict[str, str] = {}
+    catalogue: Any = None
     for item in items:
         meta = conformance_meta(item)
         if meta is None:
             continue
+        named = conformance_statements(item)
+        if named:
+            if catalogue is None:
+                from harness.statements import load_statements
+
+                catalogue = load_statements()
+            unknown = [sid for sid in named if sid not in catalogue]
+            if unknown:
+                raise pytest.UsageError(f"{item.nodeid}: names statement {unknown[0]!r}, which suites/statements.yaml "
+                                        "lacks")
         test_id = meta["id"]
         if getattr(item, "callspec", None) is not None:
             test_id = f"{test_id}[{item.callspec.id}]"  # type: ignore[attr-defined]
@@ -225,7 +245,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         grid = item.config.stash.get(GRID_KEY, None)
         if grid is not None:
             report.sections.append(("agn-conformance diagnostics", grid.diagnostics()))
-    report.user_properties.append((_PROPERTY, {**meta, "id": item.stash.get(_ID_KEY, meta["id"])}))
+    tagged: dict[str, Any] = {**meta, "id": item.stash.get(_ID_KEY, meta["id"]),
+                              "statements": list(conformance_statements(item))}
+    report.user_properties.append((_PROPERTY, tagged))
     return report
 
 
@@ -245,7 +267,7 @@ class _Recorder:
             _record(self.config, dict(meta), report)
 
 
-def _record(config: pytest.Config, meta: dict[str, str], report: pytest.TestReport) -> None:
+def _record(config: pytest.Config, meta: dict[str, Any], report: pytest.TestReport) -> None:
     results = config.stash[_RESULTS_KEY]
     entry = results.setdefault(meta["id"], {"meta": meta, "outcome": "passed", "duration": 0.0, "message": ""})
     entry["duration"] += report.duration
@@ -273,15 +295,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     results = [
         TestResult(id=test_id, profile=e["meta"]["profile"], level=e["meta"]["level"],
                    feature=e["meta"]["feature"], spec=e["meta"]["spec"], outcome=e["outcome"],
-                   duration_s=round(e["duration"], 3), message=e["message"])
+                   duration_s=round(e["duration"], 3), message=e["message"],
+                   statements=tuple(e["meta"].get("statements", ())))
         for test_id, e in sorted(config.stash[_RESULTS_KEY].items())
     ]
     profiles_opt = config.getoption("--conformance-profiles")
     profiles = profiles_opt.split(",") if profiles_opt else sorted({r.profile for r in results})
     descriptor = _load_impl(config)
+    from harness.statements import shipped_statements
+
     report = build_report(results, descriptor.implementation, backend=config.getoption("--grid-backend"),
                           harness_version=__version__, profiles=profiles,
-                          features_claimed=descriptor.features)
+                          features_claimed=descriptor.features, statements=shipped_statements())
     if path:
         write_yaml(report, Path(path))
     if html_path:

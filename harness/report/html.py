@@ -80,6 +80,7 @@ def render_html(report: Mapping[str, Any], results: Sequence[TestResult]) -> str
         f'<p><span class="verdict {verdict[0]}">{_e(verdict[1])}</span></p>',
         _meta_table(report, impl),
         _summary_failures(report),
+        _coverage(report),
     ]
     profiles = [p for p in _list(report.get("profiles")) if isinstance(p, Mapping)]
     shown: set[str] = set()
@@ -155,6 +156,22 @@ def _summary_failures(report: Mapping[str, Any]) -> str:
         body.append(f'<tr class="failed"><td>{_e(row.get("profile", "?"))}</td><td>{_e(row.get("level", "?"))}</td>'
                     f'<td>{_e(row.get("feature", "?"))}</td><td class="num">{len(tests)}</td>'
                     f'<td>{_e(", ".join(tests))}</td></tr>')
+    body.append("</table>")
+    return "".join(body)
+
+
+def _coverage(report: Mapping[str, Any]) -> str:
+    """Per spec document: its catalogued statements, how many a test of this run enforces, and the rest."""
+    rows = [_mapping(row) for row in _list(report.get("coverage"))]
+    if not rows:
+        return ""
+    body = ["<h2>Spec coverage</h2>", '<table class="coverage"><tr><th>Document</th><th>Statements</th>'
+            "<th>Enforced</th><th>Out of scope</th><th>Not enforced by this run</th></tr>"]
+    for row in rows:
+        missing = ", ".join(str(s) for s in _list(row.get("uncoveredStatements")))
+        body.append(f'<tr><td>{_e(row.get("doc", "?"))}</td><td class="num">{_e(row.get("statements", 0))}</td>'
+                    f'<td class="num">{_e(row.get("covered", 0))}</td><td class="num">{_e(row.get("outOfScope", 0))}'
+                    f'</td><td>{_e(row.get("uncovered", 0))}{(": " + _e(missing)) if missing else ""}</td></tr>')
     body.append("</table>")
     return "".join(body)
 

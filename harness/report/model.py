@@ -32,6 +32,7 @@ class TestResult:
     outcome: Outcome
     duration_s: float
     message: str = ""
+    statements: tuple[str, ...] = ()  # ids of the catalogued spec statements the test enforces
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:

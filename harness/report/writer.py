@@ -22,6 +22,7 @@ import yaml
 
 from harness.impl import Implementation
 from harness.report.model import TestResult
+from harness.statements import Statement, by_document, coverage
 
 __all__ = [
     "API_VERSION",
@@ -91,6 +92,7 @@ def build_report(
     profiles: Sequence[str],
     features_claimed: Collection[str],
     date: datetime | None = None,
+    statements: Mapping[str, Statement] | None = None,
 ) -> dict[str, Any]:
     """Build the ConformanceReport document (plain dicts and lists, ready for YAML).
 
@@ -123,6 +125,9 @@ def build_report(
     unjudged = not_judged(results, names)
     if unjudged:
         report["summary"]["notJudged"] = unjudged
+    if statements is not None:
+        rows = coverage(statements, {r.id: r.statements for r in results if r.statements})
+        report["coverage"] = by_document(rows)
     return report
 
 
