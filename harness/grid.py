@@ -34,7 +34,7 @@ from harness.gateway_config import (
     render_hop_consumer_config,
     render_provider_gateway_config,
 )
-from harness.pki import ClientFiles, GridPKI, client_context
+from harness.pki import ClientFiles, GridPKI, ServerFiles, client_context
 from harness.projection import project
 from harness.resources import SIGNAL_METRICS
 from harness.run_as import gateway_user
@@ -464,13 +464,15 @@ class Site:
         self, *, trusted_peers: Sequence[TrustedPeer] | None, routes: Sequence[ProviderRoute],
         tokens: Mapping[CredentialRef, str], source: str = "file", client_cert_mode: str | None = "require",
         tls: bool = True, filter_order: Sequence[str] = PROVIDER_FILTER_ORDER,
-        insecure_options: Mapping[str, bool] | None = None,
+        insecure_options: Mapping[str, bool] | None = None, server_cert: ServerFiles | None = None,
     ) -> ProviderGateway:
         """Start this site's provider gateway; raises GatewayStartFailed when it refuses to start.
 
         `tokens` maps each credential reference to its token; `source` says how credential_inject gets
         it: "file" (written under the run's credentials directory), "env_var" or "value" (inline in the
-        config, so only for tests that expect the token in the config).
+        config, so only for tests that expect the token in the config). `server_cert` replaces the
+        listener's certificate (by default one from the grid CA for its address and its sni), for tests
+        of peers that must refuse it.
         """
         if self.spec.provider_gateway is None:
             raise KeyError(f"site {self.spec.name} runs no provider gateway in this topology")
@@ -478,7 +480,7 @@ class Site:
         listen, admin, workdir = backend.allocate_gateway(self.index)
         host = listen.rsplit(":", 1)[0]
         sni = f"{self.spec.provider_gateway}.{self.spec.name}.grid.test"
-        server = backend.pki.server(f"{workdir.name}-{self.spec.provider_gateway}", host, sni)
+        server = server_cert or backend.pki.server(f"{workdir.name}-{self.spec.provider_gateway}", host, sni)
         listener_tls = ListenerTls(str(server.cert), str(server.key), str(backend.pki.ca_path),
                                    client_cert_mode) if tls else None
         credentials, env = self._credential_sources(workdir.name, tokens, source)

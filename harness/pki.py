@@ -3,7 +3,8 @@
 Files live in the run's work directory and go with it; private keys never leave that directory.
 Besides the grid's own server and client certificates, the provider profile needs peers a provider gateway
 must refuse: a client certificate from another CA, one from the grid CA with the wrong organization, an
-expired one, and one whose digest no trust list names. Each leaf carries its SHA-256 digest (of the DER
+expired one, and one whose digest no trust list names; and a server certificate from another CA, which a
+consumer gateway's provider hop must refuse. Each leaf carries its SHA-256 digest (of the DER
 encoding, 64 lowercase hex), the value `peer_identity_trust` pins.
 """
 
@@ -127,6 +128,15 @@ class GridPKI:
         return files
 
     # -------------------------------------------------------------------------- untrusted variants
+
+    def foreign_server(self, name: str, *hosts: str) -> ServerFiles:
+        """A server certificate for `hosts` signed by a CA outside the grid: a client trusting only the
+        grid CA must refuse it, whatever names it carries."""
+        cert = self._foreign_ca().issue_cert(*hosts)
+        cert_path, key_path = self._write(name, cert)
+        files = ServerFiles(cert_path, key_path, leaf_digest(cert.cert_chain_pems[0].bytes()))
+        self._issued[name] = files
+        return files
 
     def foreign_client(self, name: str, organization: str = GRID_ORGANIZATION) -> ClientFiles:
         """Right organization, wrong CA: a TLS server trusting only the grid CA must refuse it."""

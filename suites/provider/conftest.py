@@ -133,12 +133,13 @@ def start_provider(hop: ProviderHop) -> Iterator[Callable[..., ProviderGateway]]
 
 
 @pytest.fixture
-def start_edge(hop: ProviderHop) -> Iterator[Callable[[bytes | None], Gateway]]:
-    """Start one-off consumer gateways in site-a (provider hop to site-b) inside a test."""
+def start_edge(hop: ProviderHop) -> Iterator[Callable[..., Gateway]]:
+    """Start one-off consumer gateways in site-a inside a test: `start(overlay, peer=None)` gives one whose
+    provider hop reaches `peer` (by default the session's provider gateway trusting organization ai-grid)."""
     started: list[Gateway] = []
 
-    def start(overlay: bytes | None) -> Gateway:
-        gateway = hop.a.start_hop_consumer([hop.by_org], overlay, hop.consumer)
+    def start(overlay: bytes | None, peer: ProviderGateway | None = None) -> Gateway:
+        gateway = hop.a.start_hop_consumer([peer or hop.by_org], overlay, hop.consumer)
         started.append(gateway)
         return gateway
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+
+from harness import traffic
 from harness.gateway_config import CredentialRef, ProviderRoute
 from harness.grid import Gateway, Grid, ProviderGateway, Refused, Reply, Site, is_refusal
-from harness.pki import ClientFiles, GridPKI
+from harness.pki import ClientFiles, GridPKI, client_context
 
 #: The credential site-b's provider gateway injects, as a Secret reference (the token is random per run).
 PROVIDER_CREDENTIAL = CredentialRef("provider-b-token", "grid-site-b", "token")
@@ -75,12 +79,15 @@ class ProviderHop:
 
     def direct(self, route: ProviderRoute | None = None, *, gateway: ProviderGateway | None = None,
                client: Any = DEFAULT, model: Any = DEFAULT, path: str | None = None,
-               headers: dict[str, str] | None = None, drop: tuple[str, ...] = (), body: Any = None) -> Outcome:
+               headers: dict[str, str] | None = None, drop: tuple[str, ...] = (), body: Any = None,
+               lines: Sequence[tuple[str, str]] = ()) -> Outcome:
         """A request straight to a provider gateway with well-formed hop headers for `route`.
 
         By default it comes from site-a's certificate and asks for the route's model on its first path;
         `client=None` presents no certificate, `model=None` sends no model, `body` replaces the JSON body;
-        `headers` override hop headers and `drop` removes some.
+        `headers` override hop headers (a name in another letter case is another header line beside the
+        lowercase one) and `drop` removes some; `lines` are header lines sent after them exactly as given,
+        repeated names and letter case kept (HTTP/1.1 sends names as written).
         """
         route = route or self.primary
         gw = gateway or self.by_org
@@ -89,8 +96,11 @@ class ProviderHop:
         hop.update(headers or {})
         for name in drop:
             hop.pop(name, None)
-        outcome = gw.call(route.model if model is DEFAULT else model, client=cert, headers=hop,
-                          path=path or route.paths[0], body=body)
+        chosen = route.model if model is DEFAULT else model
+        if lines:
+            outcome: Outcome = _post_lines(gw, chosen, cert, [*hop.items(), *lines], path or route.paths[0], body)
+        else:
+            outcome = gw.call(chosen, client=cert, headers=hop, path=path or route.paths[0], body=body)
         if isinstance(outcome, Reply) and outcome.status >= 400:
             self.error_bodies.append(outcome.body)
         return outcome
@@ -116,6 +126,19 @@ class ProviderHop:
         assert after == before, f"{what} reached a backend: {before} -> {after}"
         self.assert_served(twin(), route or self.primary, f"the same request with {fixed}")
         return outcome
+
+
+def _post_lines(gateway: ProviderGateway, model: str | None, client: ClientFiles | None,
+                lines: Sequence[tuple[str, str]], path: str, body: Any) -> Reply:
+    """POST to a provider gateway with these header lines, as ProviderGateway.call does with a mapping.
+
+    httpx sends a list of pairs line by line, so repeated names and their letter case reach the gateway.
+    """
+    content = json.dumps(body if body is not None else traffic.chat_body(model)).encode()
+    verify = client_context(gateway.pki.ca_path, client)
+    with httpx.Client(base_url=gateway.url, verify=verify, timeout=10.0) as http:
+        resp = http.post(path, content=content, headers=[("content-type", "application/json"), *lines])
+    return Reply(resp.status_code, resp.headers, resp.content)
 
 
 def served_by(reply: Reply) -> str | None:

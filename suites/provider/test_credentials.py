@@ -47,6 +47,30 @@ def test_provider_token_replaces_client_authorization(hop: ProviderHop) -> None:
     assert direct.forwarded_headers.get("authorization") == _bearer(hop), direct.forwarded_headers
 
 
+SECOND_CLIENT_AUTH = "Bearer client-second-secret-0815"
+#: A client Authorization sent twice: each pair is two header lines, names spelled as given.
+DUPLICATED_AUTH: dict[str, tuple[tuple[str, str], ...]] = {
+    "same-case": (("Authorization", CLIENT_AUTH), ("Authorization", SECOND_CLIENT_AUTH)),
+    "other-case": (("authorization", CLIENT_AUTH), ("Authorization", SECOND_CLIENT_AUTH)),
+}
+
+
+@pytest.mark.conformance(id="PROV-CRED-DUPLICATE-CLIENT-AUTH", profile="provider", level="core",
+                         feature="credentialInject",
+                         spec=SPEC_INJECT + "; RFC 9110, section 5.1: \"Field names are case-insensitive\"; "
+                              "section 5.3: \"When a field name is repeated within a section, its combined field "
+                              "value consists of the list of corresponding field line values\"")
+@pytest.mark.parametrize("lines", list(DUPLICATED_AUTH))
+def test_duplicated_client_authorization_is_replaced(hop: ProviderHop, lines: str) -> None:
+    sent = DUPLICATED_AUTH[lines]
+    reply = hop.assert_served(hop.direct(lines=sent), hop.primary,
+                              f"a request with two client Authorization lines ({lines})")
+    seen = reply.forwarded_headers.get("authorization")
+    assert seen == _bearer(hop), (
+        f"with the client's Authorization sent as {[name for name, _ in sent]} the backend must see exactly the "
+        f"provider token; saw {seen!r}")
+
+
 @pytest.mark.conformance(id="PROV-CRED-NO-CLIENT-AUTH-WITHOUT-CREDENTIAL", profile="provider", level="extended",
                          feature="clientAuthorizationStripped",
                          spec="the public provider_route (praxis-proxy/ai provider_route.rs, strip_edge_headers) "

@@ -8,12 +8,13 @@ being served by the same gateway. The exact answers of the public provider_route
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from harness.grid import CANDIDATE_HEADER, PROVIDER_REVISION_HEADER, REQUEST_ID_HEADER, REVISION_HEADER, Reply
-from suites.provider.support import MODEL, OTHER_MODEL, ROUTE_REFUSAL, ProviderHop, exactly, served_by
+from suites.provider.support import MODEL, OTHER_MODEL, ROUTE_REFUSAL, Outcome, ProviderHop, exactly, served_by
 
 _SECTION = "routing architecture, Provider-side request forwarding: "
 SPEC_EDGE = (_SECTION + "\"the edge AI filter removes inbound copies of the fixed X-AI-Routing-* contract and "
@@ -35,7 +36,16 @@ SPOOFED = {
     REVISION_HEADER: "f" * 64,
     PROVIDER_REVISION_HEADER: "e" * 64,
 }
+SPEC_NAMES = ("RFC 9110, section 5.1: \"Field names are case-insensitive\"; the spec names the contract \"the fixed "
+              "X-AI-Routing-* contract\"")
 VALID = "the well-formed hop headers, the route's model and path"
+HOP_NAMES = (CANDIDATE_HEADER, REQUEST_ID_HEADER, REVISION_HEADER)
+#: Other spellings of a lowercase hop header name; the same field by RFC 9110.
+LETTER_CASES: dict[str, Callable[[str], str]] = {
+    "upper": str.upper,  # X-AI-ROUTING-CANDIDATE
+    "capitalized": lambda name: "-".join(part.capitalize() for part in name.split("-")),  # X-Ai-Routing-Candidate
+    "mixed": lambda name: "X-AI-Routing-" + name.removeprefix("x-ai-routing-").title(),  # X-AI-Routing-Request-Id
+}
 
 
 def _routing_headers(reply: Reply) -> dict[str, str]:
@@ -63,6 +73,60 @@ def test_direct_hop_headers_are_consumed(hop: ProviderHop) -> None:
     assert isinstance(reply, Reply) and reply.status == 200, reply.describe()
     assert not _routing_headers(reply), f"x-ai-routing-* reached the backend: {_routing_headers(reply)}"
     assert reply.forwarded_headers.get(PROVIDER_REVISION_HEADER) == revision, reply.forwarded_headers
+
+
+@pytest.mark.conformance(id="PROV-HOP-HEADER-CASE", profile="provider", level="core", feature="hopHeaders",
+                         spec=SPEC_ROUTE + "; " + SPEC_REVISION + "; " + SPEC_NAMES)
+@pytest.mark.parametrize("case", list(LETTER_CASES))
+def test_hop_headers_in_other_letter_cases_are_consumed(hop: ProviderHop, case: str) -> None:
+    """The hop headers spelled in another letter case are the same fields: they pick the route, the revision
+    is mirrored for the backend, and no spelling of them reaches it."""
+    recase = LETTER_CASES[case]
+    revision = "0123456789abcdef" * 4
+    sent = hop.by_org.hop_headers(hop.primary.candidate_id, revision=revision)
+    spelled = {recase(name): value for name, value in sent.items()}
+    reply = hop.direct(headers=spelled, drop=HOP_NAMES)
+    hop.assert_served(reply, hop.primary, f"a request whose hop headers are spelled {sorted(spelled)} (candidate "
+                      f"{hop.primary.candidate_id})")
+    assert isinstance(reply, Reply)
+    assert not _routing_headers(reply), (
+        f"hop headers spelled {sorted(spelled)}: x-ai-routing-* reached the backend: {_routing_headers(reply)}")
+    seen = reply.forwarded_headers.get(PROVIDER_REVISION_HEADER)
+    assert seen == revision, (
+        f"the revision sent as {recase(REVISION_HEADER)} must reach the backend as {PROVIDER_REVISION_HEADER}: "
+        f"expected {revision}, saw {seen!r}")
+
+
+#: A second copy of one hop header in another letter case, with another value than the proper one.
+CASE_COPIES: dict[str, tuple[str, str]] = {
+    "candidate": (LETTER_CASES["mixed"](CANDIDATE_HEADER), "prov-cand-b1"),
+    "request-id": (LETTER_CASES["mixed"](REQUEST_ID_HEADER), "0" * 32),
+    "revision": (LETTER_CASES["mixed"](REVISION_HEADER), "f" * 64),
+}
+
+
+@pytest.mark.conformance(id="PROV-HOP-SPOOF-CASE-COPY", profile="provider", level="core", feature="hopHeaders",
+                         spec=SPEC_ROUTE + "; " + SPEC_REVISION + "; " + SPEC_NAMES)
+@pytest.mark.parametrize("copy", list(CASE_COPIES))
+def test_hop_header_copy_in_another_case_never_reaches_the_backend(hop: ProviderHop, copy: str) -> None:
+    """A request with the proper lowercase hop headers and a second copy of one in another letter case.
+
+    The spec does not say which copy wins, nor whether such a request is served: a served one must carry
+    no x-ai-routing-* line of any spelling to the backend; a refused one must reach no backend, and the
+    same request without the copy is then served."""
+    name, value = CASE_COPIES[copy]
+    before = hop.backend_counts()
+    outcome: Outcome = hop.direct(headers={name: value})
+    what = f"a request with a second {name}: {value} beside the proper lowercase hop headers"
+    if isinstance(outcome, Reply) and outcome.status == 200:
+        assert served_by(outcome) is not None, f"{what}: the answer is not a backend's: {outcome.describe()}"
+        assert not _routing_headers(outcome), f"{what}: x-ai-routing-* reached the backend: {_routing_headers(outcome)}"
+        return
+    assert ROUTE_REFUSAL.check(outcome), (
+        f"{what} must be served without it or refused ({ROUTE_REFUSAL.text}); got {outcome.describe()}")
+    after = hop.backend_counts()
+    assert after == before, f"{what} was refused, yet it reached a backend: {before} -> {after}"
+    hop.assert_served(hop.direct(), hop.primary, "the same request without the second copy")
 
 
 # Each malformed revision with the nearest well-formed one (64 lowercase hex characters).
@@ -110,6 +174,16 @@ def test_missing_request_id_is_refused(hop: ProviderHop) -> None:
                                  refusal=ROUTE_REFUSAL)
 
 
+@pytest.mark.conformance(id="PROV-HOP-CANDIDATE-EXACT", profile="provider", level="core", feature="hopHeaders",
+                         spec=SPEC_ROUTE + "; a candidate id differing only in letter case is another candidate")
+def test_candidate_differing_in_letter_case_is_refused(hop: ProviderHop) -> None:
+    known = hop.primary.candidate_id
+    hop.assert_refused_with_twin(lambda: hop.direct(headers={CANDIDATE_HEADER: known.upper()}),
+                                 lambda: hop.direct(headers={CANDIDATE_HEADER: known}),
+                                 what=f"candidate {known.upper()!r} (the route's is {known!r})",
+                                 fixed=f"the route's candidate {known!r}", refusal=ROUTE_REFUSAL)
+
+
 @pytest.mark.conformance(id="PROV-ROUTE-MODEL-MISMATCH", profile="provider", level="core", feature="providerRoute",
                          spec=SPEC_ROUTE + "; a model other than the candidate's")
 @pytest.mark.parametrize("model", [OTHER_MODEL, "prov-model-unknown"], ids=["other-route", "unknown"])
@@ -125,6 +199,30 @@ def test_path_mismatch_is_refused(hop: ProviderHop) -> None:
     hop.assert_refused_with_twin(lambda: hop.direct(path="/v1/completions"), lambda: hop.direct(),
                                  what="path /v1/completions (not in the route's paths)",
                                  fixed=f"the route's path {hop.primary.paths[0]}", refusal=ROUTE_REFUSAL)
+
+
+@pytest.mark.conformance(id="PROV-ROUTE-MODEL-EXACT", profile="provider", level="core", feature="providerRoute",
+                         spec=SPEC_ROUTE + "; a model differing only in letter case is another model")
+def test_model_differing_in_letter_case_is_refused(hop: ProviderHop) -> None:
+    model = hop.primary.model
+    hop.assert_refused_with_twin(lambda: hop.direct(model=model.upper()), lambda: hop.direct(model=model),
+                                 what=f"model {model.upper()} for candidate {hop.primary.candidate_id} (its route's "
+                                 f"model is {model})", fixed=f"the candidate's model {model}", refusal=ROUTE_REFUSAL)
+
+
+#: Paths that have the route's only path as a prefix without being it.
+PREFIXED_PATHS = {"subpath": "/v1/chat/completions/extra", "longer-segment": "/v1/chat/completionsX"}
+
+
+@pytest.mark.conformance(id="PROV-ROUTE-PATH-EXACT", profile="provider", level="core", feature="providerRoute",
+                         spec=SPEC_ROUTE + "; a path that only begins with the route's path is another path")
+@pytest.mark.parametrize("case", list(PREFIXED_PATHS))
+def test_path_extending_the_route_path_is_refused(hop: ProviderHop, case: str) -> None:
+    path, exact = PREFIXED_PATHS[case], hop.primary.paths[0]
+    assert path.startswith(exact) and path != exact and hop.primary.paths == (exact,)
+    hop.assert_refused_with_twin(lambda: hop.direct(path=path), lambda: hop.direct(path=exact),
+                                 what=f"path {path} (the route's path {exact} is only its prefix)",
+                                 fixed=f"the route's path {exact}", refusal=ROUTE_REFUSAL)
 
 
 @pytest.mark.conformance(id="PROV-ROUTE-MISSING-MODEL", profile="provider", level="core", feature="providerRoute",

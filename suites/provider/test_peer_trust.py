@@ -57,6 +57,16 @@ def test_wrong_organization_is_refused(hop: ProviderHop) -> None:
                                  fixed=SITE_A + " (organization ai-grid)")
 
 
+@pytest.mark.conformance(id="PROV-TRUST-ORGANIZATION-EXACT", profile="provider", level="core",
+                         feature="peerIdentityTrust",
+                         spec=SPEC_TRUST + "; an organization differing only in letter case is another organization")
+def test_organization_differing_in_letter_case_is_refused(hop: ProviderHop) -> None:
+    cased = hop.pki.wrong_organization_client("organization-letter-case", organization="AI-Grid")
+    hop.assert_refused_with_twin(lambda: hop.direct(client=cased), lambda: hop.direct(),
+                                 what="a grid-CA certificate of organization AI-Grid (trust: organization ai-grid)",
+                                 fixed=SITE_A + " (organization ai-grid)")
+
+
 @pytest.mark.conformance(id="PROV-TRUST-UNLISTED-DIGEST", profile="provider", level="core",
                          feature="peerIdentityTrust", spec=SPEC_TRUST + "; cert_digest entries match exactly")
 def test_unlisted_digest_is_refused(hop: ProviderHop) -> None:

@@ -4,7 +4,8 @@ A breakage is applied in the gateway process before it starts (see ``tests.broke
 The provider suite starts every gateway of its two-site grid with the same command, so each breakage
 runs in site-a's consumer gateway as well as in site-b's provider gateways: every patch here changes
 only what a provider pipeline (peer_identity_trust, provider_route, credential_inject, a listener that
-requires client certificates) does, or what the consumer does with a credential object in its overlay.
+requires client certificates) does, what the consumer does with a credential object in its overlay, or
+how upstream TLS checks the server a hop cluster reaches.
 Each broken gateway still starts and still carries site-a's traffic to the right provider backend, so
 the shared hop of the suite comes up and a target fails on the broken behaviour itself.
 
@@ -105,6 +106,20 @@ def _any_organization() -> None:
     _patch(TrustedPeer, "admits", admits)
 
 
+@_breakage("organization-case-insensitive", "trusted_peers organization entries compare without regard to letter "
+           "case, so organization AI-Grid passes an entry for ai-grid")
+def _organization_case_insensitive() -> None:
+    original = TrustedPeer.admits
+
+    def admits(self: TrustedPeer, peer: Any) -> bool:
+        wanted, given = self.organization, getattr(peer, "organization", None)
+        if wanted is not None and given is not None and wanted.lower() == given.lower():
+            return original(dataclasses.replace(self, organization=None), peer)
+        return original(self, peer)
+
+    _patch(TrustedPeer, "admits", admits)
+
+
 @_breakage("entry-any-field", "a trusted_peers entry admits a peer when any one of its fields matches, not all")
 def _entry_any_field() -> None:
     original = TrustedPeer.admits
@@ -148,6 +163,21 @@ def _hop_headers_forwarded() -> None:
     _patch(provider_route, "_strip", _keep_hop_headers)
 
 
+def _strip_exact_case(ctx: RequestContext) -> None:
+    kept = [(name, value) for name, value in ctx.headers.items() if not name.startswith(hop_headers.PREFIX)]
+    ctx.headers.clear()
+    ctx.headers.extend(kept)
+    for name in (provider_route.PROVIDER_REQUEST_ID, provider_route.PROVIDER_REVISION,
+                 provider_route.PROVIDER_ATTRIBUTION, AUTHORIZATION):
+        ctx.headers.popall(name, None)
+
+
+@_breakage("hop-headers-exact-case", "provider_route removes only x-ai-routing-* headers spelled in lowercase; the "
+           "same headers spelled in another letter case reach the backend")
+def _hop_headers_exact_case() -> None:
+    _patch(provider_route, "_strip", _strip_exact_case)
+
+
 @_breakage("revision-not-checked", "provider_route accepts any x-ai-routing-revision value")
 def _revision_not_checked() -> None:
     _patch(provider_route, "_REVISION", re.compile(r".*", re.DOTALL))
@@ -163,6 +193,57 @@ def _unknown_candidate_routed() -> None:
         if model in by_model:
             ctx.headers[hop_headers.CANDIDATE] = by_model[model].candidate_id
         return original(self, ctx)
+
+    _wrap_on_request(ProviderRouteFilter, route)
+
+
+@_breakage("candidate-case-insensitive", "provider_route looks the hop's candidate up without regard to letter case")
+def _candidate_case_insensitive() -> None:
+    def route(original: OnRequest, self: Any, ctx: RequestContext) -> Reject | None:
+        sent = ctx.headers.get(hop_headers.CANDIDATE)
+        if sent is not None and sent not in self.config.routes:
+            match = next((known for known in self.config.routes if known.lower() == sent.lower()), None)
+            if match is not None:
+                ctx.headers[hop_headers.CANDIDATE] = match
+        return original(self, ctx)
+
+    _wrap_on_request(ProviderRouteFilter, route)
+
+
+@_breakage("model-case-insensitive", "provider_route compares the requested model with its route's without regard "
+           "to letter case")
+def _model_case_insensitive() -> None:
+    def route(original: OnRequest, self: Any, ctx: RequestContext) -> Reject | None:
+        chosen = _route_of(self, ctx)
+        header = self.config.model_header
+        model = ctx.headers.get(header)
+        if chosen is None or model is None or model == chosen.model or model.lower() != chosen.model.lower():
+            return original(self, ctx)
+        ctx.headers[header] = chosen.model
+        try:
+            return original(self, ctx)
+        finally:
+            ctx.headers[header] = model
+
+    _wrap_on_request(ProviderRouteFilter, route)
+
+
+@_breakage("path-prefix-match", "provider_route takes a path that begins with one of its route's paths for that path "
+           "(/v1/chat/completions/extra and /v1/chat/completionsX match /v1/chat/completions)")
+def _path_prefix_match() -> None:
+    def route(original: OnRequest, self: Any, ctx: RequestContext) -> Reject | None:
+        chosen = _route_of(self, ctx)
+        raw_path = ctx.raw_path
+        path, mark, query = raw_path.partition("?")
+        prefix = None if chosen is None or path in chosen.paths else next(
+            (p for p in sorted(chosen.paths) if path.startswith(p)), None)
+        if prefix is None:
+            return original(self, ctx)
+        ctx.raw_path = prefix + mark + query
+        try:
+            return original(self, ctx)
+        finally:
+            ctx.raw_path = raw_path  # the backend gets the path the client sent
 
     _wrap_on_request(ProviderRouteFilter, route)
 
@@ -242,6 +323,28 @@ def _client_authorization_kept() -> None:
     _wrap_on_request(CredentialInjectFilter, inject)
 
 
+@_breakage("credential-replaces-first-authorization", "credential_inject removes only the first Authorization line "
+           "before adding the provider token (provider_route leaves the client's Authorization to it), so a second "
+           "client Authorization reaches the backend beside the token")
+def _credential_replaces_first_authorization() -> None:
+    def strip(ctx: RequestContext) -> None:
+        hop_headers.strip(ctx.headers)
+        for name in (provider_route.PROVIDER_REQUEST_ID, provider_route.PROVIDER_REVISION,
+                     provider_route.PROVIDER_ATTRIBUTION):
+            ctx.headers.popall(name, None)
+
+    def inject(original: OnRequest, self: Any, ctx: RequestContext) -> Reject | None:
+        sent = ctx.headers.getall(AUTHORIZATION, [])
+        outcome = original(self, ctx)
+        if outcome is None and ctx.headers.getall(AUTHORIZATION, []) != sent:  # it injected: keep all but the first
+            for value in sent[1:]:
+                ctx.headers.add(AUTHORIZATION, value)
+        return outcome
+
+    _patch(provider_route, "_strip", strip)
+    _wrap_on_request(CredentialInjectFilter, inject)
+
+
 @_breakage("token-logged", "credential_inject logs the Authorization value it injected")
 def _token_logged() -> None:
     log = logging.getLogger("agn.gateway.credential_inject")
@@ -310,6 +413,21 @@ def _credential_unknown_field_accepted() -> None:
         return original(raw, where)
 
     _patch(validate, "_parse_credential", parse)
+
+
+# ------------------------------------------------------------------------------------ consumer hop TLS
+
+
+@_breakage("upstream-server-not-verified", "the gateway's upstream TLS does not verify the server: a hop cluster "
+           "accepts any certificate, from any CA and for any name")
+def _upstream_server_not_verified() -> None:
+    original = tls.client_context
+
+    def client_context(ca_path: str | None, cert_path: str | None, key_path: str | None, verify: bool,
+                       path: str) -> ssl.SSLContext:
+        return original(ca_path, cert_path, key_path, False, path)
+
+    _patch(tls, "client_context", client_context)
 
 
 # -------------------------------------------------------------------------------------------- startup

@@ -21,18 +21,26 @@ TARGETS: dict[str, Targets] = {
                                           expect="must be refused"),
     "any-organization": must_fail("PROV-TRUST-WRONG-ORGANIZATION", "PROV-TRUST-ENTRY-ALL-FIELDS",
                                   expect="must be refused"),
+    "organization-case-insensitive": must_fail("PROV-TRUST-ORGANIZATION-EXACT", expect="must be refused"),
     "entry-any-field": must_fail("PROV-TRUST-UNLISTED-DIGEST", "PROV-TRUST-ENTRY-ALL-FIELDS", expect="must be refused"),
     "trust-after-routing": must_fail("PROV-TRUST-BEFORE-ROUTING[*]", expect="must get 403 from peer_identity_trust"),
     # provider_route
-    "hop-headers-forwarded": must_fail("PROV-HOP-SPOOF-THROUGH-EDGE", "PROV-HOP-CONSUMED",
-                                       expect="x-ai-routing-* reached the backend"),
+    "hop-headers-forwarded": must_fail("PROV-HOP-SPOOF-THROUGH-EDGE", "PROV-HOP-CONSUMED", "PROV-HOP-HEADER-CASE[*]",
+                                       "PROV-HOP-SPOOF-CASE-COPY[*]", expect="x-ai-routing-* reached the backend"),
+    "hop-headers-exact-case": must_fail("PROV-HOP-HEADER-CASE[*]", "PROV-HOP-SPOOF-CASE-COPY[*]",
+                                        expect="x-ai-routing-* reached the backend"),
     "revision-not-checked": must_fail("PROV-HOP-MALFORMED-REVISION[*]", "PROV-ROUTE-STATUS[malformed-revision]",
                                       expect="must be refused"),
     # routed by model: the last route of MODEL (the spoof target's backend) serves every request for it
     "unknown-candidate-routed": must_fail("PROV-HOP-UNKNOWN-CANDIDATE[*]", "PROV-TRUST-TRUSTED-PEER[*]",
                                           "PROV-HOP-SPOOF-THROUGH-EDGE", "PROV-CRED-CLIENT-AUTH-REPLACED",
+                                          "PROV-HOP-CANDIDATE-EXACT",
                                           "PROV-ROUTE-STATUS[unknown-candidate]",
                                           "PROV-ROUTE-STATUS[missing-candidate]", expect="backend=model-b1"),
+    "candidate-case-insensitive": must_fail("PROV-HOP-CANDIDATE-EXACT", expect="must be refused"),
+    "model-case-insensitive": must_fail("PROV-ROUTE-MODEL-EXACT", expect="must be refused"),
+    # the fake backend answers a path outside its model API with an uncounted 200 echo
+    "path-prefix-match": must_fail("PROV-ROUTE-PATH-EXACT[*]", expect="must be refused"),
     "request-id-not-required": must_fail("PROV-HOP-MISSING-REQUEST-ID", "PROV-ROUTE-STATUS[missing-request-id]",
                                          expect="must be refused"),
     "route-checks-skipped": must_fail("PROV-ROUTE-MODEL-MISMATCH[*]", "PROV-ROUTE-PATH-MISMATCH",
@@ -51,7 +59,10 @@ TARGETS: dict[str, Targets] = {
     # credentials
     "client-authorization-kept": must_fail("PROV-CRED-CLIENT-AUTH-REPLACED",
                                            "PROV-CRED-NO-CLIENT-AUTH-WITHOUT-CREDENTIAL",
-                                           "PROV-CRED-UNRESOLVED-NO-LEAK[*]", expect="client-supplied-secret"),
+                                           "PROV-CRED-UNRESOLVED-NO-LEAK[*]", "PROV-CRED-DUPLICATE-CLIENT-AUTH[*]",
+                                           expect="client-supplied-secret"),
+    "credential-replaces-first-authorization": must_fail("PROV-CRED-DUPLICATE-CLIENT-AUTH[*]",
+                                                         expect="client-second-secret"),
     # the twin of the unresolved-reference test gets a token injected, which is logged
     "token-logged": must_fail("PROV-CRED-NO-LEAK", "PROV-CRED-ENV-SOURCE", "PROV-CRED-VALUE-SOURCE",
                               "PROV-CRED-UNRESOLVED-NO-LEAK[*]"),
@@ -60,6 +71,8 @@ TARGETS: dict[str, Targets] = {
     "credential-miss-logs-known": must_fail("PROV-CRED-UNRESOLVED-NO-LEAK[*]", expect="the provider gateway's log"),
     "credential-miss-fail-open": must_fail("PROV-CRED-FAIL-CLOSED[*]", expect="must get 503"),
     "credential-unknown-field-accepted": must_fail("PROV-CRED-UNKNOWN-FIELD-REJECTED[*]", expect=DID_NOT_RAISE),
+    # the consumer's provider hop
+    "upstream-server-not-verified": must_fail("PROV-HOP-PROVIDER-CERT-VERIFIED[*]", expect="the request was served"),
     # startup validation
     "startup-rules-not-enforced": must_fail("PROV-START-CLIENT-CERT-REQUIRED[*]", "PROV-START-TRUST-FIRST[*]",
                                             expect=DID_NOT_RAISE),
