@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from harness.gateway_config import SESSION_HEADER
 from harness.grid import Gateway, Site
 from harness.suite_support import ReloadProbe
 
@@ -110,3 +111,100 @@ def test_mcp_tools_call_routes_to_tool_candidate(site: Site, model: str) -> None
     assert reply.backend == "provider-c", reply.describe()
     init = {"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {}}
     assert gw.request(None, path="/mcp", body=init).backend is None, "other MCP methods skip routing"
+
+
+BEHAVIOR = "intelligent-route-filter, Behavior: "
+SKIP_FIRST = (BEHAVIOR + "\"If the request path matches a configured skip_paths prefix (management and discovery "
+              "endpoints), the filter returns Continue before any model lookup, setting ctx.cluster to "
+              "management_cluster when one is configured.\"")
+INVALID_400 = BEHAVIOR + "\"If the model header or MCP tool name is blank, oversized, or invalid, the filter rejects " \
+    "with 400.\""
+MCP_LOOKUP = ("intelligent-route-filter, MCP lookup: \"if mcp.method filter metadata is set to tools/call and "
+              "mcp.name is present, mcp_tool candidates are matched.\"")
+METRICS = "intelligent-route-filter, Metrics: "
+#: Far beyond any bound a gateway could reasonably set (as in the core model-value tests).
+GROSS_MODEL = "m" * (64 * 1024)
+
+
+def _tools_call(name: str, **extra: object) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": {}}, **extra}
+
+
+@pytest.mark.conformance(id="CONS-SKIP-PATHS-BEFORE-LOOKUP", profile="consumer", level="extended",
+                         feature="skipPaths", spec=SKIP_FIRST)
+def test_skip_paths_come_before_model_validation(site: Site, model: str) -> None:
+    gw = site.gateway("skip")
+    gw.publish(site.envelope([site.candidate("provider-a", model)]), model)
+    for label, value in (("blank", "   "), ("oversized", GROSS_MODEL)):
+        skipped = gw.request(value, path="/internal/status")
+        assert skipped.status != 400 and skipped.backend is None, (
+            f"a skipped path with a {label} model is neither validated nor routed by model: {skipped.describe()}")
+        routed = gw.request(value)
+        assert routed.status == 400, f"the same {label} model on a path that is not skipped: {routed.describe()}"
+
+
+@pytest.mark.conformance(id="CONS-MCP-BLANK-TOOL", profile="consumer", level="extended", feature="mcpToolRouting",
+                         spec=INVALID_400)
+def test_blank_mcp_tool_name_gets_400(site: Site, model: str) -> None:
+    gw = site.gateway("mcp")
+    tool = model + "-tool"
+    gw.publish(site.envelope([site.candidate("provider-c", tool, kind="mcp_tool"),
+                              site.candidate("provider-a", model)]), model)
+    blank = gw.request(None, path="/mcp", body=_tools_call("   "))
+    assert blank.status == 400 and blank.backend is None, f"a blank tool name: {blank.describe()}"
+    named = gw.request(None, path="/mcp", body=_tools_call(tool))
+    assert named.status == 200 and named.backend == "provider-c", f"the twin naming the tool: {named.describe()}"
+
+
+@pytest.mark.conformance(id="CONS-MCP-TOOL-OVER-MODEL", profile="consumer", level="extended", feature="mcpToolRouting",
+                         spec=MCP_LOOKUP)
+def test_mcp_tool_wins_over_a_model_in_the_body(site: Site, model: str) -> None:
+    gw = site.gateway("mcp")
+    tool = model + "-tool"
+    gw.publish(site.envelope([site.candidate("provider-c", tool, kind="mcp_tool"),
+                              site.candidate("provider-a", model)]), model)
+    call = gw.request(None, path="/mcp", body=_tools_call(tool, model=model))
+    assert call.status == 200 and call.backend == "provider-c", (
+        f"tools/call naming {tool} with model {model} (served by provider-a) must match the tool: {call.describe()}")
+
+
+@pytest.mark.conformance(id="CONS-METRICS-SESSION-FAILOVER", profile="consumer", level="extended",
+                         feature="prometheusMetrics",
+                         spec=METRICS + "\"praxis_ai_intelligent_route_session_total{event} — bound, reused, or "
+                         "failover, when session affinity is enabled.\"; \"praxis_ai_intelligent_route_decisions_total"
+                         "{outcome, kind} — one per request; outcome uses the metadata vocabulary above\"")
+def test_session_failover_is_counted(gw: Gateway, site: Site, model: str) -> None:
+    gw.publish(site.envelope([site.candidate("provider-a", model), site.candidate("provider-b", model)]), model)
+    session = {SESSION_HEADER: uuid.uuid4().hex}
+    bound = gw.request(model, headers=session)
+    assert bound.status == 200 and bound.backend == "provider-a", f"the session binds provider-a: {bound.describe()}"
+    gw.publish(site.envelope([site.candidate("provider-b", model)]), model)
+    before = gw.metrics()
+    moved = gw.request(model, headers=session)
+    after = gw.metrics()
+    assert moved.status == 200 and moved.backend == "provider-b", moved.describe()
+
+    def delta(name: str, **labels: str) -> float:
+        key = (PREFIX + name, frozenset(labels.items()))
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    counted = {event: delta("session_total", event=event) for event in ("bound", "reused", "failover")}
+    assert counted == {"bound": 0, "reused": 0, "failover": 1}, f"a failover is counted as one: {counted}"
+    outcomes = {o: delta("decisions_total", outcome=o, kind="inference_model") for o in ("routed", "reused")}
+    assert outcomes == {"routed": 1, "reused": 0}, f"a failover is a fresh decision, not a reuse: {outcomes}"
+
+
+@pytest.mark.conformance(id="CONS-METRICS-SNAPSHOT-CANDIDATES", profile="consumer", level="extended",
+                         feature="prometheusMetrics",
+                         spec=METRICS + "\"praxis_ai_intelligent_route_snapshot_candidates — candidates in the "
+                         "serving snapshot, published by the instance serving requests\"")
+def test_snapshot_gauge_counts_every_candidate(gw: Gateway, site: Site, model: str) -> None:
+    candidates = [site.candidate("provider-a", model),
+                  site.candidate("provider-b", model, admission_state="existing_only"),
+                  site.candidate("provider-c", model, admission_state="none"),
+                  site.candidate("provider-d", model + "-other")]
+    gw.publish(site.envelope(candidates), model)
+    gauge = gw.metrics().get((PREFIX + "snapshot_candidates", frozenset()))
+    assert gauge == len(candidates), (
+        f"the serving snapshot has {len(candidates)} candidates (admission none and existing_only included); "
+        f"the gauge says {gauge}")

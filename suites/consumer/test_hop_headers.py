@@ -3,9 +3,12 @@ over mTLS with the gateway's client certificate."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
-from harness.grid import Gateway, Site
+from harness.gateway_config import SESSION_HEADER
+from harness.grid import CANDIDATE_HEADER, REQUEST_ID_HEADER, REVISION_HEADER, Gateway, Site
 
 SPEC = "intelligent-route-filter: provider_hop_clusters; overlay contract: provider hop revision"
 MTLS_SPEC = ("intelligent-route-filter: Metadata; These AI-owned, non-reserved headers are sent only to an "
@@ -113,3 +116,57 @@ def test_revision_and_selection_agree_across_swaps(gw: Gateway, site: Site, mode
         if reply.backend == "provider-b" and len(mismatched) == 0 and _ > 20:
             break
     assert not mismatched, f"selection and revision came from different snapshots: {mismatched[:5]}"
+
+
+REPLACED = ("intelligent-route-filter, Metadata: \"When the selected cluster is present in provider_hop_clusters, "
+            "client-supplied x-ai-routing-candidate, x-ai-routing-request-id, and x-ai-routing-revision values are "
+            "removed and replaced with the selected stable ID, a generated provider-hop request ID, and the serving "
+            "overlay revision (envelope mode only).\"")
+SENT_ONLY = ("intelligent-route-filter, Metadata: \"These AI-owned, non-reserved headers are sent only to an "
+             "mTLS-authenticated provider gateway\"")
+CASE_INSENSITIVE = "RFC 9110 5.1: \"Field names are case-insensitive\""
+#: Client copies under other letter cases; httpx (h11) sends header names with the case given here.
+MIXED_CASE = {
+    "X-AI-Routing-Candidate": "spoofed-candidate-mixed",
+    "X-Ai-Routing-Request-Id": "spoofed-request-id-mixed",
+    "X-AI-ROUTING-REVISION": "e" * 64,
+}
+
+
+@pytest.mark.conformance(id="CONS-HOP-MIXED-CASE-SPOOF", profile="consumer", level="core", feature="hopHeaders",
+                         spec=f"{REPLACED}; {SENT_ONLY}; {CASE_INSENSITIVE}")
+def test_mixed_case_client_copies_are_replaced(gw: Gateway, site: Site, model: str) -> None:
+    plain = model + "-mgmt"
+    revision = gw.publish(site.envelope([site.candidate("provider-a", model, stable_id="cand-a-mixed"),
+                                         site.candidate("mgmt", plain)]), model)
+    spoofed_values = set(SPOOFED.values()) | set(MIXED_CASE.values())
+    request_ids: list[str] = []
+    for label, spoof in (("mixed case", MIXED_CASE), ("lowercase and mixed case", {**SPOOFED, **MIXED_CASE})):
+        hop = gw.request(model, headers=spoof)
+        assert hop.status == 200 and hop.backend == "provider-a", f"{label}: {hop.describe()}"
+        seen = hop.forwarded_headers
+        # The backend joins repeated headers with ", ": a surviving client copy shows as a joined value.
+        assert seen.get(CANDIDATE_HEADER) == "cand-a-mixed", f"{label}: the hop cluster got {seen}"
+        assert seen.get(REVISION_HEADER) == revision, f"{label}: the hop cluster got {seen}"
+        request_id = seen.get(REQUEST_ID_HEADER, "")
+        assert request_id and "," not in request_id and request_id not in spoofed_values, (
+            f"{label}: the hop cluster must get one generated request id; got {seen}")
+        assert request_id not in request_ids, f"{label}: request id {request_id} was sent before"
+        request_ids.append(request_id)
+        other = gw.request(plain, headers=spoof)
+        assert other.status == 200 and other.backend == "mgmt", f"{label}: {other.describe()}"
+        leaked = {k: v for k, v in other.forwarded_headers.items() if k.startswith("x-ai-routing-")}
+        assert not leaked, f"{label}: a non-hop cluster must receive no x-ai-routing-* headers; got {leaked}"
+
+
+@pytest.mark.conformance(id="CONS-HOP-REQUEST-ID-FRESH-BOUND", profile="consumer", level="core", feature="hopHeaders",
+                         spec=REPLACED)
+def test_bound_session_requests_get_fresh_request_ids(gw: Gateway, site: Site, model: str) -> None:
+    gw.publish(site.envelope([site.candidate("provider-a", model)]), model)
+    session = uuid.uuid4().hex
+    ids = []
+    for _ in range(10):
+        reply = gw.request(model, headers={SESSION_HEADER: session})
+        assert reply.status == 200 and reply.backend == "provider-a", reply.describe()
+        ids.append(reply.forwarded_headers.get(REQUEST_ID_HEADER))
+    assert None not in ids and len(set(ids)) == len(ids), f"each request of one session needs its own id: {ids}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import time
+from typing import Any
 
 import pytest
 
@@ -11,9 +12,36 @@ from harness import contract
 from harness.grid import Gateway, Site
 from harness.stats import assert_round_robin
 from harness.suite_support import ReloadProbe
+from harness.waiting import WaitTimeout, poll_until
 
 SPEC = "intelligent-route-filter: Hot reload; overlay contract: Revision lifecycle"
 RELOAD_DEADLINE_S = 5.0
+LKG_AND_UNCHANGED = ("overlay contract, Revision lifecycle: \"An invalid update retains the same-process "
+                     "last-known-good snapshot, and an unchanged semantic revision does not cause a replacement.\"")
+#: Not JSON: every gateway rejects it.
+INVALID_OVERLAY = b'{"schema_version": "1.0.0", "overlay": '
+
+
+def _rerender(doc: dict[str, Any], tag: int) -> dict[str, Any]:
+    """The same routing state rendered again: new rendered_at and source_generation, the same revision."""
+    rerendered = copy.deepcopy(doc)
+    rerendered["provenance"]["rendered_at"] = f"2099-01-{tag + 1:02d}T00:00:00Z"
+    rerendered["provenance"]["source_generation"] += 100 + tag
+    assert contract.revision_of(rerendered) == contract.revision_of(doc)
+    return rerendered
+
+
+def _wait_processed(reloads: ReloadProbe, before: dict[str, float]) -> None:
+    """Wait until a write of valid bytes was processed, whether counted unchanged or (by a gateway that swaps)
+    accepted: what the requests see afterwards judges which it was."""
+    if not reloads.has_metrics:
+        reloads.wait(before, "unchanged")  # observes for a window of several debounce periods
+        return
+    try:
+        poll_until(reloads.snapshot, lambda now: any(now[r] > before[r] for r in ("unchanged", "accepted")),
+                   what=f"a reload counted as 'unchanged' or 'accepted' (counts before: {before})", timeout=10.0)
+    except WaitTimeout as exc:
+        raise WaitTimeout(f"{exc}\n{reloads.gateway.overlay_log()}") from None
 
 
 @pytest.mark.conformance(id="CONS-REV-UNCHANGED-NO-SWAP", profile="consumer", level="core", feature="roundRobin",
@@ -31,13 +59,35 @@ def test_rerender_with_same_revision_keeps_round_robin_state(gw: Gateway, site: 
     sequence = [gw.request(model).backend or "<none>" for _ in range(len(members))]
     for phase in range(2):
         sequence += [gw.request(model).backend or "<none>" for _ in range(phase)]
-        rerendered = copy.deepcopy(doc)
-        rerendered["provenance"]["rendered_at"] = f"2099-01-0{phase + 1}T00:00:00Z"
-        rerendered["provenance"]["source_generation"] += 100 + phase
-        assert contract.revision_of(rerendered) == contract.revision_of(doc)
         before = reloads.snapshot()
-        gw.write_overlay(rerendered)
+        gw.write_overlay(_rerender(doc, phase))
         reloads.wait(before, "unchanged")
+        sequence += [gw.request(model).backend or "<none>" for _ in range(len(members))]
+    assert_round_robin(sequence, set(members))
+
+
+@pytest.mark.conformance(id="CONS-REV-UNCHANGED-AFTER-REJECT", profile="consumer", level="core", feature="roundRobin",
+                         spec=LKG_AND_UNCHANGED)
+def test_rerender_after_rejected_update_keeps_round_robin_state(gw: Gateway, site: Site, model: str,
+                                                               reloads: ReloadProbe) -> None:
+    """An unchanged revision is judged against the serving snapshot, not the last file read (a rejected one).
+
+    After an invalid update, a re-render of the serving overlay must still cause no replacement, so the
+    round-robin cycle continues. As in CONS-REV-UNCHANGED-NO-SWAP this is done at two consecutive positions
+    of the cycle: a gateway that swaps (and so restarts its cursor) breaks the cycle at one of them at least.
+    """
+    members = ("provider-a", "provider-b", "provider-c")
+    doc = site.envelope([site.candidate(p, model, selection_group=0) for p in members], mode="roundRobin")
+    gw.publish(doc, model)
+    sequence = [gw.request(model).backend or "<none>" for _ in range(len(members))]
+    for phase in range(2):
+        sequence += [gw.request(model).backend or "<none>" for _ in range(phase)]
+        before = reloads.snapshot()
+        gw.write_overlay(INVALID_OVERLAY)
+        reloads.wait(before, "rejected")
+        before = reloads.snapshot()
+        gw.write_overlay(_rerender(doc, phase))
+        _wait_processed(reloads, before)
         sequence += [gw.request(model).backend or "<none>" for _ in range(len(members))]
     assert_round_robin(sequence, set(members))
 

@@ -4,11 +4,28 @@ from __future__ import annotations
 
 import pytest
 
-from harness.grid import Gateway, Site
+from harness.grid import Gateway, Reply, Site
 from harness.stats import assert_distribution, assert_round_robin, plan_distribution
+from harness.waiting import WaitTimeout, poll_until
 
 GUIDE = "routing-guide"
 FILTER = "intelligent-route-filter: Selection"
+
+ROUND_ROBIN = ("routing guide 3: \"Round robin takes equal turns among eligible providers inside the first viable "
+               "selection group.\"")
+GROUP_PER_CAPABILITY = ("overlay contract: \"selection_group is a zero-based, contiguous priority group for each "
+                        "capability (the candidate\u2019s kind and name)\"")
+FALLBACK_GROUPS = ("routing guide 1: \"Providers in lower-priority groups are fallback capacity and do not participate "
+                   "while an earlier group remains viable.\"")
+FIRST_VIABLE = ("intelligent-route-filter, Selection: \"New requests use the overlay\u2019s selection mode within the "
+                "first viable producer-defined group.\"")
+OMITTED_POLICY = "overlay contract: \"If selection_policy is omitted, Praxis uses deterministic selection.\""
+DETERMINISTIC = ("routing guide 2: \"Deterministic mode selects the first provider after AGN has ordered the active "
+                 "group.\"")
+RELATIVE_WEIGHTS = ("overlay contract: \"traffic_weight is a relative weight for weightedRandom, not a percentage or a "
+                    "score.\"")
+EMPTY_ANY_MODE = ("intelligent-route-filter, Selection: \"A validated versioned overlay may have no candidates in any "
+                  "selection mode; matching requests are rejected with HTTP 404.\"")
 
 
 def _serve_all(gw: Gateway, model: str, n: int) -> list[str | None]:
@@ -52,6 +69,20 @@ def test_policy_without_groups_is_deterministic(gw: Gateway, site: Site, model: 
     assert set(_serve_all(gw, model, 12)) == {"provider-b"}
 
 
+@pytest.mark.conformance(id="CONS-SEL-GROUPS-WITHOUT-POLICY", profile="consumer", level="core",
+                         feature="deterministic", spec=OMITTED_POLICY + "; " + DETERMINISTIC)
+def test_groups_without_policy_are_deterministic(gw: Gateway, site: Site, model: str) -> None:
+    gw.publish(site.envelope([
+        site.candidate("provider-a", model, selection_group=0),
+        site.candidate("provider-b", model, selection_group=0),
+        site.candidate("provider-c", model, selection_group=1),
+    ]), model)
+    served = set(_serve_all(gw, model, 12))
+    assert served == {"provider-a"}, (
+        f"grouped candidates without a selection_policy are selected deterministically: always provider-a, the "
+        f"first of group 0; served {sorted(b or '<none>' for b in served)}")
+
+
 @pytest.mark.conformance(id="CONS-SEL-ROUND-ROBIN", profile="consumer", level="core", feature="roundRobin",
                          spec=GUIDE + " 3. Round-robin: rotates inside the active group only")
 def test_round_robin_exact_cycle_never_touches_fallback(gw: Gateway, site: Site, model: str) -> None:
@@ -78,6 +109,27 @@ def test_round_robin_in_first_viable_group(gw: Gateway, site: Site, model: str) 
     assert_round_robin(sequence, {"provider-b", "provider-c"})
 
 
+@pytest.mark.conformance(id="CONS-SEL-ROUND-ROBIN-PER-CAPABILITY", profile="consumer", level="core",
+                         feature="roundRobin", spec=ROUND_ROBIN + "; " + GROUP_PER_CAPABILITY)
+def test_round_robin_turns_are_per_capability(gw: Gateway, site: Site, model: str) -> None:
+    """Groups belong to a capability, so do their turns: requests for two models, interleaved, rotate each."""
+    other = model + "-other"
+    members = ("provider-a", "provider-b")
+    gw.publish(site.envelope([site.candidate(p, name, selection_group=0) for name in (model, other) for p in members],
+                             mode="roundRobin"), model)
+    sequences: dict[str, list[str]] = {model: [], other: []}
+    for _ in range(6):
+        for name, sequence in sequences.items():
+            reply = gw.request(name)
+            assert reply.status == 200, reply.describe()
+            sequence.append(reply.backend or "<none>")
+    for name, sequence in sequences.items():
+        try:
+            assert_round_robin(sequence, set(members))
+        except AssertionError as exc:
+            raise AssertionError(f"model {name}, its requests interleaved with the other model's: {exc}") from None
+
+
 @pytest.mark.conformance(id="CONS-SEL-RANDOM", profile="consumer", level="core", feature="random",
                          spec=GUIDE + " 4. Random: uniform among the active group")
 def test_random_is_uniform_within_group(gw: Gateway, site: Site, model: str) -> None:
@@ -98,11 +150,13 @@ WEIGHTS = {
     "50-30-20": {"provider-a": 50, "provider-b": 30, "provider-c": 20},
     "70-30": {"provider-a": 70, "provider-b": 30},
     "1-1-1": {"provider-a": 1, "provider-b": 1, "provider-c": 1},
+    "1000-100": {"provider-a": 1000, "provider-b": 100},  # relative weights, not percentages: 10/11 and 1/11
 }
 
 
 @pytest.mark.conformance(id="CONS-SEL-WEIGHTED", profile="consumer", level="extended", feature="weightedRandom",
-                         spec=GUIDE + " 5. Weighted-random: weights apply only within the first viable group")
+                         spec=GUIDE + " 5. Weighted-random: weights apply only within the first viable group; "
+                         + RELATIVE_WEIGHTS)
 @pytest.mark.parametrize("weights", list(WEIGHTS), ids=list(WEIGHTS))
 def test_weighted_random_shares_within_group(gw: Gateway, site: Site, model: str, weights: str) -> None:
     chosen = WEIGHTS[weights]
@@ -128,6 +182,23 @@ def test_group_without_new_work_falls_back(gw: Gateway, site: Site, model: str) 
         site.candidate("provider-c", model, selection_group=1),
     ], mode="deterministic"), model)
     assert set(_serve_all(gw, model, 10)) == {"provider-c"}
+
+
+@pytest.mark.conformance(id="CONS-GROUP-FALLBACK-DEEP", profile="consumer", level="core", feature="groups",
+                         spec=FALLBACK_GROUPS + "; " + FIRST_VIABLE)
+def test_fallback_passes_every_group_without_new_work(gw: Gateway, site: Site, model: str) -> None:
+    """The first viable group may come after several that take no new work, not only after one."""
+    other = model + "-other"
+    gw.publish(site.envelope([
+        site.candidate("provider-a", model, selection_group=0, admission_state="none"),
+        site.candidate("provider-b", model, selection_group=1, admission_state="existing_only"),
+        site.candidate("provider-c", model, selection_group=2),
+        site.candidate("provider-d", other, selection_group=0),
+    ], mode="deterministic"), other)
+    replies = [gw.request(model) for _ in range(10)]
+    assert all(r.status == 200 and r.backend == "provider-c" for r in replies), (
+        "groups 0 (none) and 1 (existing_only) take no new work, so group 2's provider-c serves every new request; "
+        f"got {[r.describe() for r in replies[:3]]}")
 
 
 @pytest.mark.conformance(id="CONS-GROUP-FALLBACK-NONE", profile="consumer", level="core", feature="admission",
@@ -172,3 +243,19 @@ def test_existing_only_never_takes_new_requests(gw: Gateway, site: Site, model: 
                           site.candidate("provider-c", other)])
     gw.publish(twin, model)
     assert gw.request(model).backend == "provider-a", "the same candidate admitted for new work takes it"
+
+
+@pytest.mark.conformance(id="CONS-404-EMPTY-EVERY-MODE", profile="consumer", level="core", feature="requestErrors",
+                         spec=EMPTY_ANY_MODE)
+@pytest.mark.parametrize("mode", ["deterministic", "roundRobin", "random"])
+def test_empty_overlay_in_every_mode_gives_404(gw: Gateway, site: Site, model: str, mode: str) -> None:
+    gw.publish(site.envelope([site.candidate("provider-a", model, selection_group=0)], mode=mode), model)
+    gw.write_overlay(site.envelope([], mode=mode))
+    try:
+        reply = poll_until(lambda: gw.request(model), lambda r: r.status != 200,
+                           what=f"the empty {mode} overlay to replace the one serving {model}", timeout=10.0,
+                           describe=Reply.describe)
+    except WaitTimeout as exc:
+        raise WaitTimeout(f"{exc}\n{gw.overlay_log()}") from None
+    assert reply.status == 404 and reply.backend is None, (
+        f"an overlay with no candidates and selection mode {mode} rejects the model with 404; got {reply.describe()}")

@@ -659,3 +659,208 @@ def _hop_without_client_cert() -> None:
         return original(ca_path, None, None, verify, path)
 
     _patch(tls, "client_context", context)
+
+
+# ---- hop headers, skip paths, MCP and metrics strength
+
+
+@breakage("hop-strip-case-sensitive", "client x-ai-routing-* headers are stripped only when their names are lowercase")
+def _hop_strip_case_sensitive() -> None:
+    def strip(headers: CIMultiDict[str]) -> None:
+        for name in [name for name in headers if name.startswith(hop_headers.PREFIX)]:
+            headers.popall(name, None)
+
+    _patch(hop_headers, "strip", strip)
+
+
+@breakage("bound-request-id", "a reused session binding sends the provider-hop request id it was bound with")
+def _bound_request_id() -> None:
+    bound_ids: weakref.WeakKeyDictionary[IntelligentRouteFilter, dict[str, str]] = weakref.WeakKeyDictionary()
+
+    def make(original: Route) -> Route:
+        def route(self: IntelligentRouteFilter, ctx: RequestContext, snap: Snapshot, plan: CapabilityPlan,
+                  candidate: Candidate, outcome: str) -> None:
+            original(self, ctx, snap, plan, candidate, outcome)
+            key = intelligent_route.session_key(ctx.headers, self._session_header, self._session_cookie)
+            request_id = ctx.headers.get(hop_headers.REQUEST_ID)
+            if key is None or request_id is None:
+                return
+            ids = bound_ids.setdefault(self, {})
+            if outcome == "reused" and key in ids:
+                ctx.headers[hop_headers.REQUEST_ID] = ids[key]
+            else:
+                ids[key] = request_id
+
+        return route
+
+    _wrap_route(make)
+
+
+@breakage("validate-before-skip", "the model value is validated before the skip_paths check")
+def _validate_before_skip() -> None:
+    original: OnRequest = IntelligentRouteFilter.on_request
+
+    def on_request(self: IntelligentRouteFilter, ctx: RequestContext) -> Reject | None:
+        lookup = routing_input.extract(ctx.metadata, ctx.headers, self.config.model_header)
+        if isinstance(lookup, routing_input.Invalid):
+            hop_headers.strip(ctx.headers)
+            self._done(ctx.metadata, "invalid")
+            return Reject(400, "invalid model name\n")
+        return original(self, ctx)
+
+    _patch(IntelligentRouteFilter, "on_request", on_request)
+
+
+Extract = Callable[[Mapping[str, Any], Mapping[str, str], str], tuple[str, str] | routing_input.Invalid | None]
+
+
+@breakage("blank-tool-looked-up", "a blank MCP tool name is looked up as a name (404) instead of rejected (400)")
+def _blank_tool_looked_up() -> None:
+    original: Extract = routing_input.extract
+
+    def extract(metadata: Mapping[str, Any], headers: Mapping[str, str],
+                model_header: str) -> tuple[str, str] | routing_input.Invalid | None:
+        found = original(metadata, headers, model_header)
+        raw = metadata.get(routing_input.NAME_KEY)
+        if isinstance(found, routing_input.Invalid) and found.kind == routing_input.MCP_TOOL \
+                and isinstance(raw, str) and not raw.strip():
+            return routing_input.MCP_TOOL, raw
+        return found
+
+    _patch(routing_input, "extract", extract)
+
+
+@breakage("model-over-mcp", "the model header wins over MCP tools/call metadata")
+def _model_over_mcp() -> None:
+    original: Extract = routing_input.extract
+
+    def extract(metadata: Mapping[str, Any], headers: Mapping[str, str],
+                model_header: str) -> tuple[str, str] | routing_input.Invalid | None:
+        if model_header in headers:
+            return original({}, headers, model_header)
+        return original(metadata, headers, model_header)
+
+    _patch(routing_input, "extract", extract)
+
+
+@breakage("failover-counted-as-reuse", "a session failover is counted as a reuse (session event and decision)")
+def _failover_counted_as_reuse() -> None:
+    original_event = GatewayMetrics.session_event
+
+    def session_event(self: GatewayMetrics, event: str) -> None:
+        original_event(self, "reused" if event == "failover" else event)
+
+    def make(original: Route) -> Route:
+        def route(self: IntelligentRouteFilter, ctx: RequestContext, snap: Snapshot, plan: CapabilityPlan,
+                  candidate: Candidate, outcome: str) -> None:
+            if outcome == "routed" and ctx.metadata.get(intelligent_route.NS + "session.failover"):
+                outcome = "reused"
+            original(self, ctx, snap, plan, candidate, outcome)
+
+        return route
+
+    _patch(GatewayMetrics, "session_event", session_event)
+    _wrap_route(make)
+
+
+@breakage("snapshot-gauge-admitted-only", "snapshot_candidates counts only new_and_existing candidates")
+def _snapshot_gauge_admitted_only() -> None:
+    def size(self: IntelligentRouteFilter) -> int:
+        return sum(1 for c in self.store.current.overlay.candidates if c.admission_state == NEW)
+
+    _patch(IntelligentRouteFilter, "_snapshot_size", size)
+
+
+# ---- selection and reload strength
+
+
+@breakage("rr-shared-cursor", "one round-robin cursor takes turns for every capability instead of one per capability")
+def _rr_shared_cursor() -> None:
+    turns = [0]
+
+    def rotate(plan: CapabilityPlan, group: ActiveGroup, rng: Any) -> Candidate:
+        index = turns[0] % len(group.members)
+        turns[0] = index + 1
+        return group.members[index]
+
+    _wrap_pick("roundRobin", rotate)
+
+
+@breakage("two-groups-searched", "the search for the first viable group looks at the first two groups only")
+def _two_groups_searched() -> None:
+    original = snapshot._first_viable_group
+
+    def first_viable(candidates: tuple[Candidate, ...], grouped: bool, mode: str) -> ActiveGroup | None:
+        if grouped:
+            searched = sorted({c.selection_group for c in candidates if c.selection_group is not None})[:2]
+            candidates = tuple(c for c in candidates if c.selection_group in searched)
+        return original(candidates, grouped, mode)
+
+    _patch(snapshot, "_first_viable_group", first_viable)
+
+
+@breakage("omitted-policy-round-robin", "grouped candidates without a selection_policy rotate (roundRobin default)")
+def _omitted_policy_round_robin() -> None:
+    _patch(Overlay, "effective_mode", property(lambda self: self.selection_mode or "roundRobin"))
+
+
+@breakage("weights-as-percentages", "traffic weights above 100 are clamped to 100, as if they were percentages")
+def _weights_as_percentages() -> None:
+    original = ActiveGroup.__init__
+
+    def init(self: ActiveGroup, number: int | None, members: tuple[Candidate, ...]) -> None:
+        original(self, number, members)
+        running, cumulative = 0, []
+        for c in members:
+            running += min(c.traffic_weight or 0, 100)
+            cumulative.append(running)
+        self.cumulative = tuple(cumulative)
+        self.total = running
+
+    _patch(ActiveGroup, "__init__", init)
+
+
+@breakage("empty-with-mode-503", "an empty snapshot that carries a selection mode answers 503 instead of 404")
+def _empty_with_mode_503() -> None:
+    original: OnRequest = IntelligentRouteFilter.on_request
+
+    def on_request(self: IntelligentRouteFilter, ctx: RequestContext) -> Reject | None:
+        serving = self.store.current
+        rejected = original(self, ctx)
+        if (rejected is not None and rejected.status == 404 and not serving.candidate_count
+                and serving.overlay.selection_mode is not None):
+            return Reject(503, "no candidates to select from\n")
+        return rejected
+
+    _patch(IntelligentRouteFilter, "on_request", on_request)
+
+
+@breakage("unchanged-vs-last-read", "an unchanged revision is compared with the last overlay file read, a rejected one "
+          "included, instead of the serving snapshot")
+def _unchanged_vs_last_read() -> None:
+    last_read: weakref.WeakKeyDictionary[SnapshotStore, str] = weakref.WeakKeyDictionary()
+
+    def replace(self: SnapshotStore, candidate: Snapshot) -> ReplaceResult:
+        previous = self.current
+        compared = last_read.get(self, previous.semantic_key)
+        last_read[self] = candidate.semantic_key
+        if candidate.semantic_key == compared and candidate.format == previous.format:
+            return ReplaceResult("unchanged", previous.revision, previous.revision)
+        self.current = candidate
+        return ReplaceResult("accepted", previous.revision, candidate.revision)
+
+    def make(original: Callable[[OverlayReloader], Any]) -> Callable[[OverlayReloader], Any]:
+        async def reload_(self: OverlayReloader) -> str:
+            result: str = await original(self)
+            if result == "rejected":  # the file read last is the rejected one: remember its bytes' key
+                try:
+                    data = snapshot_store.read_bounded(self.path)
+                except OSError:
+                    return result
+                last_read[self.route.store] = "sha256:" + hashlib.sha256(data).hexdigest()
+            return result
+
+        return reload_
+
+    _patch(SnapshotStore, "replace", replace)
+    _wrap_reload(make)

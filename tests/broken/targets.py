@@ -104,6 +104,21 @@ TARGETS: dict[str, Targets] = {
     "metrics-no-reload-count": _t("CONS-METRICS-RELOADS"),
     "metrics-label-leak": _t("CONS-METRICS-CLOSED-LABELS"),
     "hop-without-client-cert": _t("CONS-HOP-MTLS", expect="listens for mTLS only"),
+    # ---- hop headers, skip paths, MCP and metrics strength
+    "hop-strip-case-sensitive": _t("CONS-HOP-MIXED-CASE-SPOOF", expect="a non-hop cluster must receive no"),
+    "bound-request-id": _t("CONS-HOP-REQUEST-ID-FRESH-BOUND", expect="each request of one session needs its own id"),
+    "validate-before-skip": _t("CONS-SKIP-PATHS-BEFORE-LOOKUP", expect="neither validated nor routed by model"),
+    "blank-tool-looked-up": _t("CONS-MCP-BLANK-TOOL", expect="a blank tool name"),
+    "model-over-mcp": _t("CONS-MCP-TOOL-OVER-MODEL", expect="must match the tool"),
+    "failover-counted-as-reuse": _t("CONS-METRICS-SESSION-FAILOVER", expect="a failover is counted as one"),
+    "snapshot-gauge-admitted-only": _t("CONS-METRICS-SNAPSHOT-CANDIDATES", expect="the gauge says"),
+    # ---- selection and reload strength
+    "rr-shared-cursor": _t("CONS-SEL-ROUND-ROBIN-PER-CAPABILITY", expect="its requests interleaved with the other"),
+    "two-groups-searched": _t("CONS-GROUP-FALLBACK-DEEP", expect="provider-c serves every new request"),
+    "omitted-policy-round-robin": _t("CONS-SEL-GROUPS-WITHOUT-POLICY", expect="are selected deterministically"),
+    "weights-as-percentages": _t("CONS-SEL-WEIGHTED[1000-100]", expect="selection distribution does not match"),
+    "empty-with-mode-503": _t("CONS-404-EMPTY-EVERY-MODE[*]", expect="rejects the model with 404; got 503"),
+    "unchanged-vs-last-read": _t("CONS-REV-UNCHANGED-AFTER-REJECT", expect="broke its cycle"),
 }
 
 
