@@ -81,6 +81,23 @@ class Scenario:
             models=models or (self.model,), metrics=config, **extra))
         return name
 
+    def tool_provider(self, short: str, *, discovered: Sequence[str], allow: Sequence[str] = (),
+                      phase: str = "Available", access: Mapping[str, str] | None = None,
+                      site: str | None = None, cluster: str | None = None) -> str:
+        """Apply an AgentToolProvider named after `short`, hosted at site `site` (short name; default local).
+
+        Its status is what the operator's tools/list probe would have left: `phase` and the `discovered` tool
+        names; `allow` is spec.tools (the allowlist) and `access` the accessPolicy.siteSelector.matchLabels.
+        """
+        name = self.name(short)
+        obj = resources.tool_provider(name, self.net, cluster=cluster or short, allow=allow, discovered=discovered,
+                                      site=self.name(site) if site else self.local)
+        obj["status"]["phase"] = phase
+        if access is not None:
+            obj["spec"]["accessPolicy"] = {"siteSelector": {"matchLabels": dict(access)}}
+        self.apply(obj)
+        return name
+
     def set_metrics(self, short: str, **signals: float | str | None) -> None:
         """Set the EPP series of provider `short`'s pool (see Site.set_pools)."""
         self.site.set_pools(self.metrics_backend, {self.name(short): signals})
@@ -116,6 +133,19 @@ class Scenario:
         """Wait for the rendered envelope to satisfy `until`; `force` re-forces reconciles while waiting."""
         return self.control.wait_envelope(self.net, until, what=what, gateway=gateway, timeout=timeout,
                                           force_every=1.0 if force else None)
+
+    def settled(self, envelope: dict[str, Any], gateway: str = resources.DEFAULT_GATEWAY) -> dict[str, Any]:
+        """Wait until the status names `envelope`'s revision as rendered, then return `envelope`.
+
+        A sink writes the ConfigMap before the status, so the reconcile that rendered `envelope` may still be
+        writing its status when the ConfigMap is read; a forced reconcile right after it would then take that
+        status write for its own. Tests that count reconciles from a first overlay settle it first.
+        """
+        revision = (envelope.get("revision") or {}).get("value")
+        self.control.wait_status(self.net, lambda entry: entry.get("renderedRevision") == revision,
+                                 what=f"the status of the reconcile that rendered {str(revision)[:12]}",
+                                 gateway=gateway)
+        return envelope
 
     def reconcile(self, gateway: str = resources.DEFAULT_GATEWAY) -> dict[str, Any]:
         """Force one reconcile and return the envelope it left."""

@@ -15,12 +15,22 @@ import pytest
 from harness import producer_oracle as oracle
 from harness.contract import ScopeSpec
 from harness.control import Chain
+from harness.gateway_config import RELOAD_DEBOUNCE_MS
 from harness.producer_support import Scenario
 from harness.resources import DEFAULT_GATEWAY, DEFAULT_NAMESPACE
 from harness.waiting import poll_until
 
 ARCH = "routing-architecture-and-overlay-contract"
 REQUESTS = 12
+#: Seconds overlay-sync may take at worst to pick up a ConfigMap change: it reads on every change event of the
+#: ConfigMap's directory and, should an event be lost, re-reads at its resync period (the harness starts it with
+#: --resync-seconds 5).
+OVERLAY_SYNC_RESYNC_S = 5.0
+#: The bound from "the ConfigMap holds the new revision" to "a request is served from it": overlay-sync's worst
+#: case, then the gateway's reload debounce after the ..data swap, plus one second for the two file watchers and
+#: the probe's own polling on a loaded machine. The operator's share of the route change is judged separately,
+#: as one reconcile.
+DELIVERY_BOUND_S = OVERLAY_SYNC_RESYNC_S + RELOAD_DEBOUNCE_MS / 1000 + 1.0
 
 
 def _revision(envelope: dict[str, Any]) -> str:
@@ -65,21 +75,23 @@ def test_metric_change_moves_traffic(scenario: Scenario) -> None:
     scenario.provider("pa", cluster="provider-a", metrics=True)
     scenario.provider("pb", cluster="provider-b", metrics=True)
     scenario.network(routing="scoreFirst", scoring="queueDepth", selection="deterministic")
-    before = scenario.envelope(lambda env: oracle.names(env) == ["provider-a", "provider-b"],
-                               what="provider-a (queue 1) before provider-b (queue 6)")
+    before = scenario.settled(scenario.envelope(lambda env: oracle.names(env) == ["provider-a", "provider-b"],
+                                                what="provider-a (queue 1) before provider-b (queue 6)"))
     chain = scenario.connect()
     chain.wait_accepted(_revision(before))
     chain.gateway.wait_serving(_revision(before), scenario.model)
     _all_served_by(chain, scenario.model, "provider-a")
 
     changed = time.monotonic()
-    scenario.set_metrics("pa", queueDepth=6)
-    scenario.set_metrics("pb", queueDepth=1)
-    after = scenario.envelope(lambda env: oracle.names(env) == ["provider-b", "provider-a"], force=True,
-                              what="provider-b (queue 1) before provider-a (queue 6)")
+    scenario.set_pools({"pa": {"queueDepth": 6}, "pb": {"queueDepth": 1}})
+    # One reconcile, not a deadline: each reconcile scrapes every endpoint, so the first after the swap re-ranks.
+    after = scenario.reconcile()
+    assert oracle.names(after) == ["provider-b", "provider-a"], (
+        f"the first reconcile after the queue swap: expected provider-b (queue 1) before provider-a (queue 6), "
+        f"got {oracle.names(after)}")
     assert _revision(after) != _revision(before)
-    poll_until(lambda: _first_backend(chain, scenario.model), lambda b: b == "provider-b", timeout=10.0,
-               what="a request served by provider-b after the queue swap")
+    poll_until(lambda: _first_backend(chain, scenario.model), lambda b: b == "provider-b", timeout=DELIVERY_BOUND_S,
+               what="a request served by provider-b after the re-ranked revision was distributed")
     latency = time.monotonic() - changed
     print(f"route change: metric change -> first request on provider-b in {latency:.3f}s")
     chain.gateway.wait_serving(_revision(after), scenario.model)

@@ -444,11 +444,27 @@ def test_status_counts_rendered_candidates(scenario: Scenario) -> None:
 # ------------------------------------------------------------------------------------------ resources
 
 
+@dataclass(frozen=True)
+class Invalid:
+    """A provider that breaks its CRD schema in `field`, and its twin: the minimally different valid provider."""
+
+    field: str
+    breaks: Callable[[dict[str, Any]], object]
+    twin: dict[str, Any]
+
+
+#: capacityWeight "accepts integers from 1 through 1000": each weight outside is paired with the nearest end.
 INVALID = {
-    "capacity-weight-zero": ("capacityWeight", lambda spec: spec.update(capacityWeight=0)),
-    "capacity-weight-too-large": ("capacityWeight", lambda spec: spec.update(capacityWeight=5000)),
-    "missing-endpoint": ("endpoint", lambda spec: spec.pop("endpoint")),
+    "capacity-weight-zero": Invalid("capacityWeight", lambda spec: spec.update(capacityWeight=0),
+                                    {"capacity_weight": 1}),
+    "capacity-weight-1001": Invalid("capacityWeight", lambda spec: spec.update(capacityWeight=1001),
+                                    {"capacity_weight": 1000}),
+    "capacity-weight-too-large": Invalid("capacityWeight", lambda spec: spec.update(capacityWeight=5000),
+                                         {"capacity_weight": 1000}),
+    "missing-endpoint": Invalid("endpoint", lambda spec: spec.pop("endpoint"), {}),
 }
+INVALID_SPEC = (f"{ARCH}#what-causes-a-reconcile; {GUIDE}#5-weighted-random-selection: \"capacityWeight accepts "
+                "integers from 1 through 1000\"")
 
 
 def _rejection_line(log: str, resource: str, field: str) -> str | None:
@@ -456,18 +472,21 @@ def _rejection_line(log: str, resource: str, field: str) -> str | None:
 
 
 @pytest.mark.conformance(id="PROD-RES-INVALID-REJECTED", profile="producer", level="core", feature="resources",
-                         spec=f"{ARCH}#what-causes-a-reconcile")
+                         spec=INVALID_SPEC)
 @pytest.mark.parametrize("violation", sorted(INVALID))
 def test_invalid_provider_is_rejected_and_the_rest_keep_working(scenario: Scenario, violation: str) -> None:
     """A provider that breaks its CRD schema is left out with a logged reason; valid providers still render.
 
-    Fails if the operator renders the invalid provider (e.g. clamps the weight), stops rendering the network
-    because of it, rejects it silently, or never picks up the corrected resource.
+    Then the same provider is corrected to its twin (a weight at the nearest end of 1..1000, the endpoint
+    restored), which must render. Fails if the operator renders the invalid provider (e.g. clamps the weight,
+    or bounds it one too high), stops rendering the network because of it, rejects it silently, or refuses
+    the valid twin (e.g. bounds the weight one too low).
     """
-    field, breaks = INVALID[violation]
+    case = INVALID[violation]
+    field = case.field
     bad = scenario.name("bad")
     obj = resources.inference_provider(bad, scenario.net, site=scenario.local, cluster="bad", models=(scenario.model,))
-    breaks(obj["spec"])
+    case.breaks(obj["spec"])
     path = scenario.control.apply_raw(f"inferenceprovider-{bad}.yaml", yaml.safe_dump(obj, sort_keys=False))
     try:
         scenario.provider("p1")
@@ -486,8 +505,9 @@ def test_invalid_provider_is_rejected_and_the_rest_keep_working(scenario: Scenar
                    what=f"an operator log line naming {bad} and {field}")
         envelope = scenario.reconcile()
         assert _clusters(envelope) == ["p1", "p2"], f"after the rejection: {_clusters(envelope)}"
-        scenario.provider("bad", capacity_weight=2)
-        fixed = scenario.envelope(_has(["bad", "p1", "p2"]), what="the corrected provider", force=True)
+        scenario.provider("bad", **case.twin)
+        fixed = scenario.envelope(_has(["bad", "p1", "p2"]), what=f"the valid twin {case.twin or 'with an endpoint'}",
+                                  force=True)
         _contract_ok(scenario, fixed)
     finally:
         scenario.control.delete_file(path)
@@ -605,3 +625,24 @@ def test_no_weights_outside_weighted_random(scenario: Scenario, selection: str |
     _contract_ok(scenario, envelope)
     weighted = [c["cluster"] for c in oracle.candidates(envelope) if "traffic_weight" in c]
     assert not weighted, f"traffic_weight without static weightedRandom on {weighted}"
+
+
+@pytest.mark.conformance(id="PROD-WEIGHT-RANGE-ENDS", profile="producer", level="core", feature="weights",
+                         spec=f"{GUIDE}#5-weighted-random-selection: \"capacityWeight accepts integers from 1 through "
+                              "1000 and defaults to 1 when omitted. AGN copies it directly to the overlay's relative "
+                              "traffic_weight; it does not normalize the value or convert it to a percentage.\"")
+def test_weights_at_both_ends_of_the_range_are_copied(scenario: Scenario) -> None:
+    """capacityWeight 1 and 1000, the ends of the accepted range, are published verbatim as traffic_weight.
+
+    (1001 is refused: PROD-RES-INVALID-REJECTED[capacity-weight-1001], with 1000 as its twin.) Fails if the
+    operator refuses either end (a bound off by one), clamps or normalizes them (1000 out of a total of 1001
+    is not a percentage), or publishes a default instead.
+    """
+    scenario.provider("lo", capacity_weight=1)
+    scenario.provider("hi", capacity_weight=1000)
+    scenario.network(routing="scoreFirst", selection="weightedRandom", static_placement=True)
+    envelope = scenario.envelope(lambda env: len(oracle.candidates(env)) == 2, what="both providers")
+    _contract_ok(scenario, envelope)
+    weights = {cluster: c.get("traffic_weight") for cluster, c in oracle.by_cluster(envelope).items()}
+    assert weights == {"lo": 1, "hi": 1000}, weights
+    assert all(type(weight) is int for weight in weights.values()), weights

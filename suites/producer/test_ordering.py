@@ -27,6 +27,20 @@ LOCALITY = "routing-architecture-and-overlay-contract#locality-tier-derivation"
 CANDIDATE_FIELDS = "routing-architecture-and-overlay-contract#candidate-fields"
 ACCESS = "routing-guide#agent-tool-discovery-overlays; access policy (siteSelector.matchLabels)"
 TOOLS = "routing-guide#agent-tool-discovery-overlays"
+ZONE_NEEDS_REGION = (f"{LOCALITY}: \"Zone comparison requires a region match because zone names are not globally "
+                     "unique.\"; routing-guide#geographyfirst-local-first-selection-groups: \"Groups are separated "
+                     "by admission state, locality tier, and freshness\"")
+RANKS_AFTER_DEDUP = (f"{ORDERING}: \"The deterministic tie-break is (site, name, cluster). After deduplication, "
+                     "each candidate receives a zero-based rank.\"")
+TOOLS_ALLOWLIST = (f"{TOOLS}, Tool allowlist: \"When both spec.tools and status.discoveredTools are non-empty, "
+                   "spec.tools acts as an allowlist. Only discovered names present in spec.tools enter the overlay. "
+                   "An empty spec.tools exposes all discovered tools.\"")
+TOOLS_UNAVAILABLE = (f"{TOOLS}: \"Tool candidates do not receive inference metrics, queue-depth scores, or capacity "
+                     "weighting. Unavailable providers are excluded from overlays.\"")
+TOOLS_ACCESS = (f"{TOOLS}, Access policy: \"Tool providers use the same accessPolicy.siteSelector.matchLabels "
+                "mechanism as inference providers.\"")
+TOOLS_ACCESS_UNKNOWN = (f"{TOOLS}, Access policy: \"If the consumer site identity is unknown and matchLabels is "
+                        "non-empty, evaluation fails closed and excludes the provider.\"")
 POLICIES = ["geographyFirst", "scoreFirst"]
 
 
@@ -57,6 +71,11 @@ def _render(scenario: Scenario, present: Iterable[str], *, model: str | None = N
 
 def _tiers(env: Mapping[str, Any]) -> dict[str, str]:
     return {cluster: str(c.get("selection_tier")) for cluster, c in oracle.by_cluster(env).items()}
+
+
+def _tools(env: Mapping[str, Any]) -> set[tuple[str, str]]:
+    """(tool name, cluster) of every mcp_tool candidate."""
+    return {(str(c.get("name")), str(c.get("cluster"))) for c in oracle.candidates(env, kind="mcp_tool")}
 
 
 def _assert_groups_valid(env: Mapping[str, Any]) -> None:
@@ -235,21 +254,31 @@ def test_without_geography_remote_tiers_are_unknown(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-ORD-ZONE-NEEDS-REGION", profile="producer", level="core", feature="ordering",
-                         spec=LOCALITY)
-def test_same_zone_name_in_another_region_is_cross_region(scenario: Scenario) -> None:
-    """A site in another region with the local zone's name is cross_region, not same_zone.
+                         spec=ZONE_NEEDS_REGION)
+def test_same_zone_name_in_another_region_is_not_same_zone(scenario: Scenario) -> None:
+    """A site whose zone has the local zone's name is same-zone only inside the local region.
 
-    Its provider has the best score, so a zone-only comparison would rank it right after the true same-zone one.
-    Fails if zones are compared without the region.
+    geographyFirst shows it through groups and order: the genuine same-zone provider (e1: same region, same
+    zone) leads alone in its group, ahead of the same-region one (c1), while two providers whose sites carry
+    the local zone's name without the local region, one in another region (b1) and one with no region at all
+    (f1), score best yet neither joins it nor precedes it. Fails if zones are compared without the region
+    (b1 and f1 would join e1's group, ahead of it on score), or if the genuine same zone is not preferred.
     """
     _geography(scenario, {"b": ("r2", "z1"), "c": ("r1", "z2"), "e": ("r1", "z1")})
+    scenario.grid_site("f", zone="z1")  # the local zone's name, no region
     _metered(scenario, "b1", 1, site="b")  # 0.9, zone z1 in region r2
-    _metered(scenario, "c1", 5, site="c")  # 0.5
+    _metered(scenario, "c1", 5, site="c")  # 0.5, another zone of region r1
     _metered(scenario, "e1", 7, site="e")  # 0.3, the genuine same zone
+    _metered(scenario, "f1", 0, site="f")  # 1.0, zone z1 without a region
     scenario.network(routing="geographyFirst", scoring="queueDepth")
-    env = _render(scenario, ["b1", "c1", "e1"])
-    assert _tiers(env) == {"b1": "cross_region", "c1": "same_region", "e1": "same_zone"}
-    assert oracle.names(env) == ["e1", "c1", "b1"]
+    env = _render(scenario, ["b1", "c1", "e1", "f1"])
+    order = oracle.names(env)
+    groups = oracle.groups(env, scenario.model)
+    assert order[0] == "e1" and groups[0] == ["e1"], (
+        f"the genuine same-zone provider must lead alone in its group: order {order}, groups {groups}")
+    assert ["c1"] in groups and order.index("c1") < order.index("b1"), (
+        f"same region (c1) is closer than another region with the same zone name (b1): order {order}, "
+        f"groups {groups}")
     _assert_groups_valid(env)
 
 
@@ -371,6 +400,29 @@ def test_ranks_are_list_positions(scenario: Scenario) -> None:
     _assert_groups_valid(env)
 
 
+@pytest.mark.conformance(id="PROD-ORD-RANKS-AFTER-DEDUP", profile="producer", level="core", feature="ordering",
+                         spec=RANKS_AFTER_DEDUP)
+def test_ranks_stay_contiguous_when_a_candidate_repeats(scenario: Scenario) -> None:
+    """Ranks are 0..n-1 over the written list even when two provider records yield the same candidate.
+
+    p1 and p2 reach the same model through the same cluster at the same site: one candidate twice, and
+    by the tie-break it sorts before zz's candidate. Fails if ranks are numbered before the repeat is
+    dropped (zz would keep rank 2 in a list of two), or disagree with the written order in any other way.
+    The spec does not say which record of a repeated candidate is kept, so that is not judged.
+    """
+    scenario.provider("p1", cluster="aa")
+    scenario.provider("p2", cluster="aa")
+    scenario.provider("p3", cluster="zz")
+    scenario.network()
+    env = _render(scenario, ["aa", "zz"])
+    rows = oracle.candidates(env, kind=None)
+    assert [row.get("cluster") for row in rows][-1] == "zz", f"zz sorts last by its cluster: {oracle.names(env)}"
+    assert [row.get("rank") for row in rows] == list(range(len(rows))), (
+        f"ranks {[row.get('rank') for row in rows]} of candidates {oracle.names(env)}")
+    assert all(type(row.get("rank")) is int for row in rows)
+    _assert_groups_valid(env)
+
+
 @pytest.mark.conformance(id="PROD-ORD-UNAVAILABLE-EXCLUDED", profile="producer", level="core",
                          feature="admission", spec=LOCALITY)
 def test_unavailable_and_unhealthy_providers_are_excluded(scenario: Scenario) -> None:
@@ -436,7 +488,7 @@ def test_unknown_consumer_site_fails_closed(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-TOOL-ALLOWLIST", profile="producer", level="extended",
-                         feature="toolCandidates", spec=TOOLS)
+                         feature="toolCandidates", spec=TOOLS_ALLOWLIST)
 def test_tool_candidates_follow_the_allowlist(scenario: Scenario) -> None:
     """One mcp_tool candidate per discovered tool that spec.tools allows; an empty spec.tools allows all.
 
@@ -450,11 +502,72 @@ def test_tool_candidates_follow_the_allowlist(scenario: Scenario) -> None:
                                            discovered=["alpha", "beta"], site=scenario.local))
     scenario.network()
     expected = {("search", "tools-1"), ("fetch", "tools-1"), ("alpha", "tools-2"), ("beta", "tools-2")}
-
-    def tools(env: Mapping[str, Any]) -> set[tuple[str, str]]:
-        return {(str(c.get("name")), str(c.get("cluster"))) for c in oracle.candidates(env, kind="mcp_tool")}
-
-    env = scenario.envelope(until=lambda e: expected <= tools(e), what=f"tool candidates {sorted(expected)}")
-    assert tools(env) == expected
+    env = scenario.envelope(until=lambda e: expected <= _tools(e), what=f"tool candidates {sorted(expected)}")
+    assert _tools(env) == expected
     assert len(oracle.candidates(env, kind="mcp_tool")) == len(expected)
     _assert_groups_valid(env)
+
+
+@pytest.mark.conformance(id="PROD-TOOL-UNAVAILABLE-EXCLUDED", profile="producer", level="extended",
+                         feature="toolCandidates", spec=TOOLS_UNAVAILABLE)
+def test_unavailable_tool_provider_is_excluded(scenario: Scenario) -> None:
+    """An Unavailable AgentToolProvider publishes no tool candidate; the same provider Available does.
+
+    Fails if the tool path ignores the provider phase (its "search" candidate would stay), or excludes an
+    Available provider.
+    """
+    scenario.tool_provider("t1", discovered=["search"], phase="Unavailable")
+    scenario.tool_provider("t2", discovered=["fetch"])
+    scenario.network()
+    env = scenario.envelope(until=lambda e: ("fetch", "t2") in _tools(e), what="the Available provider's tool")
+    assert _tools(env) == {("fetch", "t2")}, f"an Unavailable tool provider is excluded: {sorted(_tools(env))}"
+
+    scenario.tool_provider("t1", discovered=["search"])
+    env = scenario.envelope(until=lambda e: ("search", "t1") in _tools(e), force=True,
+                            what="t1's tool once t1 is Available")
+    assert _tools(env) == {("fetch", "t2"), ("search", "t1")}
+    _assert_groups_valid(env)
+
+
+@pytest.mark.conformance(id="PROD-TOOL-ACCESS-POLICY", profile="producer", level="extended",
+                         feature="toolCandidates", spec=TOOLS_ACCESS)
+def test_tool_access_policy_matches_the_consumer_site(scenario: Scenario) -> None:
+    """A tool provider's siteSelector is matched against the consumer (local) site's labels, as for models.
+
+    The consumer site is gold, the tool providers' own site silver. Fails if the tool path ignores the access
+    policy (the silver-only tools would appear), matches it against the provider's site (gold and silver
+    swap), or hides a provider whose selector matches.
+    """
+    scenario.grid_site("a", region="r1", zone="z1", labels={"tier": "gold", "env": "prod"})
+    scenario.grid_site("b", region="r1", zone="z2", labels={"tier": "silver"})
+    scenario.tool_provider("gold", discovered=["search"], access={"tier": "gold"}, site="b")
+    scenario.tool_provider("silver", discovered=["fetch"], access={"tier": "silver"}, site="b")
+    scenario.tool_provider("open", discovered=["list"], site="b")
+    scenario.network()
+    env = scenario.envelope(until=lambda e: {("search", "gold"), ("list", "open")} <= _tools(e),
+                            what="the tools a gold consumer may use")
+    assert _tools(env) == {("search", "gold"), ("list", "open")}, (
+        f"the silver-only tool provider is hidden from a gold consumer: {sorted(_tools(env))}")
+    _assert_groups_valid(env)
+
+
+@pytest.mark.conformance(id="PROD-TOOL-ACCESS-UNKNOWN-SITE", profile="producer", level="extended",
+                         feature="toolCandidates", spec=TOOLS_ACCESS_UNKNOWN)
+def test_tool_access_fails_closed_for_an_unknown_consumer(scenario: Scenario) -> None:
+    """Without a GridSite for the consumer site a tool provider with a siteSelector is excluded; once the
+    consumer site is known with matching labels it is included.
+
+    The provider's own site carries the selected label. Fails if an unknown consumer is treated as matching,
+    the provider's site labels are used instead, or the access policy is ignored for tools.
+    """
+    scenario.grid_site("b", region="r1", zone="z1", labels={"tier": "gold"})
+    scenario.tool_provider("gold", discovered=["search"], access={"tier": "gold"}, site="b")
+    scenario.tool_provider("open", discovered=["list"], site="b")
+    scenario.network()
+    env = scenario.envelope(until=lambda e: ("list", "open") in _tools(e), what="the unrestricted tool")
+    assert _tools(env) == {("list", "open")}, f"an unknown consumer site fails closed: {sorted(_tools(env))}"
+
+    scenario.grid_site("a", region="r1", zone="z1", labels={"tier": "gold"})
+    env = scenario.envelope(until=lambda e: ("search", "gold") in _tools(e), force=True,
+                            what="the gold-only tool once the consumer site is known as gold")
+    assert _tools(env) == {("search", "gold"), ("list", "open")}

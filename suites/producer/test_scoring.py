@@ -29,6 +29,13 @@ NAN = "routing-architecture-and-overlay-contract#nan-and-infinity"
 STALE = "routing-architecture-and-overlay-contract#stale-metrics-grace-period"
 METRICS_CONFIG = "provider-scoring#metrics-configuration"
 MISSING_STALE = "provider-scoring#missing-and-stale-metrics"
+TLS_FAILS_CLOSED = (f"{STALE}: \"When spec.tls or a metricsConfig.tls override is configured, a TLS resolution or "
+                    "scrape failure with no unexpired successful sample instead marks the provider unhealthy, "
+                    "excluding it from routing.\"")
+NAN_HEALTH = (f"{NAN}: \"Prometheus scraping drops NaN and \u00b1Inf values at parse time.\"; {MISSING_DEFAULTS}: "
+              "\"scored signals default to neutral values and health/error signals default to no evidence of "
+              "failure\"; provider-scoring#missing-and-stale-metrics: \"NaN and infinite samples are "
+              "discarded.\"")
 
 #: A second plaintext metrics backend, so one backend's /metrics can fail while comparison providers keep theirs.
 OTHER_BACKEND = "provider-b"
@@ -41,8 +48,11 @@ def order(scenario: Scenario, envelope: dict[str, Any]) -> list[str]:
 
 
 def first_render(scenario: Scenario) -> dict[str, Any]:
-    """The first overlay of the test's network (apply providers before the network, so it holds them all)."""
-    return scenario.envelope(what="a first overlay")
+    """The first overlay of the test's network (apply providers before the network, so it holds them all).
+
+    It is settled (its reconcile has written status too), so the next forced reconcile is the one judged.
+    """
+    return scenario.settled(scenario.envelope(what="a first overlay"))
 
 
 def assert_order(scenario: Scenario, envelope: dict[str, Any], expected: list[str], why: str) -> None:
@@ -50,10 +60,17 @@ def assert_order(scenario: Scenario, envelope: dict[str, Any], expected: list[st
     assert seen == expected, f"{why}: expected candidate order {expected}, got {seen}"
 
 
-def wait_order(scenario: Scenario, expected: list[str], what: str, timeout: float = 10.0) -> dict[str, Any]:
-    """Force reconciles until the order is `expected` (metric changes are read only when reconciling)."""
-    return scenario.envelope(until=lambda env: order(scenario, env) == expected, what=what, force=True,
-                             timeout=timeout)
+def next_order(scenario: Scenario, expected: list[str], why: str) -> dict[str, Any]:
+    """The first reconcile after a metric change must already publish `expected`.
+
+    The bound is one reconcile, not a deadline: every reconcile scrapes each configured endpoint ("During
+    reconciliation, AGN ... Scrapes each configured metrics endpoint"), so the first one forced after the
+    fake backend answers with the new sample reads it. Waiting through several reconciles would let an
+    operator that rescrapes only now and then pass.
+    """
+    envelope = scenario.reconcile()
+    assert_order(scenario, envelope, expected, f"the first reconcile after {why}")
+    return envelope
 
 
 def other_backend_metrics(scenario: Scenario, **options: Any) -> dict[str, Any]:
@@ -151,9 +168,9 @@ def test_queue_is_normalised_by_each_providers_capacity(scenario: Scenario) -> N
 @pytest.mark.conformance(id="PROD-SCORE-QUEUE-RERANK", profile="producer", level="core", feature="scoring",
                          spec=SCORING_QUEUE)
 def test_queue_change_reorders(scenario: Scenario) -> None:
-    """A new queue sample reorders the candidates on a later reconcile.
+    """A new queue sample reorders the candidates at the first reconcile after it.
 
-    Fails if the operator scrapes only once, caches scores forever, or ignores scores.
+    Fails if the operator scrapes only once, caches scores across reconciles, or ignores scores.
     """
     scenario.set_pools({short: {"queueDepth": queue, "healthy": 1} for short, queue in (("a", 8), ("b", 5), ("c", 1))})
     for short in ("a", "b", "c"):
@@ -161,16 +178,16 @@ def test_queue_change_reorders(scenario: Scenario) -> None:
     scenario.network(routing="scoreFirst", scoring="queueDepth")
     assert_order(scenario, first_render(scenario), ["c", "b", "a"], "queues a=8, b=5, c=1")
     scenario.set_pools({"a": {"queueDepth": 1}, "c": {"queueDepth": 8}})
-    wait_order(scenario, ["a", "b", "c"], "queues a=1, b=5, c=8 to reorder the candidates")
+    next_order(scenario, ["a", "b", "c"], "queues a=1, b=5, c=8")
 
 
 @pytest.mark.conformance(id="PROD-SCORE-KV-RERANK", profile="producer", level="extended", feature="kvCachePressure",
                          spec=SCORING_KV)
 def test_kv_cache_pressure_orders_and_reorders(scenario: Scenario) -> None:
-    """kvCachePressure scores 1 - kv_cache_utilization; a new sample reorders.
+    """kvCachePressure scores 1 - kv_cache_utilization; a new sample reorders at the next reconcile.
 
     Fails if the strategy reads the queue (queues are set to rank the opposite way), ignores scores, or
-    never rescrapes.
+    does not rescrape at every reconcile.
     """
     scenario.set_pools({short: {"kvCacheUtilization": kv, "queueDepth": queue, "healthy": 1}
                          for short, kv, queue in (("a", 0.7, 0), ("b", 0.5, 3), ("c", 0.1, 6))})
@@ -179,7 +196,7 @@ def test_kv_cache_pressure_orders_and_reorders(scenario: Scenario) -> None:
     scenario.network(routing="scoreFirst", scoring="kvCachePressure")
     assert_order(scenario, first_render(scenario), ["c", "b", "a"], "kv a=0.7, b=0.5, c=0.1")
     scenario.set_pools({"a": {"kvCacheUtilization": 0.1}, "c": {"kvCacheUtilization": 0.7}})
-    wait_order(scenario, ["a", "b", "c"], "kv a=0.1, b=0.5, c=0.7 to reorder the candidates")
+    next_order(scenario, ["a", "b", "c"], "kv a=0.1, b=0.5, c=0.7")
 
 
 # ------------------------------------------------------------------------------------------- metrics
@@ -226,6 +243,31 @@ def test_non_finite_samples_are_discarded(scenario: Scenario) -> None:
     assert_order(scenario, envelope, ["e", "b", "c", "d", "a"], "non-finite queues score neutral 0.5")
     states = {c["cluster"]: c["admission_state"] for c in producer_oracle.candidates(envelope)}
     assert set(states.values()) == {"new_and_existing"}, f"non-finite samples carry no pressure: {states}"
+
+
+@pytest.mark.conformance(id="PROD-METRICS-NAN-HEALTH-ABSENT", profile="producer", level="core", feature="metrics",
+                         spec=NAN_HEALTH)
+def test_non_finite_health_sample_is_absent(scenario: Scenario) -> None:
+    """A NaN or infinite ready-pods sample is dropped: the health signal is absent, so no evidence of failure.
+
+    d, c and b report NaN, +Inf and -Inf ready pods, a reports 1 and e 0 (a real hard failure, with the best
+    queue). Every provider but e stays, admitted, in queue order. Fails if a non-finite health sample is read
+    as 0 ready pods or compared as a number (NaN > 0 and -Inf > 0 are false: d and b would be excluded like
+    e), or if the real 0 does not exclude e.
+    """
+    pools: dict[str, dict[str, float | str | None]] = {
+        "d": {"queueDepth": 1, "healthy": "NaN"}, "c": {"queueDepth": 2, "healthy": "+Inf"},
+        "b": {"queueDepth": 3, "healthy": "-Inf"}, "a": {"queueDepth": 4, "healthy": 1},
+        "e": {"queueDepth": 0, "healthy": 0}}
+    scenario.set_pools(pools)
+    for short in pools:
+        scenario.provider(short, metrics=True)
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    envelope = first_render(scenario)
+    assert_order(scenario, envelope, ["d", "c", "b", "a"],
+                 "non-finite ready pods are absent (healthy); 0 ready pods excludes e")
+    states = {c["cluster"]: c["admission_state"] for c in producer_oracle.candidates(envelope)}
+    assert set(states.values()) == {"new_and_existing"}, f"an absent health signal is no failure: {states}"
 
 
 @pytest.mark.conformance(id="PROD-METRICS-STALE-WINDOW", profile="producer", level="core", feature="metrics",
@@ -345,13 +387,27 @@ def test_plaintext_scrape_failure_scores_neutral(scenario: Scenario) -> None:
     assert state == "new_and_existing", f"plaintext scrape failure keeps the provider admitted; got {state}"
 
 
+#: The two ways a provider configures metrics TLS: a metricsConfig.tls override, or the provider's own spec.tls
+#: ("Trust material for the provider endpoints; also applies to health checks, metrics and model discovery
+#: unless they override it", InferenceProvider CRD).
+TLS_WAYS = ["metrics-config", "spec-tls"]
+
+
+def tls_provider(scenario: Scenario, short: str, url: str, way: str, **options: Any) -> str:
+    """A provider scraping `url` (HTTPS) with TLS configured the given way; `options` go to its metricsConfig."""
+    if way == "metrics-config":
+        return scenario.provider(short, metrics={"url": url, "tls": True, **options})
+    trust = {"caSecretRef": {"name": "metrics-ca", "namespace": resources.DEFAULT_NAMESPACE}}
+    return scenario.provider(short, metrics={"url": url, **options}, tls=trust)
+
+
 @pytest.mark.conformance(id="PROD-METRICS-TLS-SCRAPED", profile="producer", level="extended", feature="tlsMetrics",
                          spec=MISSING_STALE)
 def test_tls_metrics_are_scraped(scenario: Scenario) -> None:
     """A metricsConfig.tls endpoint is scraped over HTTPS and its values score like any other.
 
     Fails if the TLS endpoint is not scraped (the provider would be excluded or neutral) or its values are
-    read once and never again.
+    read once and never again (the first reconcile after the sample changed must reorder).
     """
     tls = scenario.site.tls_metrics()
     scenario.metrics_backend = tls.spec.name
@@ -363,22 +419,50 @@ def test_tls_metrics_are_scraped(scenario: Scenario) -> None:
     scenario.network(routing="scoreFirst", scoring="queueDepth")
     assert_order(scenario, first_render(scenario), ["c", "b", "a"], "TLS sample q=1 scores 0.9")
     scenario.set_metrics("c", queueDepth=8)
-    wait_order(scenario, ["b", "a", "c"], "TLS sample q=8 (0.2) to move c last")
+    next_order(scenario, ["b", "a", "c"], "the TLS sample became q=8 (0.2)")
+
+
+@pytest.mark.conformance(id="PROD-METRICS-TLS-NO-SAMPLE-EXCLUDED", profile="producer", level="extended",
+                         feature="tlsMetrics", spec=TLS_FAILS_CLOSED)
+@pytest.mark.parametrize("way", TLS_WAYS)
+def test_tls_scrape_failure_without_a_sample_excludes(scenario: Scenario, way: str) -> None:
+    """A TLS-configured provider whose scrape fails with no earlier sample is excluded; once it answers, it is in.
+
+    Both ways of configuring TLS count (metricsConfig.tls, or spec.tls alone). The endpoint fails before the
+    provider is ever scraped, so no successful sample exists. Fails if a TLS failure falls back to neutral
+    like a plaintext one (c would rank with a), if spec.tls is not taken as TLS, or if the provider stays out
+    after a successful scrape (the first reconcile after the endpoint recovers).
+    """
+    tls = scenario.site.tls_metrics()
+    scenario.metrics_backend = tls.spec.name
+    scenario.set_metrics("c", queueDepth=1, healthy=1)
+    fail_metrics(scenario, tls.spec.name)
+    tls_provider(scenario, "c", tls.url, way)
+    set_other(scenario, {"b": {"queueDepth": 4, "healthy": 1}})
+    scenario.provider("b", metrics=other_backend_metrics(scenario))
+    scenario.provider("a")  # no metrics: neutral 0.5
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    assert_order(scenario, first_render(scenario), ["b", "a"], f"{way}: a failing TLS scrape and no earlier sample")
+
+    scenario.restore_metrics(tls.spec.name)
+    next_order(scenario, ["c", "b", "a"], f"{way}: the TLS endpoint answered again (q=1 scores 0.9)")
 
 
 @pytest.mark.conformance(id="PROD-METRICS-TLS-FAILS-CLOSED", profile="producer", level="extended",
-                         feature="tlsMetrics", spec=STALE)
-def test_tls_scrape_failure_fails_closed_after_window(scenario: Scenario) -> None:
+                         feature="tlsMetrics", spec=TLS_FAILS_CLOSED)
+@pytest.mark.parametrize("way", TLS_WAYS)
+def test_tls_scrape_failure_fails_closed_after_window(scenario: Scenario, way: str) -> None:
     """A failing TLS metrics endpoint reuses its last good sample within staleMetricsSeconds, then is excluded.
 
-    Fails if the provider falls back to neutral like a plaintext one (it must disappear), disappears while
-    a good sample is still within the window, or stays past it.
+    Both ways of configuring TLS count (metricsConfig.tls, or spec.tls alone). Fails if the provider falls
+    back to neutral like a plaintext one (it must disappear), disappears while a good sample is still within
+    the window, or stays past it.
     """
     window = 2.0
     tls = scenario.site.tls_metrics()
     scenario.metrics_backend = tls.spec.name
     scenario.set_metrics("c", queueDepth=1, healthy=1)
-    scenario.provider("c", metrics={"url": tls.url, "tls": True, "stale_seconds": int(window)})
+    tls_provider(scenario, "c", tls.url, way, stale_seconds=int(window))
     set_other(scenario, {"b": {"queueDepth": 4, "healthy": 1}})
     scenario.provider("b", metrics=other_backend_metrics(scenario))
     scenario.provider("a")  # no metrics: neutral 0.5

@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import hashlib
 import importlib
+import math
 import types
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -26,8 +27,9 @@ from typing import Any, cast
 
 import rfc8785
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
-from reference.operator import cli, scrape, sinks
+from reference.operator import cli, scrape, sinks, sources, triggers
 from reference.operator.core import admission, candidates, configmap, model, ordering, scoring
 from reference.operator.core.admission import (
     EXISTING_ONLY,
@@ -40,9 +42,9 @@ from reference.operator.core.admission import (
     Policy,
 )
 from reference.operator.core.locality import CROSS_REGION, SAME_REGION, SAME_ZONE, TIER_ORDER, UNKNOWN
-from reference.operator.core.model import GatewayRef, GridNetworkSpec, GridSiteSpec, MetricSample
+from reference.operator.core.model import GatewayRef, GridNetworkSpec, GridSiteSpec, MetricSample, ResourceError
 from reference.operator.core.ordering import ADMISSION_ORDER, Entry
-from reference.operator.scrape import Scraper, ScrapeTarget
+from reference.operator.scrape import POOL_LABEL, ScrapeError, Scraper, ScrapeTarget
 from reference.operator.sources import DirSource, Loaded, resource_files
 from reference.overlay.digest import semantic_payload
 from tests.broken.registry import Breakage, patch, registrar
@@ -155,6 +157,20 @@ def _ranks_per_capability() -> None:
     _reorder(fix)
 
 
+@breakage("ranks-before-dedup", "ranks are numbered over the sorted list before repeated candidates are dropped")
+def _ranks_before_dedup() -> None:
+    original = ordering.order
+
+    def order(entries: list[Entry], routing_policy: str) -> list[Entry]:
+        ordered = sorted(entries, key=lambda e: ordering.sort_key(e, routing_policy))
+        position: dict[tuple[str, str, str, str], int] = {}
+        for index, entry in enumerate(ordered):
+            position.setdefault(entry.identity, index)  # the kept (first) copy's place before the repeat goes
+        return [dataclasses.replace(e, rank=position[e.identity]) for e in original(entries, routing_policy)]
+
+    _patch(candidates, "order", order)
+
+
 @breakage("groups-across-capabilities", "selection groups are numbered over the whole list, not per capability")
 def _groups_across_capabilities() -> None:
     def fix(entries: list[Entry]) -> list[Entry]:
@@ -186,14 +202,18 @@ def _tier(fix: Callable[[str, GridSiteSpec | None, GridSiteSpec | None], str]) -
     _patch(candidates, "derive_tier", derive_tier)
 
 
-@breakage("zone-without-region", "a shared zone name counts as same_zone even in another region")
+@breakage("zone-without-region", "zones are compared before (and without) regions: a shared zone name is same_zone")
 def _zone_without_region() -> None:
-    def fix(tier: str, consumer: GridSiteSpec | None, provider: GridSiteSpec | None) -> str:
-        same_zone = consumer is not None and provider is not None and consumer.zone is not None \
-            and consumer.zone == provider.zone
-        return SAME_ZONE if same_zone and tier in (CROSS_REGION, UNKNOWN) else tier
+    original: Tier = candidates.derive_tier
 
-    _tier(fix)
+    def derive_tier(consumer_site: str, provider_site: str, sites: Mapping[str, GridSiteSpec]) -> str:
+        consumer, provider = sites.get(consumer_site), sites.get(provider_site)
+        if consumer_site != provider_site and consumer is not None and provider is not None \
+                and consumer.zone is not None and consumer.zone == provider.zone:
+            return SAME_ZONE
+        return original(consumer_site, provider_site, sites)
+
+    _patch(candidates, "derive_tier", derive_tier)
 
 
 @breakage("same-region-as-cross-region", "another zone of the consumer's region is ranked as cross_region")
@@ -251,6 +271,36 @@ def _access_selector_ignored() -> None:
 @breakage("tools-allowlist-ignored", "every discovered tool becomes a candidate whatever spec.tools allows")
 def _tools_allowlist_ignored() -> None:
     _patch(candidates, "allowed_tools", lambda provider: list(dict.fromkeys(provider.discovered_tools)))
+
+
+def _tool_providers(fix: Callable[[model.ToolProviderSpec], model.ToolProviderSpec]) -> None:
+    """Change what the tool path sees of each AgentToolProvider (the inference path is untouched)."""
+    original = candidates.tool_entries
+
+    def tool_entries(gateway: GatewayRef, tool_providers: list[model.ToolProviderSpec],
+                     sites: Mapping[str, GridSiteSpec]) -> list[Entry]:
+        entries: list[Entry] = original(gateway, [fix(p) for p in tool_providers], sites)
+        return entries
+
+    _patch(candidates, "tool_entries", tool_entries)
+
+
+@breakage("tool-unavailable-kept", "an Unavailable AgentToolProvider still publishes its tools (the phase is not read)")
+def _tool_unavailable_kept() -> None:
+    _tool_providers(lambda p: dataclasses.replace(p, phase=None) if p.phase == "Unavailable" else p)
+
+
+@breakage("tool-access-ignored", "the tool path skips accessPolicy.siteSelector: every consumer sees every tool")
+def _tool_access_ignored() -> None:
+    _tool_providers(lambda p: dataclasses.replace(p, access_selector={}))
+
+
+@breakage("tool-allowlist-undiscovered", "a non-empty spec.tools is published as is, discovered or not")
+def _tool_allowlist_undiscovered() -> None:
+    def allowed_tools(provider: model.ToolProviderSpec) -> list[str]:
+        return list(dict.fromkeys(provider.tools or provider.discovered_tools))
+
+    _patch(candidates, "allowed_tools", allowed_tools)
 
 
 # -------------------------------------------------------------------------------------------- envelope
@@ -495,6 +545,55 @@ def _weights_always() -> None:
     _unchecked()
 
 
+def _weight_bound(upper: int) -> None:
+    """capacityWeight accepted in 1..`upper` instead of 1..1000, by both of the operator's checks (the CRD schema
+    check of the dir source and the model's own range check): one bound written off by one."""
+    original = model.provider_from_resource
+    original_errors = sources.schema_errors
+
+    def weight(obj: Any) -> Any:
+        spec = obj.get("spec") if isinstance(obj, Mapping) else None
+        value = spec.get("capacityWeight") if isinstance(spec, Mapping) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def as_valid(obj: Any) -> Any:
+        """A weight the broken bound accepts but the CRD's does not is checked as 1000 would be."""
+        value = weight(obj)
+        if value is not None and 1000 < value <= upper:
+            return {**obj, "spec": {**obj["spec"], "capacityWeight": 1000}}
+        return obj
+
+    def schema_errors(obj: Any, kinds: Any) -> list[str]:
+        errors: list[str] = original_errors(as_valid(obj), kinds)
+        value = weight(obj)
+        if value is not None and upper < value <= 1000:
+            errors.append(f"spec.capacityWeight: {value} is greater than the maximum of {upper}")
+        return errors
+
+    def provider_from_resource(obj: Mapping[str, Any]) -> model.ProviderSpec:
+        spec = original(as_valid(obj))
+        value = weight(obj)
+        if value is None:
+            return spec
+        if not 1 <= value <= upper:
+            raise ResourceError(f"spec.capacityWeight: must be 1..{upper}")
+        return dataclasses.replace(spec, capacity_weight=value)
+
+    _patch(sources, "schema_errors", schema_errors)
+    _patch(model, "provider_from_resource", provider_from_resource)
+
+
+@breakage("weight-bound-exclusive", "capacityWeight is bounded 1..999 (1000 taken as exclusive): 1000 is refused")
+def _weight_bound_exclusive() -> None:
+    _weight_bound(999)
+
+
+@breakage("weight-bound-1001", "capacityWeight is bounded 1..1001 (one too high): 1001 accepted")
+def _weight_bound_1001() -> None:
+    _weight_bound(1001)
+    _unchecked()
+
+
 # --------------------------------------------------------------------------------------------- scoring
 
 
@@ -537,6 +636,42 @@ def _nan_kept() -> None:
     _patch(scoring, "finite", finite)
 
 
+def _health_read_as(non_finite: Callable[[float], float | None]) -> None:
+    """Prometheus text parsed as the reference does, except a non-finite ready-pods sample becomes `non_finite(v)`."""
+
+    def extract(text: str, target: ScrapeTarget) -> dict[str, float]:
+        wanted = {metric: signal for signal, metric in target.signal_names.items()}
+        found: dict[str, float] = {}
+        try:
+            for family in text_string_to_metric_families(text):
+                for sample in family.samples:
+                    signal = wanted.get(sample.name)
+                    if signal is None or signal in found:
+                        continue
+                    if target.pool_name is not None and sample.labels.get(POOL_LABEL) != target.pool_name:
+                        continue
+                    value: float | None = float(sample.value)
+                    if value is not None and not math.isfinite(value):
+                        value = non_finite(value) if signal == "healthy" else None
+                    if value is not None:
+                        found[signal] = value
+        except (ValueError, TypeError, IndexError) as exc:
+            raise ScrapeError(f"unparsable metrics text: {exc}") from exc
+        return found
+
+    _patch(scrape, "extract", extract)
+
+
+@breakage("health-nan-as-zero", "a NaN or infinite ready-pods sample is read as 0 ready pods (unhealthy)")
+def _health_nan_as_zero() -> None:
+    _health_read_as(lambda value: 0.0)
+
+
+@breakage("health-non-finite-kept", "non-finite ready-pods samples are kept as values (NaN > 0 is false: unhealthy)")
+def _health_non_finite_kept() -> None:
+    _health_read_as(lambda value: value)
+
+
 # --------------------------------------------------------------------------------------------- metrics
 
 OnFailure = Callable[[Scraper, ScrapeTarget], MetricSample | None]
@@ -573,6 +708,16 @@ def _plaintext_fails_closed() -> None:
 @breakage("tls-fails-open", "a failed TLS scrape scores neutral like a plaintext one instead of failing closed")
 def _tls_fails_open() -> None:
     _on_failure(lambda original, self, target: original(self, dataclasses.replace(target, tls=False)))
+
+
+@breakage("spec-tls-ignored", "only a metricsConfig.tls override counts as metrics TLS, not the provider's spec.tls")
+def _spec_tls_ignored() -> None:
+    def uses_tls(obj: Mapping[str, Any]) -> bool:
+        config = (obj.get("spec") or {}).get("metricsConfig") or {}
+        return isinstance(config.get("tls"), Mapping)
+
+    _patch(scrape, "uses_tls", uses_tls)
+    _patch(triggers, "uses_tls", uses_tls)
 
 
 @breakage("metrics-ca-ignored", "TLS metrics endpoints are verified against the system CAs, not --metrics-ca")
@@ -671,6 +816,19 @@ def _hysteresis_ignored() -> None:
 @breakage("hold-down-ignored", "stabilized recovery does not wait for recoveryHoldDown")
 def _hold_down_ignored() -> None:
     _stabilized_as(lambda policy: dataclasses.replace(policy, recovery_hold_down=0.0))
+
+
+@breakage("recovery-kept-on-relapse", "a pressured sample in stabilized recovery does not reset the low-sample count")
+def _recovery_kept_on_relapse() -> None:
+    original = AdmissionMemory._step
+
+    def step(entry: Any, observation: Observation, policy: Policy, now: float) -> None:
+        counted = entry.recovery_count if entry.state == EXISTING_ONLY else 0
+        original(entry, observation, policy, now)
+        if entry.state == EXISTING_ONLY and entry.recovery_count == 0:
+            entry.recovery_count = counted  # the relapse branch resets the hold-down start only
+
+    _patch(AdmissionMemory, "_step", staticmethod(step))
 
 
 def _observed_as(change: Callable[[Observation], Observation | None]) -> None:
