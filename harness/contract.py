@@ -144,6 +144,19 @@ JSON_RULE = "the overlay file is JSON (RFC 8259): " + STRICT_PARSING
 PUBLIC_CODE = ("the public Praxis AI code (praxis-proxy/ai filters/src/routing: overlay.rs, descriptor.rs, "
                "group_index.rs)")
 
+#: The catalogued statements (suites/statements.yaml) a case's refusal judges, by what the case breaks. Rules
+#: the catalogue gives only as a producer's obligation (contiguous groups, a positive source_generation) are
+#: not named here: refusing them judges the consumer, not a producer.
+DIGEST_IDS = ("OC-REVISION-CONSUMER-REJECTS-MISMATCH",)
+RECOMPUTED_IDS = DIGEST_IDS + ("IR-ENVELOPE-DIGEST-RECOMPUTED",)
+STRICT_IDS = ("IR-ENVELOPE-RESERVED-FIELD-STRICT",)
+SCOPE_IDS = ("OC-SCOPE-BINDS",)
+PROVENANCE_IDS = ("OC-PROVENANCE-VALIDATED",)
+BOUNDS_IDS = ("OC-LIFECYCLE-BOUNDED-STRICT",)
+MODE_IDS = ("OC-FORMAT-UNKNOWN-MODE-REJECTED",)
+WEIGHT_IDS = ("IR-SELECTION-WEIGHTED-REQUIREMENTS",)
+CREDENTIAL_IDS = ("IR-ENVELOPE-CREDENTIAL-UNKNOWN-FIELDS-REJECTED",)
+
 #: A value no sane bound admits (the public code's bound is 256 bytes) and a file no sane read accepts.
 GROSS_VALUE_BYTES = 64 * 1024
 GROSS_OVERLAY_BYTES = 16 * MAX_OVERLAY_BYTES
@@ -158,8 +171,9 @@ class Case:
 
     `expected` is "accept", "accept_legacy" or "reject"; `revision` is set for accepted envelopes. A
     rejection carries the rule it rests on (`spec`), the extended feature that gates it when only the
-    public code gives the rule (`feature`, None for core), and its `twin`: the minimally different valid
-    overlay the same consumer must accept, so a refusal counts only for the stated reason.
+    public code gives the rule (`feature`, None for core), the ids of the catalogued statements its refusal
+    judges (`statements`), and its `twin`: the minimally different valid overlay the same consumer must
+    accept, so a refusal counts only for the stated reason.
     """
 
     name: str
@@ -171,6 +185,7 @@ class Case:
     feature: str | None = None
     twin: bytes | None = None
     twin_revision: str | None = None
+    statements: tuple[str, ...] = ()
 
     @functools.cached_property
     def data(self) -> bytes:
@@ -247,7 +262,8 @@ class _Cases:
         self.out: list[Case] = []
 
     def add(self, name: str, bad: Change | bytes | _Lazy, why: str, spec: str, *, twin: Change = _keep,
-            reseal: bool = True, feature: str | None = None, compact: bool = False) -> None:
+            reseal: bool = True, feature: str | None = None, compact: bool = False,
+            statements: tuple[str, ...] = ()) -> None:
         """`bad` edits the base into the refused overlay (resealed unless `reseal` is false, so the digest is
         right and the stated fault is the only one); `twin` edits the base into its accepted neighbour."""
         data: bytes | Callable[[], bytes] = bad.make if isinstance(bad, _Lazy) else (
@@ -257,7 +273,7 @@ class _Cases:
         seal(twin_doc)
         twin_data = encode_compact(twin_doc) if compact else encode(twin_doc)
         self.out.append(Case(name, data, "reject", why=why, spec=spec, feature=feature, twin=twin_data,
-                             twin_revision=revision_of(twin_doc)))
+                             twin_revision=revision_of(twin_doc), statements=statements))
 
 
 def encode_compact(doc: Any) -> bytes:
@@ -274,66 +290,73 @@ def rejection_cases(valid: dict[str, Any]) -> list[Case]:
     c = _Cases(valid)
     # digests and envelope structure
     c.add("wrong-content-digest", _set("content_digest.value", "0" * 64), "bad content digest", DIGEST_RULE,
-          reseal=False)
+          reseal=False, statements=DIGEST_IDS)
     c.add("revision-disagrees", _set("revision.value", "1" * 64), "revision differs from digest", DIGEST_RULE,
-          reseal=False)
-    c.add("uppercase-digest", _upper_digests, "digest must be lowercase hex", DIGEST_RULE, reseal=False)
-    c.add("short-digest", lambda d: _both_digests(d, "ab" * 20), "digest must be 64 hex", DIGEST_RULE, reseal=False)
+          reseal=False, statements=DIGEST_IDS)
+    c.add("uppercase-digest", _upper_digests, "digest must be lowercase hex", DIGEST_RULE, reseal=False,
+          statements=DIGEST_IDS)
+    c.add("short-digest", lambda d: _both_digests(d, "ab" * 20), "digest must be 64 hex", DIGEST_RULE, reseal=False,
+          statements=DIGEST_IDS)
     c.add("stale-digest-after-edit", _set("overlay.candidates.0.site", "elsewhere"),
           "candidates changed without a new digest", DIGEST_RULE, reseal=False,
-          twin=_set("overlay.candidates.0.site", "elsewhere"))
+          twin=_set("overlay.candidates.0.site", "elsewhere"), statements=RECOMPUTED_IDS)
     c.add("missing-schema-version", _delete("schema_version"), "envelope without schema_version", STRICT_PARSING,
-          reseal=False)
+          reseal=False, statements=STRICT_IDS)
     c.add("unsupported-schema-version", _set("schema_version", "2.0.0"), "unknown major version", SCHEMA_RULE,
-          reseal=False)
-    c.add("revision-not-object", _set("revision", "abc"), "revision must be an object", REVISION_SHAPE, reseal=False)
-    c.add("overlay-missing", _delete("overlay"), "envelope without overlay", STRICT_PARSING, reseal=False)
-    c.add("revision-kind-wrong", _set("revision.kind", "sequence"), "revision kind", REVISION_SHAPE, reseal=False)
+          reseal=False, statements=STRICT_IDS)
+    c.add("revision-not-object", _set("revision", "abc"), "revision must be an object", REVISION_SHAPE, reseal=False,
+          statements=STRICT_IDS + DIGEST_IDS)
+    c.add("overlay-missing", _delete("overlay"), "envelope without overlay", STRICT_PARSING, reseal=False,
+          statements=STRICT_IDS)
+    c.add("revision-kind-wrong", _set("revision.kind", "sequence"), "revision kind", REVISION_SHAPE, reseal=False,
+          statements=STRICT_IDS)
     c.add("scope-network-mismatch", _set("scope.network", "other-net"), "scope.network differs from overlay.network",
-          SCOPE_RULE, reseal=False)
+          SCOPE_RULE, reseal=False, statements=SCOPE_IDS)
     c.add("scope-local-site-mismatch", _set("scope.local_site", "other-site"),
-          "scope.local_site differs from overlay.local_site", SCOPE_RULE, reseal=False)
+          "scope.local_site differs from overlay.local_site", SCOPE_RULE, reseal=False, statements=SCOPE_IDS)
     c.add("source-generation-zero", _set("provenance.source_generation", 0), "source_generation must be positive",
-          GENERATION_RULE, reseal=False, twin=_set("provenance.source_generation", 1))
+          GENERATION_RULE, reseal=False, twin=_set("provenance.source_generation", 1), statements=PROVENANCE_IDS)
     c.add("candidates-not-list", _set("overlay.candidates", {"a": 1}), "candidates is a list", STRICT_PARSING,
-          reseal=False)
+          reseal=False, statements=STRICT_IDS)
     c.add("huge-integer", _set("overlay.candidates.0.future_counter", 2**64),
           "an unknown candidate field whose integer RFC 8785 cannot carry exactly, under the base's digest",
-          DIGEST_RULE, reseal=False, twin=_set("overlay.candidates.0.future_counter", 7))
+          DIGEST_RULE, reseal=False, twin=_set("overlay.candidates.0.future_counter", 7), statements=RECOMPUTED_IDS)
     # candidates
-    c.add("missing-cluster", _delete("overlay.candidates.0.cluster"), "cluster is required", CLUSTER_RULE)
+    c.add("missing-cluster", _delete("overlay.candidates.0.cluster"), "cluster is required", CLUSTER_RULE,
+          statements=BOUNDS_IDS)
     c.add("gross-name", _candidates(lambda cs: _rename(cs, "m" * GROSS_VALUE_BYTES)),
-          f"a {GROSS_VALUE_BYTES // 1024} KiB candidate name", BOUNDS_RULE)
+          f"a {GROSS_VALUE_BYTES // 1024} KiB candidate name", BOUNDS_RULE, statements=BOUNDS_IDS)
     c.add("gross-candidate-count", _Lazy(lambda: encode_compact(_grown(valid, first, GROSS_CANDIDATES))),
-          f"{GROSS_CANDIDATES} candidates", BOUNDS_RULE)
+          f"{GROSS_CANDIDATES} candidates", BOUNDS_RULE, statements=BOUNDS_IDS)
     c.add("gross-file", _padded(valid, GROSS_OVERLAY_BYTES), f"a {GROSS_OVERLAY_BYTES >> 20} MiB overlay file",
-          BOUNDS_RULE)
+          BOUNDS_RULE, statements=BOUNDS_IDS)
     # selection policy, weights and groups
     c.add("unknown-selection-mode", _set("overlay.selection_policy", {"mode": "leastLoaded"}),
-          "unknown selection modes are rejected", MODE_RULE, twin=_set("overlay.selection_policy", {"mode": "random"}))
+          "unknown selection modes are rejected", MODE_RULE, twin=_set("overlay.selection_policy", {"mode": "random"}),
+          statements=MODE_IDS)
     c.add("selection-policy-not-object", _set("overlay.selection_policy", "roundRobin"), "malformed selection policy",
-          MODE_RULE, twin=_set("overlay.selection_policy", {"mode": "roundRobin"}))
+          MODE_RULE, twin=_set("overlay.selection_policy", {"mode": "roundRobin"}), statements=MODE_IDS)
     c.add("selection-policy-without-mode", _set("overlay.selection_policy", {}), "a policy object without a mode",
-          MODE_RULE, twin=_set("overlay.selection_policy", {"mode": "roundRobin"}))
+          MODE_RULE, twin=_set("overlay.selection_policy", {"mode": "roundRobin"}), statements=MODE_IDS)
     c.add("weighted-missing-weight", lambda d: _weighted(d, 10, drop_weight=1),
           "every weighted candidate needs a weight",
-          WEIGHT_RULE, twin=lambda d: _weighted(d, 10))
+          WEIGHT_RULE, twin=lambda d: _weighted(d, 10), statements=WEIGHT_IDS)
     c.add("weighted-missing-group", lambda d: _weighted(d, 10, drop_group=1), "every weighted candidate needs a group",
-          WEIGHT_RULE, twin=lambda d: _weighted(d, 10))
+          WEIGHT_RULE, twin=lambda d: _weighted(d, 10), statements=WEIGHT_IDS)
     c.add("weight-zero", lambda d: _weighted(d, 0), "traffic_weight is 1..1000", WEIGHT_RULE,
-          twin=lambda d: _weighted(d, 1))
+          twin=lambda d: _weighted(d, 1), statements=WEIGHT_IDS)
     c.add("weight-too-large", lambda d: _weighted(d, 1001), "traffic_weight is 1..1000", WEIGHT_RULE,
-          twin=lambda d: _weighted(d, 1000))
+          twin=lambda d: _weighted(d, 1000), statements=WEIGHT_IDS)
     c.add("weight-not-integer", lambda d: _weighted(d, 2.5), "traffic_weight is an integer", WEIGHT_RULE,
-          twin=lambda d: _weighted(d, 2))
+          twin=lambda d: _weighted(d, 2), statements=WEIGHT_IDS)
     c.add("group-not-from-zero", lambda d: _groups(d, [1, 2]), "groups start at 0", GROUP_RULE,
           twin=lambda d: _groups(d, [0, 1]))
     c.add("group-gap", lambda d: _groups(d, [0, 2]), "groups are contiguous", GROUP_RULE,
           twin=lambda d: _groups(d, [0, 1]))
     c.add("credential-unknown-field", lambda d: _credential(d, token="s3cr3t"),
-          "credential objects reject unknown fields", CREDENTIAL_RULE, twin=_credential)
+          "credential objects reject unknown fields", CREDENTIAL_RULE, twin=_credential, statements=CREDENTIAL_IDS)
     c.add("secret-ref-unknown-field", lambda d: _credential(d, ref_extra="value"), "secretRef rejects unknown fields",
-          CREDENTIAL_RULE, twin=_credential)
+          CREDENTIAL_RULE, twin=_credential, statements=CREDENTIAL_IDS)
     # rules of the public code only
     c.add("group-decreasing", lambda d: _groups(d, [1, 0]), "groups are non-decreasing in candidate order",
           PUBLIC_CODE, twin=lambda d: _groups(d, [0, 1]), feature=STRICT)
@@ -344,7 +367,7 @@ def rejection_cases(valid: dict[str, Any]) -> list[Case]:
           PUBLIC_CODE, twin=lambda d: _mixed_admission(d, [0, 1]), feature=STRICT)
     c.add("selection-policy-unknown-member", _set("overlay.selection_policy", {"mode": "roundRobin", "order": "x"}),
           "selection_policy has no member besides mode", PUBLIC_CODE,
-          twin=_set("overlay.selection_policy", {"mode": "roundRobin"}), feature=STRICT)
+          twin=_set("overlay.selection_policy", {"mode": "roundRobin"}), feature=STRICT, statements=MODE_IDS)
     c.add("unknown-kind", _set("overlay.candidates.0.kind", "gpu_pool"), "unknown candidate kind", PUBLIC_CODE,
           twin=_set("overlay.candidates.0.kind", "mcp_tool"), feature=STRICT)
     c.add("unknown-admission-state", _set("overlay.candidates.0.admission_state", "maybe"),
@@ -354,26 +377,29 @@ def rejection_cases(valid: dict[str, Any]) -> list[Case]:
           "duplicate (kind, name, site, cluster)", PUBLIC_CODE, twin=_candidates(_append_other_site), feature=STRICT)
     c.add("rendered-at-not-rfc3339", _set("provenance.rendered_at", "yesterday"), "rendered_at must be RFC 3339",
           PUBLIC_CODE, reseal=False, twin=_set("provenance.rendered_at", "2026-02-03T04:05:06.789+01:00"),
-          feature=STRICT)
+          feature=STRICT, statements=PROVENANCE_IDS)
     c.add("blank-producer", _set("provenance.producer", "  "), "producer must be non-blank", PUBLIC_CODE,
-          reseal=False, twin=_set("provenance.producer", "p"), feature=STRICT)
+          reseal=False, twin=_set("provenance.producer", "p"), feature=STRICT, statements=PROVENANCE_IDS)
     c.add("source-name-mismatch", _set("provenance.source_name", "other-net"),
-          "provenance.source_name differs from scope.network", PUBLIC_CODE, reseal=False, feature=STRICT)
+          "provenance.source_name differs from scope.network", PUBLIC_CODE, reseal=False, feature=STRICT,
+          statements=PROVENANCE_IDS)
     c.add("overlong-name", _candidates(lambda cs: _rename(cs, "m" * (MAX_VALUE_BYTES + 1))),
           f"names are bounded to {MAX_VALUE_BYTES} bytes", PUBLIC_CODE,
-          twin=_candidates(lambda cs: _rename(cs, "m" * MAX_VALUE_BYTES)), feature=LIMITS)
+          twin=_candidates(lambda cs: _rename(cs, "m" * MAX_VALUE_BYTES)), feature=LIMITS, statements=BOUNDS_IDS)
     c.add("too-many-candidates", _candidates(lambda cs: _grow(cs, first, MAX_CANDIDATES + 1)),
           f"at most {MAX_CANDIDATES} candidates", PUBLIC_CODE,
-          twin=_candidates(lambda cs: _grow(cs, first, MAX_CANDIDATES)), compact=True, feature=LIMITS)
+          twin=_candidates(lambda cs: _grow(cs, first, MAX_CANDIDATES)), compact=True, feature=LIMITS,
+          statements=BOUNDS_IDS)
     c.add("oversized-file", _padded(valid, MAX_OVERLAY_BYTES + 1), "reads are bounded to 2 MiB", PUBLIC_CODE,
-          twin=lambda d: _pad_to(d, MAX_OVERLAY_BYTES), compact=True, feature=LIMITS)
+          twin=lambda d: _pad_to(d, MAX_OVERLAY_BYTES), compact=True, feature=LIMITS, statements=BOUNDS_IDS)
     out = c.out
     # bytes that are not a JSON object: the twin is the base
     base = encode(valid)
     for name, data, why in (("nan-literal", base.replace(b'"fresh": true', b'"fresh": NaN', 1), "NaN is not JSON"),
                             ("not-json", b"{\"schema_version\": ", "truncated JSON"),
                             ("top-level-array", b"[]", "top level must be an object")):
-        out.append(Case(name, data, "reject", why=why, spec=JSON_RULE, twin=base, twin_revision=revision_of(valid)))
+        out.append(Case(name, data, "reject", why=why, spec=JSON_RULE, twin=base, twin_revision=revision_of(valid),
+                        statements=STRICT_IDS if name == "nan-literal" else ()))
     return out
 
 

@@ -39,7 +39,11 @@ def _bind(gw: Gateway, model: str, expected: str, **key: Any) -> None:
 
 
 @pytest.mark.conformance(id="CONS-AFFINITY-HEADER-REUSE", profile="consumer", level="core", feature="headerAffinity",
-                         spec=SPEC)
+                         spec=SPEC,
+                         statements=["RG-AFFINITY-REUSE-BINDING", "RG-AFFINITY-NO-BINDING-RECORD",
+                                     "IR-SELECTION-AFFINITY-FIRST", "RG-AFFINITY-BEFORE-SELECTION",
+                                     "RG-NEED-SESSION-AFFINITY", "RG-INTRO-STEP-AFFINITY", "RG-AFFINITY-HEADER-CONFIG",
+                                     "RG-AFFINITY-PRAXIS-CONFIG"])
 def test_header_session_survives_a_reorder(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(_ordered(site, model, "provider-a", "provider-b"), model)
     session = _session()
@@ -54,7 +58,10 @@ def test_header_session_survives_a_reorder(gw: Gateway, site: Site, model: str) 
 
 @pytest.mark.conformance(id="CONS-AFFINITY-WITH-ROUND-ROBIN", profile="consumer", level="core", feature="roundRobin",
                          spec="routing guide 3. Round-robin: \"Session affinity is checked first, so established "
-                         "sessions can make observed traffic less than perfectly even.\"")
+                         "sessions can make observed traffic less than perfectly even.\"",
+                         statements=["RG-RR-AFFINITY-FIRST", "IR-SELECTION-AFFINITY-FIRST",
+                                     "RG-AFFINITY-BEFORE-SELECTION", "RG-AFFINITY-UNEVEN-TRAFFIC",
+                                     "RG-AFFINITY-REUSE-BINDING"])
 def test_header_session_sticks_while_new_sessions_rotate(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([site.candidate(p, model, selection_group=0) for p in ("provider-a", "provider-b")],
                              mode="roundRobin"), model)
@@ -70,7 +77,9 @@ def test_header_session_sticks_while_new_sessions_rotate(gw: Gateway, site: Site
 
 
 @pytest.mark.conformance(id="CONS-AFFINITY-EXISTING-ONLY", profile="consumer", level="core", feature="admission",
-                         spec=SPEC + "; " + ADMISSION)
+                         spec=SPEC + "; " + ADMISSION,
+                         statements=["IR-SELECTION-EXISTING-ONLY-AFFINITY", "RG-AFFINITY-EXISTING-ONLY",
+                                     "RG-ADMISSION-EXISTING-ONLY", "RG-AFFINITY-REUSE-BINDING"])
 def test_existing_only_reachable_only_through_binding(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(_ordered(site, model, "provider-a", "provider-b"), model)
     session = _session()
@@ -83,7 +92,8 @@ def test_existing_only_reachable_only_through_binding(gw: Gateway, site: Site, m
 
 
 @pytest.mark.conformance(id="CONS-AFFINITY-FAILOVER-GONE", profile="consumer", level="core", feature="headerAffinity",
-                         spec=SPEC + "; a binding to a candidate that left the snapshot fails over")
+                         spec=SPEC + "; a binding to a candidate that left the snapshot fails over",
+                         statements=["RG-AFFINITY-EXCLUDED-FRESH-SELECTION", "RG-AFFINITY-NO-BINDING-RECORD"])
 def test_binding_fails_over_when_candidate_disappears(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(_ordered(site, model, "provider-a", "provider-b"), model)
     session = _session()
@@ -97,7 +107,9 @@ def test_binding_fails_over_when_candidate_disappears(gw: Gateway, site: Site, m
 
 @pytest.mark.conformance(id="CONS-AFFINITY-FAILOVER-EXCLUDED", profile="consumer", level="core", feature="admission",
                          spec="routing guide 8: \"Provider becomes excluded/ineligible: affinity cannot override the "
-                         "hard boundary; a fresh selection is required.\"")
+                         "hard boundary; a fresh selection is required.\"",
+                         statements=["RG-AFFINITY-EXCLUDED-FRESH-SELECTION", "IR-SELECTION-NONE-NEVER-ELIGIBLE",
+                                     "RG-ADMISSION-NONE"])
 def test_binding_to_excluded_candidate_fails_over(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(_ordered(site, model, "provider-a", "provider-b"), model)
     session = _session()
@@ -108,7 +120,8 @@ def test_binding_to_excluded_candidate_fails_over(gw: Gateway, site: Site, model
 
 
 @pytest.mark.conformance(id="CONS-AFFINITY-TTL", profile="consumer", level="core", feature="headerAffinity",
-                         spec=SPEC + "; session_affinity ttl_secs: bindings expire after the TTL")
+                         spec=SPEC + "; session_affinity ttl_secs: bindings expire after the TTL",
+                         statements=["RG-AFFINITY-HEADER-CONFIG"])
 def test_binding_expires_after_ttl(site: Site, model: str) -> None:
     gw = site.gateway("short-ttl")
     ttl = 2.0
@@ -126,7 +139,8 @@ def test_binding_expires_after_ttl(site: Site, model: str) -> None:
 
 
 @pytest.mark.conformance(id="CONS-AFFINITY-NO-KEY", profile="consumer", level="core", feature="headerAffinity",
-                         spec=SPEC + "; a request without a session key has no binding to reuse or record")
+                         spec=SPEC + "; a request without a session key has no binding to reuse or record",
+                         statements=["RG-AFFINITY-NO-BINDING-RECORD"])
 def test_requests_without_key_are_not_bound(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(_ordered(site, model, "provider-a", "provider-b"), model)
     _bind(gw, model, "provider-a")
@@ -136,7 +150,9 @@ def test_requests_without_key_are_not_bound(gw: Gateway, site: Site, model: str)
 
 
 @pytest.mark.conformance(id="CONS-AFFINITY-COOKIE", profile="consumer", level="extended", feature="cookieAffinity",
-                         spec=SPEC + "; session_affinity cookie: the session key from a cookie")
+                         spec=SPEC + "; session_affinity cookie: the session key from a cookie",
+                         statements=["RG-AFFINITY-COOKIE-CONFIG", "RG-AFFINITY-REUSE-BINDING",
+                                     "RG-AFFINITY-NO-BINDING-RECORD"])
 def test_cookie_session_survives_a_reorder(site: Site, model: str) -> None:
     gw = site.gateway("cookie")
     gw.publish(_ordered(site, model, "provider-a", "provider-b"), model)

@@ -15,7 +15,8 @@ PREFIX = "praxis_ai_intelligent_route_"
 
 
 @pytest.mark.conformance(id="CONS-SKIP-PATHS", profile="consumer", level="extended", feature="skipPaths",
-                         spec=SPEC + ": skip_paths return Continue before any model lookup")
+                         spec=SPEC + ": skip_paths return Continue before any model lookup",
+                         statements=["IR-BEHAVIOR-SKIP-PATHS"])
 def test_skip_paths_bypass_model_routing(site: Site, model: str) -> None:
     gw = site.gateway("skip")
     gw.publish(site.envelope([site.candidate("provider-a", model)]), model)
@@ -26,7 +27,8 @@ def test_skip_paths_bypass_model_routing(site: Site, model: str) -> None:
 
 
 @pytest.mark.conformance(id="CONS-MANAGEMENT-CLUSTER", profile="consumer", level="extended",
-                         feature="managementCluster", spec=SPEC + ": skipped paths go to management_cluster")
+                         feature="managementCluster", spec=SPEC + ": skipped paths go to management_cluster",
+                         statements=["IR-BEHAVIOR-SKIP-PATHS"])
 def test_management_paths_go_to_management_cluster(site: Site, model: str) -> None:
     gw = site.gateway("management")
     gw.publish(site.envelope([site.candidate("provider-a", model)]), model)
@@ -37,7 +39,9 @@ def test_management_paths_go_to_management_cluster(site: Site, model: str) -> No
 
 @pytest.mark.conformance(id="CONS-CLUSTERS-ALLOWLIST", profile="consumer", level="extended",
                          feature="clustersAllowlist", spec=SPEC + ": a reload naming a cluster outside clusters "
-                         "is rejected and the previous snapshot retained")
+                         "is rejected and the previous snapshot retained",
+                         statements=["IR-SCOPE-CLUSTERS-LIST-RELOAD-REJECTED",
+                                     "IR-CONFIG-CLUSTERS-AUTHORITATIVE-RELOAD"])
 def test_reload_outside_allowlist_is_rejected(site: Site, model: str) -> None:
     gw = site.gateway("allowlist")
     reloads = ReloadProbe(gw, "prometheusMetrics" in site.grid.features)
@@ -49,7 +53,10 @@ def test_reload_outside_allowlist_is_rejected(site: Site, model: str) -> None:
 
 
 @pytest.mark.conformance(id="CONS-METRICS-SERIES", profile="consumer", level="extended",
-                         feature="prometheusMetrics", spec=SPEC + ": Metrics")
+                         feature="prometheusMetrics", spec=SPEC + ": Metrics",
+                         statements=["IR-METRICS-SHARED-RECORDER", "IR-METRICS-DECISIONS-TOTAL",
+                                     "IR-METRICS-SELECTED-TOTAL", "IR-METRICS-SESSION-TOTAL",
+                                     "IR-METRICS-SNAPSHOT-CANDIDATES"])
 def test_metrics_series_count_decisions(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([site.candidate("provider-a", model), site.candidate("provider-b", model)]), model)
     before = gw.metrics()
@@ -77,7 +84,8 @@ def test_metrics_series_count_decisions(gw: Gateway, site: Site, model: str) -> 
 
 
 @pytest.mark.conformance(id="CONS-METRICS-RELOADS", profile="consumer", level="extended",
-                         feature="prometheusMetrics", spec=SPEC + ": snapshot_reloads_total{result}")
+                         feature="prometheusMetrics", spec=SPEC + ": snapshot_reloads_total{result}",
+                         statements=["IR-METRICS-SNAPSHOT-RELOADS-TOTAL"])
 def test_reload_results_are_counted(gw: Gateway, site: Site, model: str) -> None:
     reloads = ReloadProbe(gw, True)
     before = reloads.snapshot()
@@ -89,7 +97,8 @@ def test_reload_results_are_counted(gw: Gateway, site: Site, model: str) -> None
 
 
 @pytest.mark.conformance(id="CONS-METRICS-CLOSED-LABELS", profile="consumer", level="extended",
-                         feature="prometheusMetrics", spec=SPEC + ": label values never come from client input")
+                         feature="prometheusMetrics", spec=SPEC + ": label values never come from client input",
+                         statements=["IR-METRICS-LABELS-NOT-CLIENT-INPUT", "IR-METRICS-NO-STABLE-ID-LABEL"])
 def test_metric_labels_never_carry_client_input(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([site.candidate("provider-a", model, stable_id="stable-secret-id-42")]), model)
     probe = "client-" + uuid.uuid4().hex
@@ -100,7 +109,9 @@ def test_metric_labels_never_carry_client_input(gw: Gateway, site: Site, model: 
 
 
 @pytest.mark.conformance(id="CONS-MCP-TOOL-ROUTING", profile="consumer", level="extended", feature="mcpToolRouting",
-                         spec=SPEC + ": MCP lookup for tools/call")
+                         spec=SPEC + ": MCP lookup for tools/call",
+                         statements=["IR-OVERVIEW-SELECTS-CLUSTER", "IR-MCP-TOOLS-CALL-MATCH",
+                                     "IR-MCP-OTHER-METHODS-SKIP"])
 def test_mcp_tools_call_routes_to_tool_candidate(site: Site, model: str) -> None:
     gw = site.gateway("mcp")
     tool = model + "-tool"
@@ -131,7 +142,8 @@ def _tools_call(name: str, **extra: object) -> dict[str, object]:
 
 
 @pytest.mark.conformance(id="CONS-SKIP-PATHS-BEFORE-LOOKUP", profile="consumer", level="extended",
-                         feature="skipPaths", spec=SKIP_FIRST)
+                         feature="skipPaths", spec=SKIP_FIRST,
+                         statements=["IR-BEHAVIOR-SKIP-PATHS"])
 def test_skip_paths_come_before_model_validation(site: Site, model: str) -> None:
     gw = site.gateway("skip")
     gw.publish(site.envelope([site.candidate("provider-a", model)]), model)
@@ -144,7 +156,8 @@ def test_skip_paths_come_before_model_validation(site: Site, model: str) -> None
 
 
 @pytest.mark.conformance(id="CONS-MCP-BLANK-TOOL", profile="consumer", level="extended", feature="mcpToolRouting",
-                         spec=INVALID_400)
+                         spec=INVALID_400,
+                         statements=["IR-BEHAVIOR-INVALID-NAME-400"])
 def test_blank_mcp_tool_name_gets_400(site: Site, model: str) -> None:
     gw = site.gateway("mcp")
     tool = model + "-tool"
@@ -157,7 +170,8 @@ def test_blank_mcp_tool_name_gets_400(site: Site, model: str) -> None:
 
 
 @pytest.mark.conformance(id="CONS-MCP-TOOL-OVER-MODEL", profile="consumer", level="extended", feature="mcpToolRouting",
-                         spec=MCP_LOOKUP)
+                         spec=MCP_LOOKUP,
+                         statements=["IR-MCP-TOOLS-CALL-MATCH"])
 def test_mcp_tool_wins_over_a_model_in_the_body(site: Site, model: str) -> None:
     gw = site.gateway("mcp")
     tool = model + "-tool"
@@ -172,7 +186,8 @@ def test_mcp_tool_wins_over_a_model_in_the_body(site: Site, model: str) -> None:
                          feature="prometheusMetrics",
                          spec=METRICS + "\"praxis_ai_intelligent_route_session_total{event} — bound, reused, or "
                          "failover, when session affinity is enabled.\"; \"praxis_ai_intelligent_route_decisions_total"
-                         "{outcome, kind} — one per request; outcome uses the metadata vocabulary above\"")
+                         "{outcome, kind} — one per request; outcome uses the metadata vocabulary above\"",
+                         statements=["IR-METRICS-SESSION-TOTAL", "IR-METRICS-DECISIONS-TOTAL"])
 def test_session_failover_is_counted(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([site.candidate("provider-a", model), site.candidate("provider-b", model)]), model)
     session = {SESSION_HEADER: uuid.uuid4().hex}
@@ -197,7 +212,8 @@ def test_session_failover_is_counted(gw: Gateway, site: Site, model: str) -> Non
 @pytest.mark.conformance(id="CONS-METRICS-SNAPSHOT-CANDIDATES", profile="consumer", level="extended",
                          feature="prometheusMetrics",
                          spec=METRICS + "\"praxis_ai_intelligent_route_snapshot_candidates — candidates in the "
-                         "serving snapshot, published by the instance serving requests\"")
+                         "serving snapshot, published by the instance serving requests\"",
+                         statements=["IR-METRICS-SNAPSHOT-CANDIDATES"])
 def test_snapshot_gauge_counts_every_candidate(gw: Gateway, site: Site, model: str) -> None:
     candidates = [site.candidate("provider-a", model),
                   site.candidate("provider-b", model, admission_state="existing_only"),

@@ -21,7 +21,9 @@ SPOOFED = {
 
 
 @pytest.mark.conformance(id="CONS-HOP-SET-FROM-SNAPSHOT", profile="consumer", level="core", feature="hopHeaders",
-                         spec=SPEC)
+                         spec=SPEC,
+                         statements=["IR-METADATA-HOP-HEADERS-REPLACED", "OC-LIFECYCLE-HOP-REVISION-SET",
+                                     "OC-FORWARD-EDGE-RECONSTRUCTS"])
 def test_hop_headers_replaced_from_serving_snapshot(gw: Gateway, site: Site, model: str) -> None:
     revision = gw.publish(site.envelope([site.candidate("provider-a", model, stable_id="cand-a-0001")]), model)
     reply = gw.request(model, headers=SPOOFED)
@@ -34,7 +36,8 @@ def test_hop_headers_replaced_from_serving_snapshot(gw: Gateway, site: Site, mod
 
 
 @pytest.mark.conformance(id="CONS-HOP-MTLS", profile="consumer", level="core", feature="hopHeaders",
-                         spec=MTLS_SPEC)
+                         spec=MTLS_SPEC,
+                         statements=["IR-METADATA-HOP-HEADERS-MTLS-ONLY", "OC-MULTI-REMOTE-MTLS"])
 def test_hop_clusters_are_reached_over_mtls_with_the_client_certificate(gw: Gateway, site: Site, model: str) -> None:
     client = gw.hop_client
     assert client is not None, "the harness gave the gateway no client certificate for its hop clusters"
@@ -59,7 +62,8 @@ def test_hop_clusters_are_reached_over_mtls_with_the_client_certificate(gw: Gate
 
 
 @pytest.mark.conformance(id="CONS-HOP-DEFAULT-STABLE-ID", profile="consumer", level="core", feature="hopHeaders",
-                         spec=SPEC + "; a candidate without stable_id is named kind/name/site/cluster")
+                         spec=SPEC + "; a candidate without stable_id is named kind/name/site/cluster",
+                         statements=["IR-METADATA-HOP-HEADERS-REPLACED"])
 def test_hop_candidate_defaults_to_identity(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([site.candidate("provider-b", model)]), model)
     seen = gw.request(model).forwarded_headers
@@ -67,7 +71,8 @@ def test_hop_candidate_defaults_to_identity(gw: Gateway, site: Site, model: str)
 
 
 @pytest.mark.conformance(id="CONS-HOP-REQUEST-ID-FRESH", profile="consumer", level="core", feature="hopHeaders",
-                         spec=SPEC + "; a generated provider-hop request id per request")
+                         spec=SPEC + "; a generated provider-hop request id per request",
+                         statements=["IR-METADATA-HOP-HEADERS-REPLACED", "OC-FORWARD-EDGE-RECONSTRUCTS"])
 def test_hop_request_ids_are_fresh(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([site.candidate("provider-a", model)]), model)
     ids = [gw.request(model, headers=SPOOFED).forwarded_headers.get("x-ai-routing-request-id") for _ in range(30)]
@@ -75,7 +80,8 @@ def test_hop_request_ids_are_fresh(gw: Gateway, site: Site, model: str) -> None:
 
 
 @pytest.mark.conformance(id="CONS-HOP-STRIPPED-NON-HOP", profile="consumer", level="core", feature="hopHeaders",
-                         spec=SPEC + "; client-supplied routing context never survives")
+                         spec=SPEC + "; client-supplied routing context never survives",
+                         statements=["IR-METADATA-HOP-HEADERS-MTLS-ONLY", "OC-FORWARD-EDGE-RECONSTRUCTS"])
 def test_non_hop_cluster_gets_no_routing_headers(gw: Gateway, site: Site, model: str) -> None:
     probe = model + "-probe"
     gw.publish(site.envelope([site.candidate("mgmt", model), site.candidate("provider-a", probe)]), probe)
@@ -86,7 +92,9 @@ def test_non_hop_cluster_gets_no_routing_headers(gw: Gateway, site: Site, model:
 
 
 @pytest.mark.conformance(id="CONS-HOP-NO-CREDENTIAL", profile="consumer", level="core", feature="hopHeaders",
-                         spec=SPEC + "; no credential reference or value is forwarded")
+                         spec=SPEC + "; no credential reference or value is forwarded",
+                         statements=["IR-METADATA-NO-CREDENTIAL-FORWARDED", "OC-CREDENTIAL-ROUTE-NO-K8S-NO-INJECT",
+                                     "OC-CREDENTIAL-REQUIRES-INJECT-FILTER"])
 def test_credential_reference_is_not_forwarded(gw: Gateway, site: Site, model: str) -> None:
     credential = {"strategy": "bearer_token",
                   "secretRef": {"name": "west-api-token-xyz", "namespace": "grid-secrets", "key": "token"}}
@@ -100,7 +108,11 @@ def test_credential_reference_is_not_forwarded(gw: Gateway, site: Site, model: s
 
 
 @pytest.mark.conformance(id="CONS-HOP-CONSISTENT-SNAPSHOT", profile="consumer", level="core", feature="hotReload",
-                         spec=SPEC + "; the hop revision comes from the same snapshot that selected")
+                         spec=SPEC + "; the hop revision comes from the same snapshot that selected",
+                         statements=["IR-ENVELOPE-HOP-REVISION-SAME-SNAPSHOT", "OC-LIFECYCLE-HOP-REVISION-SET",
+                                     "OC-OVERVIEW-SERVES-EXACT-SNAPSHOT", "OC-EDGE-ONE-SNAPSHOT-PER-REQUEST",
+                                     "OC-DELIVERY-PRAXIS-VALIDATES-SWAPS", "RG-RELOAD-PRAXIS-SWAPS",
+                                     "OC-EDGE-ATOMIC-SWAP", "RG-NEED-HOT-RELOAD"])
 def test_revision_and_selection_agree_across_swaps(gw: Gateway, site: Site, model: str) -> None:
     first = site.envelope([site.candidate("provider-a", model)])
     second = site.envelope([site.candidate("provider-b", model)])
@@ -134,7 +146,9 @@ MIXED_CASE = {
 
 
 @pytest.mark.conformance(id="CONS-HOP-MIXED-CASE-SPOOF", profile="consumer", level="core", feature="hopHeaders",
-                         spec=f"{REPLACED}; {SENT_ONLY}; {CASE_INSENSITIVE}")
+                         spec=f"{REPLACED}; {SENT_ONLY}; {CASE_INSENSITIVE}",
+                         statements=["IR-METADATA-HOP-HEADERS-REPLACED", "IR-METADATA-HOP-HEADERS-MTLS-ONLY",
+                                     "OC-FORWARD-EDGE-RECONSTRUCTS", "OC-LIFECYCLE-HOP-REVISION-SET"])
 def test_mixed_case_client_copies_are_replaced(gw: Gateway, site: Site, model: str) -> None:
     plain = model + "-mgmt"
     revision = gw.publish(site.envelope([site.candidate("provider-a", model, stable_id="cand-a-mixed"),
@@ -160,7 +174,8 @@ def test_mixed_case_client_copies_are_replaced(gw: Gateway, site: Site, model: s
 
 
 @pytest.mark.conformance(id="CONS-HOP-REQUEST-ID-FRESH-BOUND", profile="consumer", level="core", feature="hopHeaders",
-                         spec=REPLACED)
+                         spec=REPLACED,
+                         statements=["IR-METADATA-HOP-HEADERS-REPLACED"])
 def test_bound_session_requests_get_fresh_request_ids(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([site.candidate("provider-a", model)]), model)
     session = uuid.uuid4().hex

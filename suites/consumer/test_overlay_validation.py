@@ -23,6 +23,10 @@ from harness.suite_support import ReloadProbe
 SPEC = "routing-architecture-and-overlay-contract: Routing overlay format, Revision semantics"
 COLD = "; intelligent-route-filter: \"Invalid cold-start envelopes fail filter construction.\""
 RELOAD = "; intelligent-route-filter: \"Unreadable or invalid files retain the previous snapshot.\""
+#: The statements a refusal judges on each path, besides those of its case (contract.Case.statements).
+COLD_STATEMENTS = ("IR-ENVELOPE-COLD-START-FAILS", "OC-LIFECYCLE-COLD-START-FAILS-CLOSED")
+RELOAD_STATEMENTS = ("IR-RELOAD-INVALID-RETAINS", "IR-ENVELOPE-RELOAD-RETAINS-LKG", "OC-LIFECYCLE-INVALID-UPDATE-LKG",
+                     "OC-DELIVERY-INVALID-LKG", "RG-RELOAD-INVALID-LKG")
 BASE_MODEL = "validation-model"
 #: Conformance id suffix and feature of a case, by the feature that gates it (None: core).
 _LEVELS: dict[str | None, tuple[str, str, str]] = {
@@ -43,14 +47,15 @@ def _case(site: Site, name: str) -> contract.Case:
     return _rejections(site.scope)[name]
 
 
-def _params(prefix: str, path: str) -> list[Any]:
-    """One parameter per rejection case, each marked with its own id, level, feature and rule."""
+def _params(prefix: str, path: str, statements: tuple[str, ...]) -> list[Any]:
+    """One parameter per rejection case, each marked with its own id, level, feature and rule, and with the
+    statements of its case and of the path (`statements`)."""
     out = []
     # names, features and rules do not depend on the scope; the site's own is used when the test runs
     for case in _rejections(contract.ScopeSpec("n", "g", "ns", "s")).values():
         suffix, level, feature = _LEVELS[case.feature]
         marker = pytest.mark.conformance(id=prefix + suffix, profile="consumer", level=level, feature=feature,
-                                         spec=case.spec + path)
+                                         spec=case.spec + path, statements=[*case.statements, *statements])
         out.append(pytest.param(case.name, id=case.name, marks=marker))
     return out
 
@@ -108,7 +113,8 @@ def cold(site: Site) -> Iterator[ColdStarts]:
 
 
 @pytest.mark.conformance(
-    id="CONS-COLD-ACCEPT", profile="consumer", level="core", feature="overlayValidation", spec=SPEC
+    id="CONS-COLD-ACCEPT", profile="consumer", level="core", feature="overlayValidation", spec=SPEC,
+    statements=["IR-MODES-OVERLAY-ENVELOPE", "OC-INTRO-PRAXIS-CONSUMES"],
 )
 def test_valid_envelope_at_cold_start_serves_its_revision(site: Site, fresh_gateway: Any) -> None:
     doc = site.envelope([site.candidate("provider-a", BASE_MODEL), site.candidate("provider-b", BASE_MODEL)])
@@ -116,7 +122,7 @@ def test_valid_envelope_at_cold_start_serves_its_revision(site: Site, fresh_gate
     assert gateway.serving_revision(BASE_MODEL) == contract.revision_of(doc)
 
 
-@pytest.mark.parametrize("case_name", _params("CONS-COLD-REJECT", COLD))
+@pytest.mark.parametrize("case_name", _params("CONS-COLD-REJECT", COLD, COLD_STATEMENTS))
 def test_invalid_envelope_at_cold_start_fails_startup(site: Site, cold: ColdStarts, case_name: str) -> None:
     case = _case(site, case_name)
     assert case.twin is not None
@@ -139,6 +145,8 @@ def _scoped(site: Site, field: str | None) -> dict[str, Any]:
     feature="scope",
     spec="overlay contract, Scope and provenance: \"Praxis AI deployments configure the scope they expect and reject "
          "a validly encoded overlay intended for a different gateway.\"" + COLD,
+    statements=["OC-SCOPE-WRONG-GATEWAY-REJECTED", "OC-SCOPE-BINDS", "IR-ENVELOPE-COLD-START-FAILS",
+                "OC-LIFECYCLE-COLD-START-FAILS-CLOSED"],
 )
 @pytest.mark.parametrize("field", ["gateway", "namespace"])
 def test_cold_start_with_another_gateways_scope_fails(site: Site, cold: ColdStarts, field: str) -> None:
@@ -155,6 +163,7 @@ def test_cold_start_with_another_gateways_scope_fails(site: Site, cold: ColdStar
     feature="legacyPayload",
     spec="intelligent-route-filter: candidates are loaded from an overlay file (routing-overlay.json envelope or "
          "legacy routing-config.json); legacy payloads are refused only when expected_overlay_scope is configured",
+    statements=["IR-MODES-OVERLAY"],
 )
 def test_legacy_payload_at_cold_start_serves(site: Site, fresh_gateway: Any) -> None:
     legacy = contract.legacy([site.candidate("provider-b", BASE_MODEL)], site.spec.name)
@@ -171,6 +180,8 @@ def test_legacy_payload_at_cold_start_serves(site: Site, fresh_gateway: Any) -> 
     feature="scope",
     spec="intelligent-route-filter: \"When expected_overlay_scope is configured, legacy payloads are rejected so "
          "scope validation cannot be bypassed.\"" + COLD,
+    statements=["IR-ENVELOPE-SCOPE-REJECTS-LEGACY", "OC-SCOPE-REQUIRES-ENVELOPE", "IR-ENVELOPE-COLD-START-FAILS",
+                "OC-LIFECYCLE-COLD-START-FAILS-CLOSED"],
 )
 def test_legacy_payload_refused_when_scope_expected(site: Site, cold: ColdStarts) -> None:
     candidates = [site.candidate("provider-b", BASE_MODEL)]
@@ -187,6 +198,7 @@ def test_legacy_payload_refused_when_scope_expected(site: Site, cold: ColdStarts
     level="core",
     feature="legacyPayload",
     spec="intelligent-route-filter, Selection: \"Static candidate lists and legacy flat overlays remain non-empty.\"",
+    statements=["IR-SELECTION-STATIC-LEGACY-NON-EMPTY", "OC-LIFECYCLE-COLD-START-FAILS-CLOSED"],
 )
 def test_empty_legacy_payload_fails_startup(site: Site, cold: ColdStarts) -> None:
     cold.refused("legacy", contract.encode(contract.legacy([], site.spec.name)), "an empty legacy payload")
@@ -220,7 +232,7 @@ def _reject_then_twin(gw: Gateway, reloads: ReloadProbe, prior: dict[str, Any], 
     gw.wait_serving(twin_revision, BASE_MODEL, what=f"the twin ({what} fixed) to serve")
 
 
-@pytest.mark.parametrize("case_name", _params("CONS-RELOAD-REJECT", RELOAD))
+@pytest.mark.parametrize("case_name", _params("CONS-RELOAD-REJECT", RELOAD, RELOAD_STATEMENTS))
 def test_invalid_reload_keeps_last_known_good(gw: Gateway, reloads: ReloadProbe, prior: dict[str, Any],
                                               case_name: str, site: Site) -> None:
     case = _case(site, case_name)
@@ -236,6 +248,7 @@ def test_invalid_reload_keeps_last_known_good(gw: Gateway, reloads: ReloadProbe,
     spec="intelligent-route-filter: \"Unknown additive envelope, provenance, and candidate fields are accepted for "
          "forward compatibility\"; overlay contract: \"Timestamps, provenance, Kubernetes metadata, and envelope "
          "annotations are not part of the semantic payload.\"",
+    statements=["IR-ENVELOPE-UNKNOWN-FIELDS-ACCEPTED", "OC-FIELDS-OVERLAY-FORWARD-COMPATIBLE"],
 )
 @pytest.mark.parametrize("case_name", ["valid", "unknown-additive-fields", "unknown-candidate-field"])
 def test_acceptable_variants_reload_to_their_revision(gw: Gateway, site: Site, model: str, case_name: str) -> None:
@@ -253,6 +266,9 @@ def test_acceptable_variants_reload_to_their_revision(gw: Gateway, site: Site, m
     feature="hotReload",
     spec="intelligent-route-filter, Hot reload: \"Unreadable or invalid files retain the previous snapshot.\"; a "
          "later valid file is \"atomically swapped in when its semantic revision changes\"",
+    statements=["IR-RELOAD-SWAP-ON-REVISION-CHANGE", "RG-RELOAD-NEW-AFTER-VALIDATION",
+                "OC-DELIVERY-PRAXIS-VALIDATES-SWAPS", "RG-RELOAD-PRAXIS-SWAPS", "OC-EDGE-ATOMIC-SWAP",
+                "RG-NEED-HOT-RELOAD"],
 )
 def test_valid_reload_after_rejection_is_served(gw: Gateway, site: Site, model: str, reloads: ReloadProbe) -> None:
     gw.publish(site.envelope([site.candidate("provider-a", model)]), model)
@@ -271,6 +287,9 @@ def test_valid_reload_after_rejection_is_served(gw: Gateway, site: Site, model: 
     feature="scope",
     spec="overlay contract, Scope and provenance: \"reject a validly encoded overlay intended for a different "
          "gateway\"" + RELOAD,
+    statements=["OC-SCOPE-WRONG-GATEWAY-REJECTED", "OC-SCOPE-BINDS", "IR-RELOAD-INVALID-RETAINS",
+                "IR-ENVELOPE-RELOAD-RETAINS-LKG", "OC-LIFECYCLE-INVALID-UPDATE-LKG", "OC-DELIVERY-INVALID-LKG",
+                "RG-RELOAD-INVALID-LKG"],
 )
 @pytest.mark.parametrize("field", ["gateway", "namespace", "network", "local_site"])
 def test_reload_for_another_scope_is_rejected(gw: Gateway, site: Site, reloads: ReloadProbe,
@@ -290,6 +309,9 @@ def test_reload_for_another_scope_is_rejected(gw: Gateway, site: Site, reloads: 
     feature="scope",
     spec="intelligent-route-filter: \"When expected_overlay_scope is configured, legacy payloads are rejected so "
          "scope validation cannot be bypassed.\"" + RELOAD,
+    statements=["IR-ENVELOPE-SCOPE-REJECTS-LEGACY", "OC-SCOPE-REQUIRES-ENVELOPE", "IR-RELOAD-INVALID-RETAINS",
+                "IR-ENVELOPE-RELOAD-RETAINS-LKG", "OC-LIFECYCLE-INVALID-UPDATE-LKG", "OC-DELIVERY-INVALID-LKG",
+                "RG-RELOAD-INVALID-LKG"],
 )
 def test_legacy_reload_rejected_when_scope_expected(gw: Gateway, site: Site, reloads: ReloadProbe,
                                                     prior: dict[str, Any]) -> None:

@@ -45,7 +45,8 @@ def _wait_processed(reloads: ReloadProbe, before: dict[str, float]) -> None:
 
 
 @pytest.mark.conformance(id="CONS-REV-UNCHANGED-NO-SWAP", profile="consumer", level="core", feature="roundRobin",
-                         spec=SPEC + ": an unchanged semantic revision causes no replacement")
+                         spec=SPEC + ": an unchanged semantic revision causes no replacement",
+                         statements=["OC-LIFECYCLE-UNCHANGED-NO-REPLACE", "IR-RELOAD-SWAP-ON-REVISION-CHANGE"])
 def test_rerender_with_same_revision_keeps_round_robin_state(gw: Gateway, site: Site, model: str,
                                                             reloads: ReloadProbe) -> None:
     """Round-robin state belongs to the snapshot, so a re-render must continue the cycle where it was.
@@ -67,7 +68,11 @@ def test_rerender_with_same_revision_keeps_round_robin_state(gw: Gateway, site: 
 
 
 @pytest.mark.conformance(id="CONS-REV-UNCHANGED-AFTER-REJECT", profile="consumer", level="core", feature="roundRobin",
-                         spec=LKG_AND_UNCHANGED)
+                         spec=LKG_AND_UNCHANGED,
+                         statements=["OC-LIFECYCLE-UNCHANGED-NO-REPLACE", "IR-RELOAD-SWAP-ON-REVISION-CHANGE",
+                                     "IR-RELOAD-INVALID-RETAINS", "IR-ENVELOPE-RELOAD-RETAINS-LKG",
+                                     "OC-LIFECYCLE-INVALID-UPDATE-LKG", "OC-DELIVERY-INVALID-LKG",
+                                     "RG-RELOAD-INVALID-LKG"])
 def test_rerender_after_rejected_update_keeps_round_robin_state(gw: Gateway, site: Site, model: str,
                                                                reloads: ReloadProbe) -> None:
     """An unchanged revision is judged against the serving snapshot, not the last file read (a rejected one).
@@ -93,7 +98,11 @@ def test_rerender_after_rejected_update_keeps_round_robin_state(gw: Gateway, sit
 
 
 @pytest.mark.conformance(id="CONS-RELOAD-DEADLINE", profile="consumer", level="core", feature="hotReload",
-                         spec=SPEC + ": a new revision serves after a ..data symlink swap")
+                         spec=SPEC + ": a new revision serves after a ..data symlink swap",
+                         statements=["IR-MODES-OVERLAY", "IR-RELOAD-SYMLINK-SWAP-DETECTED",
+                                     "IR-RELOAD-SWAP-ON-REVISION-CHANGE", "RG-RELOAD-NEW-AFTER-VALIDATION",
+                                     "RG-RELOAD-CONFIG", "OC-REGEN-PRAXIS-INSTALLS-NO-RESTART",
+                                     "OC-DELIVERY-DIRECT-MOUNT"])
 def test_new_revision_serves_within_deadline(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([site.candidate("provider-a", model)]), model)
     newer = site.envelope([site.candidate("provider-b", model)])
@@ -105,7 +114,9 @@ def test_new_revision_serves_within_deadline(gw: Gateway, site: Site, model: str
 
 
 @pytest.mark.conformance(id="CONS-RELOAD-SEQUENCE", profile="consumer", level="core", feature="hotReload",
-                         spec=SPEC + ": every accepted revision replaces the previous snapshot")
+                         spec=SPEC + ": every accepted revision replaces the previous snapshot",
+                         statements=["OC-RERANK-PRAXIS-MOST-RECENT-ACCEPTED", "OC-RERANK-NEXT-REQUEST-NEW-ORDER",
+                                     "IR-RELOAD-SWAP-ON-REVISION-CHANGE", "RG-RELOAD-NEW-AFTER-VALIDATION"])
 def test_successive_revisions_each_serve(gw: Gateway, site: Site, model: str) -> None:
     for provider in ("provider-a", "provider-b", "provider-c", "provider-a"):
         doc = site.envelope([site.candidate(provider, model), site.candidate("provider-d", model)])

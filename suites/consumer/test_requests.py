@@ -32,7 +32,8 @@ def _refused(gw: Gateway, value: str, status: int, twin: str) -> None:
 
 
 @pytest.mark.conformance(id="CONS-400-INVALID-MODEL", profile="consumer", level="core", feature="requestErrors",
-                         spec=BEHAVIOR)
+                         spec=BEHAVIOR,
+                         statements=["IR-BEHAVIOR-INVALID-NAME-400"])
 @pytest.mark.parametrize("value", ["   ", GROSS_MODEL], ids=["blank", "oversized"])
 def test_invalid_model_values_get_400(gw: Gateway, served: str, value: str) -> None:
     _refused(gw, value, 400, served)
@@ -40,7 +41,8 @@ def test_invalid_model_values_get_400(gw: Gateway, served: str, value: str) -> N
 
 @pytest.mark.conformance(id="CONS-400-MODEL-LIMITS", profile="consumer", level="extended", feature="exactValueLimits",
                          spec=BEHAVIOR + "; the public Praxis AI code (praxis-proxy/ai intelligent_route.rs): model "
-                         "values are 1-256 bytes of visible ASCII")
+                         "values are 1-256 bytes of visible ASCII",
+                         statements=["IR-BEHAVIOR-INVALID-NAME-400"])
 @pytest.mark.parametrize(("value", "twin"), [("m" * 257, "m" * 256), ("caf\u00e9-\u6a21\u578b", "cafe-model")],
                          ids=["257-bytes", "non-ascii"])
 def test_model_values_beyond_public_limits_get_400(gw: Gateway, site: Site, value: str, twin: str) -> None:
@@ -53,13 +55,15 @@ def test_model_values_beyond_public_limits_get_400(gw: Gateway, site: Site, valu
 
 @pytest.mark.conformance(id="CONS-404-UNKNOWN-MODEL", profile="consumer", level="core", feature="requestErrors",
                          spec="intelligent-route-filter, Behavior: \"If no matching candidate is found, the filter "
-                         "rejects with 404.\"")
+                         "rejects with 404.\"",
+                         statements=["IR-BEHAVIOR-NO-MATCH-404", "OC-CONSUMER-NO-MATCH-FAILS-CLEANLY"])
 def test_unknown_model_gets_404(gw: Gateway, served: str) -> None:
     _refused(gw, served + "-unknown", 404, served)
 
 
 @pytest.mark.conformance(id="CONS-404-EMPTY-AUTHORITATIVE", profile="consumer", level="core", feature="requestErrors",
-                         spec=SPEC + ": an authoritative empty versioned overlay rejects with 404")
+                         spec=SPEC + ": an authoritative empty versioned overlay rejects with 404",
+                         statements=["IR-SELECTION-EMPTY-OVERLAY-404", "IR-ENVELOPE-LIFECYCLE-SERVING"])
 def test_empty_versioned_overlay_is_authoritative(gw: Gateway, site: Site, served: str) -> None:
     gw.write_overlay(site.envelope([]))
     reply = gw.wait_status(served, 404)
@@ -67,7 +71,9 @@ def test_empty_versioned_overlay_is_authoritative(gw: Gateway, site: Site, serve
 
 
 @pytest.mark.conformance(id="CONS-404-OTHER-KIND", profile="consumer", level="core", feature="requestErrors",
-                         spec=SPEC + ": a model request never matches mcp_tool candidates")
+                         spec=SPEC + ": a model request never matches mcp_tool candidates",
+                         statements=["IR-OVERVIEW-SELECTS-CLUSTER", "OC-CONSUMER-INFERENCE-MODEL-SCAN",
+                                     "IR-BEHAVIOR-NO-MATCH-404", "OC-MULTI-EXAMPLE-CLUSTER"])
 def test_model_request_does_not_match_tool_candidates(gw: Gateway, site: Site, model: str) -> None:
     other = model + "-real"
     gw.publish(site.envelope([site.candidate("provider-a", model, kind="mcp_tool"),
@@ -78,7 +84,9 @@ def test_model_request_does_not_match_tool_candidates(gw: Gateway, site: Site, m
 
 
 @pytest.mark.conformance(id="CONS-MISSING-MODEL-NOT-ROUTED", profile="consumer", level="core", feature="requestErrors",
-                         spec=SPEC + ": with no routing source the request is not routed")
+                         spec=SPEC + ": with no routing source the request is not routed",
+                         statements=["IR-BEHAVIOR-NO-ROUTING-SOURCE", "OC-CONSUMER-EXTRACTS-MODEL",
+                                     "OC-EDGE-PARSES-MODEL"])
 def test_request_without_model_reaches_no_backend(gw: Gateway, served: str) -> None:
     reply = gw.request(None, body={"messages": []})
     assert reply.backend is None and reply.status >= 400, reply.describe()
@@ -86,7 +94,9 @@ def test_request_without_model_reaches_no_backend(gw: Gateway, served: str) -> N
 
 
 @pytest.mark.conformance(id="CONS-STATIC-DETERMINISTIC", profile="consumer", level="core", feature="staticMode",
-                         spec=SPEC + "; Static mode: inline candidates in configured order")
+                         spec=SPEC + "; Static mode: inline candidates in configured order",
+                         statements=["IR-MODES-STATIC", "IR-MODES-STATIC-INLINE",
+                                     "IR-SELECTION-MISSING-METADATA-DETERMINISTIC"])
 def test_static_candidates_route_in_configured_order(site: Site, fresh_gateway: object, model: str) -> None:
     candidates = [site.candidate("provider-d", model), site.candidate("provider-a", model)]
     gateway = fresh_gateway("static", None, static_candidates=candidates)  # type: ignore[operator]

@@ -38,7 +38,10 @@ def _serve_all(gw: Gateway, model: str, n: int) -> list[str | None]:
 
 
 @pytest.mark.conformance(id="CONS-SEL-DETERMINISTIC-DEFAULT", profile="consumer", level="core",
-                         feature="deterministic", spec=FILTER + ": missing policy uses deterministic first-admitted")
+                         feature="deterministic", spec=FILTER + ": missing policy uses deterministic first-admitted",
+                         statements=["IR-SELECTION-MISSING-METADATA-DETERMINISTIC",
+                                     "OC-FORMAT-SELECTION-POLICY-DEFAULT", "RG-NEED-SELECTION-POLICY-DEFAULT",
+                                     "OC-CONSUMER-MATCH-PRE-RENDERED"])
 def test_no_policy_serves_first_admitted(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([
         site.candidate("provider-a", model, admission_state="existing_only"),
@@ -50,7 +53,9 @@ def test_no_policy_serves_first_admitted(gw: Gateway, site: Site, model: str) ->
 
 
 @pytest.mark.conformance(id="CONS-SEL-DETERMINISTIC", profile="consumer", level="core", feature="deterministic",
-                         spec=GUIDE + " 2. Deterministic selection")
+                         spec=GUIDE + " 2. Deterministic selection",
+                         statements=["RG-DETERMINISTIC-FIRST", "RG-NEED-DETERMINISTIC", "RG-DETERMINISTIC-PRAXIS-FIRST",
+                                     "OC-MULTI-FIRST-MATCHING", "OC-CONSUMER-MATCH-PRE-RENDERED"])
 def test_deterministic_mode_always_first_of_group(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([
         site.candidate("provider-c", model, selection_group=0),
@@ -62,7 +67,8 @@ def test_deterministic_mode_always_first_of_group(gw: Gateway, site: Site, model
 
 
 @pytest.mark.conformance(id="CONS-SEL-POLICY-WITHOUT-GROUPS", profile="consumer", level="core", feature="groups",
-                         spec=FILTER + ": missing group metadata uses deterministic first-admitted ordering")
+                         spec=FILTER + ": missing group metadata uses deterministic first-admitted ordering",
+                         statements=["IR-SELECTION-MISSING-METADATA-DETERMINISTIC"])
 def test_policy_without_groups_is_deterministic(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([site.candidate("provider-b", model), site.candidate("provider-a", model)],
                              mode="roundRobin"), model)
@@ -70,7 +76,10 @@ def test_policy_without_groups_is_deterministic(gw: Gateway, site: Site, model: 
 
 
 @pytest.mark.conformance(id="CONS-SEL-GROUPS-WITHOUT-POLICY", profile="consumer", level="core",
-                         feature="deterministic", spec=OMITTED_POLICY + "; " + DETERMINISTIC)
+                         feature="deterministic", spec=OMITTED_POLICY + "; " + DETERMINISTIC,
+                         statements=["OC-FORMAT-SELECTION-POLICY-DEFAULT", "RG-NEED-SELECTION-POLICY-DEFAULT",
+                                     "IR-SELECTION-MISSING-METADATA-DETERMINISTIC", "RG-DETERMINISTIC-FIRST",
+                                     "OC-MULTI-FIRST-MATCHING"])
 def test_groups_without_policy_are_deterministic(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([
         site.candidate("provider-a", model, selection_group=0),
@@ -84,7 +93,13 @@ def test_groups_without_policy_are_deterministic(gw: Gateway, site: Site, model:
 
 
 @pytest.mark.conformance(id="CONS-SEL-ROUND-ROBIN", profile="consumer", level="core", feature="roundRobin",
-                         spec=GUIDE + " 3. Round-robin: rotates inside the active group only")
+                         spec=GUIDE + " 3. Round-robin: rotates inside the active group only",
+                         statements=["RG-RR-EQUAL-TURNS", "RG-RR-ACTIVE-GROUP-ONLY", "RG-RR-NO-FALLBACK-MIX",
+                                     "RG-NEED-ROUND-ROBIN", "IR-SELECTION-FIRST-VIABLE-GROUP",
+                                     "OC-FORMAT-FIRST-VIABLE-GROUP", "RG-GROUPS-LOWER-FALLBACK",
+                                     "RG-FAILOVER-GROUP0-WHILE-ELIGIBLE", "RG-PROFILES-FIRST-VIABLE-ONLY",
+                                     "RG-NOTMEAN-PICKER-FIRST-VIABLE", "RG-INTRO-MODE-INSIDE-GROUP",
+                                     "RG-GROUPS-SAME-GROUP-SHARE"])
 def test_round_robin_exact_cycle_never_touches_fallback(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([
         site.candidate("provider-a", model, selection_group=0),
@@ -97,7 +112,10 @@ def test_round_robin_exact_cycle_never_touches_fallback(gw: Gateway, site: Site,
 
 
 @pytest.mark.conformance(id="CONS-SEL-ROUND-ROBIN-FALLBACK", profile="consumer", level="core", feature="roundRobin",
-                         spec=GUIDE + " 3. Round robin in the first viable group")
+                         spec=GUIDE + " 3. Round robin in the first viable group",
+                         statements=["RG-RR-EQUAL-TURNS", "RG-RR-NO-FALLBACK-MIX", "RG-FAILOVER-FALL-THROUGH",
+                                     "RG-INTRO-STEP-FIRST-VIABLE", "RG-INTRO-STEP-MODE",
+                                     "IR-SELECTION-FIRST-VIABLE-GROUP", "OC-FORMAT-FIRST-VIABLE-GROUP"])
 def test_round_robin_in_first_viable_group(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([
         site.candidate("provider-a", model, selection_group=0, admission_state="existing_only"),
@@ -110,7 +128,8 @@ def test_round_robin_in_first_viable_group(gw: Gateway, site: Site, model: str) 
 
 
 @pytest.mark.conformance(id="CONS-SEL-ROUND-ROBIN-PER-CAPABILITY", profile="consumer", level="core",
-                         feature="roundRobin", spec=ROUND_ROBIN + "; " + GROUP_PER_CAPABILITY)
+                         feature="roundRobin", spec=ROUND_ROBIN + "; " + GROUP_PER_CAPABILITY,
+                         statements=["RG-RR-EQUAL-TURNS"])
 def test_round_robin_turns_are_per_capability(gw: Gateway, site: Site, model: str) -> None:
     """Groups belong to a capability, so do their turns: requests for two models, interleaved, rotate each."""
     other = model + "-other"
@@ -131,7 +150,12 @@ def test_round_robin_turns_are_per_capability(gw: Gateway, site: Site, model: st
 
 
 @pytest.mark.conformance(id="CONS-SEL-RANDOM", profile="consumer", level="core", feature="random",
-                         spec=GUIDE + " 4. Random: uniform among the active group")
+                         spec=GUIDE + " 4. Random: uniform among the active group",
+                         statements=["RG-RANDOM-UNIFORM", "RG-RANDOM-EQUAL-PROBABILITY", "RG-NEED-RANDOM",
+                                     "IR-SELECTION-FIRST-VIABLE-GROUP", "OC-FORMAT-FIRST-VIABLE-GROUP",
+                                     "RG-GROUPS-LOWER-FALLBACK", "RG-FAILOVER-GROUP0-WHILE-ELIGIBLE",
+                                     "RG-PROFILES-FIRST-VIABLE-ONLY", "RG-NOTMEAN-PICKER-FIRST-VIABLE",
+                                     "RG-INTRO-MODE-INSIDE-GROUP", "RG-GROUPS-SAME-GROUP-SHARE"])
 def test_random_is_uniform_within_group(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([
         site.candidate("provider-a", model, selection_group=0),
@@ -156,7 +180,16 @@ WEIGHTS = {
 
 @pytest.mark.conformance(id="CONS-SEL-WEIGHTED", profile="consumer", level="extended", feature="weightedRandom",
                          spec=GUIDE + " 5. Weighted-random: weights apply only within the first viable group; "
-                         + RELATIVE_WEIGHTS)
+                         + RELATIVE_WEIGHTS,
+                         statements=["RG-WEIGHTED-RELATIVE-IN-GROUP", "RG-NEED-WEIGHTED",
+                                     "IR-SELECTION-WEIGHTS-FIRST-GROUP-ONLY", "RG-GROUPS-WEIGHTS-FIRST-VIABLE-ONLY",
+                                     "RG-GROUPS-WEIGHTS-NOT-ACROSS", "OC-FORMAT-TRAFFIC-WEIGHT-RELATIVE",
+                                     "RG-WEIGHTED-NOT-PERCENTAGES", "RG-WEIGHTED-EXPECTED-DISTRIBUTION",
+                                     "RG-NOTMEAN-WEIGHTS-PROPORTIONAL", "IR-SELECTION-FIRST-VIABLE-GROUP",
+                                     "OC-FORMAT-FIRST-VIABLE-GROUP", "RG-GROUPS-LOWER-FALLBACK",
+                                     "RG-FAILOVER-GROUP0-WHILE-ELIGIBLE", "RG-PROFILES-FIRST-VIABLE-ONLY",
+                                     "RG-NOTMEAN-PICKER-FIRST-VIABLE", "RG-INTRO-MODE-INSIDE-GROUP",
+                                     "RG-GROUPS-SAME-GROUP-SHARE"])
 @pytest.mark.parametrize("weights", list(WEIGHTS), ids=list(WEIGHTS))
 def test_weighted_random_shares_within_group(gw: Gateway, site: Site, model: str, weights: str) -> None:
     chosen = WEIGHTS[weights]
@@ -174,7 +207,10 @@ def test_weighted_random_shares_within_group(gw: Gateway, site: Site, model: str
 
 
 @pytest.mark.conformance(id="CONS-GROUP-FALLBACK-EXISTING-ONLY", profile="consumer", level="core", feature="groups",
-                         spec=GUIDE + " 1. Selection groups; 9. Admission and failover")
+                         spec=GUIDE + " 1. Selection groups; 9. Admission and failover",
+                         statements=["RG-FAILOVER-FALL-THROUGH", "IR-SELECTION-FIRST-VIABLE-GROUP",
+                                     "OC-FORMAT-FIRST-VIABLE-GROUP", "RG-PROFILES-FIRST-VIABLE-ONLY",
+                                     "RG-NOTMEAN-PICKER-FIRST-VIABLE"])
 def test_group_without_new_work_falls_back(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([
         site.candidate("provider-a", model, selection_group=0, admission_state="existing_only"),
@@ -185,7 +221,10 @@ def test_group_without_new_work_falls_back(gw: Gateway, site: Site, model: str) 
 
 
 @pytest.mark.conformance(id="CONS-GROUP-FALLBACK-DEEP", profile="consumer", level="core", feature="groups",
-                         spec=FALLBACK_GROUPS + "; " + FIRST_VIABLE)
+                         spec=FALLBACK_GROUPS + "; " + FIRST_VIABLE,
+                         statements=["RG-FAILOVER-FALL-THROUGH", "RG-INTRO-STEP-FIRST-VIABLE", "RG-GROUPS-BOUNDARY",
+                                     "RG-NOTMEAN-GROUPS-BOUNDARIES", "IR-SELECTION-FIRST-VIABLE-GROUP",
+                                     "OC-FORMAT-FIRST-VIABLE-GROUP"])
 def test_fallback_passes_every_group_without_new_work(gw: Gateway, site: Site, model: str) -> None:
     """The first viable group may come after several that take no new work, not only after one."""
     other = model + "-other"
@@ -202,7 +241,10 @@ def test_fallback_passes_every_group_without_new_work(gw: Gateway, site: Site, m
 
 
 @pytest.mark.conformance(id="CONS-GROUP-FALLBACK-NONE", profile="consumer", level="core", feature="admission",
-                         spec=FILTER + ": admission_state=none is never eligible")
+                         spec=FILTER + ": admission_state=none is never eligible",
+                         statements=["IR-SELECTION-NONE-NEVER-ELIGIBLE", "RG-ADMISSION-NONE",
+                                     "RG-FAILOVER-FALL-THROUGH", "IR-SELECTION-FIRST-VIABLE-GROUP",
+                                     "OC-FORMAT-FIRST-VIABLE-GROUP"])
 def test_excluded_group_falls_back(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([
         site.candidate("provider-a", model, selection_group=0, admission_state="none"),
@@ -212,7 +254,9 @@ def test_excluded_group_falls_back(gw: Gateway, site: Site, model: str) -> None:
 
 
 @pytest.mark.conformance(id="CONS-ADMISSION-NONE-NEVER", profile="consumer", level="core", feature="admission",
-                         spec=FILTER + ": admission_state=none is never eligible")
+                         spec=FILTER + ": admission_state=none is never eligible",
+                         statements=["IR-SELECTION-NONE-NEVER-ELIGIBLE", "RG-ADMISSION-NONE",
+                                     "RG-ADMISSION-NONE-IN-CONTRACT"])
 def test_only_excluded_candidates_give_404(gw: Gateway, site: Site, model: str) -> None:
     other = model + "-other"
     doc = site.envelope([
@@ -228,7 +272,8 @@ def test_only_excluded_candidates_give_404(gw: Gateway, site: Site, model: str) 
 
 
 @pytest.mark.conformance(id="CONS-ADMISSION-EXISTING-ONLY-NEW", profile="consumer", level="core", feature="admission",
-                         spec=FILTER + ": existing_only is eligible only through an already-bound session")
+                         spec=FILTER + ": existing_only is eligible only through an already-bound session",
+                         statements=["IR-SELECTION-EXISTING-ONLY-AFFINITY"])
 def test_existing_only_never_takes_new_requests(gw: Gateway, site: Site, model: str) -> None:
     other = model + "-other"
     gw.publish(site.envelope([
@@ -246,7 +291,8 @@ def test_existing_only_never_takes_new_requests(gw: Gateway, site: Site, model: 
 
 
 @pytest.mark.conformance(id="CONS-404-EMPTY-EVERY-MODE", profile="consumer", level="core", feature="requestErrors",
-                         spec=EMPTY_ANY_MODE)
+                         spec=EMPTY_ANY_MODE,
+                         statements=["IR-SELECTION-EMPTY-OVERLAY-404", "IR-ENVELOPE-LIFECYCLE-SERVING"])
 @pytest.mark.parametrize("mode", ["deterministic", "roundRobin", "random"])
 def test_empty_overlay_in_every_mode_gives_404(gw: Gateway, site: Site, model: str, mode: str) -> None:
     gw.publish(site.envelope([site.candidate("provider-a", model, selection_group=0)], mode=mode), model)

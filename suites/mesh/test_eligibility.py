@@ -31,7 +31,8 @@ def _remote_ready(scenario: MeshScenario, at: str, of: str, provider: str) -> No
 
 
 @pytest.mark.conformance(id="MESH-PROPAGATION-TRANSITIVE", profile="mesh", level="core", feature="gossip",
-                         spec=f"{CRDT}; {ELIGIBILITY} (verify-swim-mesh-three-node: A->B->C)")
+                         spec=f"{CRDT}; {ELIGIBILITY} (verify-swim-mesh-three-node: A->B->C)",
+                         statements=["OC-INPUTS-REMOTE-CRDT"])
 def test_records_travel_both_ways_through_the_middle_site(scenario: MeshScenario) -> None:
     """site-c's record reaches site-a and site-a's reaches site-c although neither was seeded with the other."""
     scenario.network()
@@ -46,7 +47,9 @@ def test_records_travel_both_ways_through_the_middle_site(scenario: MeshScenario
 
 
 @pytest.mark.conformance(id="MESH-GATE-ABSENT-BEFORE-ACTIVE", profile="mesh", level="core", feature="eligibility",
-                         spec=f"{ELIGIBILITY}; GridSite without trust material stays out of routing (fails closed)")
+                         spec=f"{ELIGIBILITY}; GridSite without trust material stays out of routing (fails closed)",
+                         statements=["OC-ELIGIBILITY-GATE", "OC-ELIGIBILITY-ACTIVE-ONLY",
+                                     "OC-ELIGIBILITY-MEMBERSHIP-NOT-SUFFICIENT", "OC-ELIGIBILITY-LOCAL-ALWAYS"])
 def test_remote_provider_absent_until_its_site_is_active(scenario: MeshScenario) -> None:
     """site-c's record and GridSite reached site-a, but with no pins the site is not Active: not routable."""
     scenario.network()
@@ -64,7 +67,13 @@ def test_remote_provider_absent_until_its_site_is_active(scenario: MeshScenario)
 
 
 @pytest.mark.conformance(id="MESH-GATE-PRESENT-AFTER-ACTIVE", profile="mesh", level="core", feature="eligibility",
-                         spec=f"{ELIGIBILITY}; Active after the fingerprint matches and TCP connects")
+                         spec=f"{ELIGIBILITY}; Active after the fingerprint matches and TCP connects",
+                         statements=["OC-ELIGIBILITY-GATE", "OC-ELIGIBILITY-ACTIVE-ONLY",
+                                     "OC-ELIGIBILITY-MATCHING-RULE", "OC-ELIGIBILITY-ACTIVE-APPEARS",
+                                     "OC-ELIGIBILITY-ACTIVE-CONTROL-PLANE", "OC-ELIGIBILITY-ACTIVE-ENOUGH-INFO",
+                                     "OC-ELIGIBILITY-THREE-NODE-VALIDATION", "OC-ELIGIBILITY-TRANSITIVE-ABSENT",
+                                     "OC-INPUTS-REMOTE-CRDT", "OC-RENDER-READ-REMOTE-CRDT",
+                                     "OC-RERANKING-CANDIDATE-SET-REMOTE"])
 def test_remote_provider_appears_once_its_site_is_active(scenario: MeshScenario) -> None:
     scenario.network()
     model = scenario.model("c")
@@ -84,7 +93,10 @@ def test_remote_provider_appears_once_its_site_is_active(scenario: MeshScenario)
 
 
 @pytest.mark.conformance(id="MESH-TRUST-MISMATCH-KEEPS-OUT", profile="mesh", level="core", feature="eligibility",
-                         spec=f"{ELIGIBILITY}; trust contract: the fingerprint must match the configured policy")
+                         spec=f"{ELIGIBILITY}; trust contract: the fingerprint must match the configured policy",
+                         statements=["OC-ELIGIBILITY-GATE", "OC-ELIGIBILITY-ACTIVE-ONLY",
+                                     "OC-ELIGIBILITY-ACTIVE-AFTER-FINGERPRINT",
+                                     "OC-ELIGIBILITY-MEMBERSHIP-NOT-SUFFICIENT"])
 def test_wrong_pin_keeps_the_site_out_and_the_right_one_lets_it_in(scenario: MeshScenario) -> None:
     """Pinned to another site's (valid, grid-signed) certificate, site-c never becomes Active."""
     model = scenario.model("c")
@@ -109,7 +121,8 @@ def test_wrong_pin_keeps_the_site_out_and_the_right_one_lets_it_in(scenario: Mes
 
 
 @pytest.mark.conformance(id="MESH-TRUST-ROTATION-SECOND-PIN", profile="mesh", level="core", feature="eligibility",
-                         spec=f"{ELIGIBILITY}; canonical fingerprints: one or two (rotation)")
+                         spec=f"{ELIGIBILITY}; canonical fingerprints: one or two (rotation)",
+                         statements=["OC-ELIGIBILITY-ACTIVE-AFTER-FINGERPRINT"])
 def test_either_of_two_pins_admits_the_site(scenario: MeshScenario) -> None:
     scenario.network()
     model = scenario.model("c")
@@ -122,7 +135,8 @@ def test_either_of_two_pins_admits_the_site(scenario: MeshScenario) -> None:
 
 
 @pytest.mark.conformance(id="MESH-WRONG-NETWORK-ABSENT", profile="mesh", level="core", feature="filtering",
-                         spec=f"{CRDT}; remote records are filtered by network")
+                         spec=f"{CRDT}; remote records are filtered by network",
+                         statements=["OC-ELIGIBILITY-WRONG-NETWORK-ABSENT", "OC-INPUTS-REMOTE-FILTERED"])
 def test_records_of_another_network_never_appear(scenario: MeshScenario) -> None:
     """site-c serves one model in this network and another in a network site-a is not part of."""
     scenario.network()
@@ -140,7 +154,8 @@ def test_records_of_another_network_never_appear(scenario: MeshScenario) -> None
 
 
 @pytest.mark.conformance(id="MESH-NO-SELF-ECHO", profile="mesh", level="core", feature="filtering",
-                         spec=f"{CRDT}; a site does not route to its own CRDT echo")
+                         spec=f"{CRDT}; a site does not route to its own CRDT echo",
+                         statements=["OC-INPUTS-REMOTE-FILTERED"])
 def test_own_records_coming_back_are_not_remote_candidates(scenario: MeshScenario) -> None:
     """site-a's record comes back to it in its peers' state; its overlay keeps only the local candidate."""
     scenario.network()
@@ -158,7 +173,8 @@ def test_own_records_coming_back_are_not_remote_candidates(scenario: MeshScenari
 
 
 @pytest.mark.conformance(id="MESH-REMOTE-REQUEST-SERVED", profile="mesh", level="core", feature="providerHop",
-                         spec=f"{ARCH}#consumer-gateway-selection; provider hop over mTLS")
+                         spec=f"{ARCH}#consumer-gateway-selection; provider hop over mTLS",
+                         statements=["OC-MULTI-REMOTE-MTLS", "RG-INTRO-STEP-FORWARD"])
 def test_request_at_a_is_served_by_the_backend_of_c(scenario: MeshScenario) -> None:
     """From site-a's rendered overlay, through its consumer gateway and the mTLS hop, to site-c's backend."""
     scenario.network()

@@ -38,7 +38,8 @@ def _fresh_flags(world: MeshScenario, model: str) -> list[Any]:
 
 
 @pytest.mark.conformance(id="MESH-FAILURE-DETECTION-BOUNDED", profile="mesh", level="core", feature="gossip",
-                         spec=f"{STALE}; SWIM member age; failure detection within the configured timing")
+                         spec=f"{STALE}; SWIM member age; failure detection within the configured timing",
+                         statements=["OC-LOCALITY-DEGRADED-STALE", "OC-STALE-RETAINED", "OC-REGEN-REMOTE-DISAPPEARS"])
 def test_crash_is_detected_within_the_swim_bound_and_degrades_candidates(fresh: MeshScenario) -> None:
     remote, _local = _remote_live(fresh, ttl=3600)
     timing = fresh.mesh.timing
@@ -62,7 +63,10 @@ def test_crash_is_detected_within_the_swim_bound_and_degrades_candidates(fresh: 
 
 
 @pytest.mark.conformance(id="MESH-STALE-TTL-EVICTION", profile="mesh", level="core", feature="staleness",
-                         spec=f"{STALE}; Per-GridNetwork TTL: degraded remote candidates removed after the TTL")
+                         spec=f"{STALE}; Per-GridNetwork TTL: degraded remote candidates removed after the TTL",
+                         statements=["OC-TTL-FIELD", "OC-TTL-ONLY-DEGRADED-REMOTE", "OC-TTL-LOCAL-AVAILABLE-RETAINED",
+                                     "OC-GC-EVICT-AFTER-TTL-ONLY", "OC-GC-NO-HARD-EXCLUSION", "OC-STALE-RETAINED",
+                                     "OC-LOCALITY-DEGRADED-STALE"])
 def test_degraded_candidates_stay_until_the_ttl_then_go(fresh: MeshScenario) -> None:
     ttl = 3
     remote, local = _remote_live(fresh, ttl=ttl)
@@ -83,7 +87,8 @@ def test_degraded_candidates_stay_until_the_ttl_then_go(fresh: MeshScenario) -> 
 
 
 @pytest.mark.conformance(id="MESH-LEAVE-REMOVES-AT-ONCE", profile="mesh", level="core", feature="gossip",
-                         spec=f"{STALE}; a site that leaves the grid is Left, not a stale peer")
+                         spec=f"{STALE}; a site that leaves the grid is Left, not a stale peer",
+                         statements=["OC-LOCALITY-UNAVAILABLE-EXCLUDED", "OC-REGEN-REMOTE-DISAPPEARS"])
 def test_graceful_leave_removes_the_site_without_waiting_for_the_ttl(fresh: MeshScenario) -> None:
     remote, _local = _remote_live(fresh, ttl=3600)
     bound = fresh.mesh.timing.detection_bound(MEMBERS) + oracle.RECONCILE_SLACK
@@ -94,7 +99,9 @@ def test_graceful_leave_removes_the_site_without_waiting_for_the_ttl(fresh: Mesh
 
 
 @pytest.mark.conformance(id="MESH-PARTITION-DEGRADE-EVICT-HEAL", profile="mesh", level="core", feature="staleness",
-                         spec=f"{STALE}; partition: fresh: false, removal after the TTL, restored on heal")
+                         spec=f"{STALE}; partition: fresh: false, removal after the TTL, restored on heal",
+                         statements=["OC-LOCALITY-DEGRADED-STALE", "OC-STALE-RETAINED", "OC-GC-EVICT-AFTER-TTL-ONLY",
+                                     "OC-REGEN-REMOTE-DISAPPEARS"])
 def test_partition_degrades_then_evicts_and_healing_restores(cut: MeshScenario) -> None:
     ttl = 3
     remote, _local = _remote_live(cut, ttl=ttl)

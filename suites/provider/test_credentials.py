@@ -36,7 +36,8 @@ def _bearer(hop: ProviderHop, token: str | None = None) -> str:
 
 @pytest.mark.conformance(id="PROV-CRED-CLIENT-AUTH-REPLACED", profile="provider", level="core",
                          feature="credentialInject",
-                         spec=SPEC_CRED + "; client Authorization never reaches the backend, the provider token does")
+                         spec=SPEC_CRED + "; client Authorization never reaches the backend, the provider token does",
+                         statements=["OC-NATIVE-INJECT-AUTHORIZATION", "OC-CREDENTIAL-FINAL-HOP-INJECTS"])
 def test_provider_token_replaces_client_authorization(hop: ProviderHop) -> None:
     through_edge = hop.edge.request(MODEL, headers={"authorization": CLIENT_AUTH})
     assert through_edge.status == 200 and served_by(through_edge) == hop.primary.cluster, through_edge.describe()
@@ -59,7 +60,8 @@ DUPLICATED_AUTH: dict[str, tuple[tuple[str, str], ...]] = {
                          feature="credentialInject",
                          spec=SPEC_INJECT + "; RFC 9110, section 5.1: \"Field names are case-insensitive\"; "
                               "section 5.3: \"When a field name is repeated within a section, its combined field "
-                              "value consists of the list of corresponding field line values\"")
+                              "value consists of the list of corresponding field line values\"",
+                         statements=["OC-NATIVE-INJECT-AUTHORIZATION"])
 @pytest.mark.parametrize("lines", list(DUPLICATED_AUTH))
 def test_duplicated_client_authorization_is_replaced(hop: ProviderHop, lines: str) -> None:
     sent = DUPLICATED_AUTH[lines]
@@ -75,7 +77,8 @@ def test_duplicated_client_authorization_is_replaced(hop: ProviderHop, lines: st
                          feature="clientAuthorizationStripped",
                          spec="the public provider_route (praxis-proxy/ai provider_route.rs, strip_edge_headers) "
                          "removes the client's Authorization on every route; the spec states only that the "
-                         "provider's own token is injected")
+                         "provider's own token is injected",
+                         statements=[])
 def test_client_authorization_removed_on_route_without_credential(hop: ProviderHop) -> None:
     reply = hop.direct(hop.plain, headers={"Authorization": CLIENT_AUTH})
     assert isinstance(reply, Reply) and reply.status == 200 and served_by(reply) == hop.plain.cluster, reply.describe()
@@ -99,7 +102,9 @@ def _provoke_errors(hop: ProviderHop) -> list[Reply]:
 
 
 @pytest.mark.conformance(id="PROV-CRED-NO-LEAK", profile="provider", level="core", feature="credentialInject",
-                         spec=SPEC_LEAK)
+                         spec=SPEC_LEAK,
+                         statements=["OC-TOKEN-NOT-IN-TRACES-LOGS", "OC-TOKEN-NOT-IN-ERROR-BODIES",
+                                     "OC-CREDENTIAL-REMOTE-TOKENS-STAY"])
 def test_token_appears_nowhere_but_the_backend_request(hop: ProviderHop) -> None:
     needle = hop.token.encode()
     ok = hop.edge.request(MODEL)
@@ -167,7 +172,9 @@ def _unresolved(hop: ProviderHop, start_provider: Callable[..., ProviderGateway]
 
 
 @pytest.mark.conformance(id="PROV-CRED-UNRESOLVED-NO-LEAK", profile="provider", level="core",
-                         feature="credentialInject", spec=SPEC_INJECT + "; " + SPEC_NOT_IN)
+                         feature="credentialInject", spec=SPEC_INJECT + "; " + SPEC_NOT_IN,
+                         statements=["OC-NATIVE-INJECT-AUTHORIZATION", "OC-TOKEN-NOT-IN-TRACES-LOGS",
+                                     "OC-TOKEN-NOT-IN-ERROR-BODIES"])
 @pytest.mark.parametrize("case", list(UNRESOLVED))
 def test_unresolved_credential_injects_and_leaks_nothing(hop: ProviderHop,
                                                           start_provider: Callable[..., ProviderGateway],
@@ -198,7 +205,8 @@ def test_unresolved_credential_injects_and_leaks_nothing(hop: ProviderHop,
 @pytest.mark.conformance(id="PROV-CRED-FAIL-CLOSED", profile="provider", level="extended",
                          feature="credentialFailClosed",
                          spec=SPEC_INJECT + "; 503 of the public credential_inject "
-                              "(praxis-proxy/ai filters/src/routing/credential_inject.rs)")
+                              "(praxis-proxy/ai filters/src/routing/credential_inject.rs)",
+                         statements=["OC-NATIVE-INJECT-AUTHORIZATION"])
 @pytest.mark.parametrize("case", list(UNRESOLVED))
 def test_unresolved_credential_fails_closed_with_503(hop: ProviderHop,
                                                      start_provider: Callable[..., ProviderGateway],
@@ -212,7 +220,11 @@ def test_unresolved_credential_fails_closed_with_503(hop: ProviderHop,
 
 
 @pytest.mark.conformance(id="PROV-CRED-UNKNOWN-FIELD-REJECTED", profile="provider", level="core",
-                         feature="credentialReference", spec=SPEC_FIELDS)
+                         feature="credentialReference", spec=SPEC_FIELDS,
+                         statements=["IR-ENVELOPE-CREDENTIAL-UNKNOWN-FIELDS-REJECTED", "IR-ENVELOPE-COLD-START-FAILS",
+                                     "OC-LIFECYCLE-COLD-START-FAILS-CLOSED", "IR-RELOAD-INVALID-RETAINS",
+                                     "IR-ENVELOPE-RELOAD-RETAINS-LKG", "OC-LIFECYCLE-INVALID-UPDATE-LKG",
+                                     "OC-DELIVERY-INVALID-LKG", "RG-RELOAD-INVALID-LKG"])
 @pytest.mark.parametrize("where", ["credential", "secretRef"])
 def test_credential_with_unknown_field_is_rejected(hop: ProviderHop, start_edge: Callable[[bytes | None], Gateway],
                                                    where: str) -> None:
@@ -259,12 +271,16 @@ def _extended_source(hop: ProviderHop, start_provider: Callable[..., ProviderGat
 
 
 @pytest.mark.conformance(id="PROV-CRED-ENV-SOURCE", profile="provider", level="extended",
-                         feature="credentialEnvSource", spec=SPEC_CRED + "; credential_inject env_var source")
+                         feature="credentialEnvSource", spec=SPEC_CRED + "; credential_inject env_var source",
+                         statements=["OC-NATIVE-INJECT-AUTHORIZATION", "OC-TOKEN-NOT-IN-TRACES-LOGS",
+                                     "OC-TOKEN-NOT-IN-ERROR-BODIES"])
 def test_env_var_credential_source(hop: ProviderHop, start_provider: Callable[..., ProviderGateway]) -> None:
     _extended_source(hop, start_provider, "env_var")
 
 
 @pytest.mark.conformance(id="PROV-CRED-VALUE-SOURCE", profile="provider", level="extended",
-                         feature="credentialValueSource", spec=SPEC_CRED + "; credential_inject value source")
+                         feature="credentialValueSource", spec=SPEC_CRED + "; credential_inject value source",
+                         statements=["OC-NATIVE-INJECT-AUTHORIZATION", "OC-TOKEN-NOT-IN-TRACES-LOGS",
+                                     "OC-TOKEN-NOT-IN-ERROR-BODIES"])
 def test_value_credential_source(hop: ProviderHop, start_provider: Callable[..., ProviderGateway]) -> None:
     _extended_source(hop, start_provider, "value")

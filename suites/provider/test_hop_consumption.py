@@ -53,7 +53,10 @@ def _routing_headers(reply: Reply) -> dict[str, str]:
 
 
 @pytest.mark.conformance(id="PROV-HOP-SPOOF-THROUGH-EDGE", profile="provider", level="core", feature="hopHeaders",
-                         spec=SPEC_EDGE + "; " + SPEC_ROUTE)
+                         spec=SPEC_EDGE + "; " + SPEC_ROUTE,
+                         statements=["OC-FORWARD-EDGE-RECONSTRUCTS", "IR-METADATA-HOP-HEADERS-REPLACED",
+                                     "OC-LIFECYCLE-HOP-REVISION-SET", "OC-FORWARD-PROVIDER-ROUTE-EXACT-MAP",
+                                     "OC-LIFECYCLE-PROVIDER-REVISION"])
 def test_spoofed_hop_headers_never_reach_the_backend(hop: ProviderHop) -> None:
     reply = hop.edge.request(MODEL, headers=SPOOFED)
     assert reply.status == 200, reply.describe()
@@ -66,7 +69,8 @@ def test_spoofed_hop_headers_never_reach_the_backend(hop: ProviderHop) -> None:
 
 
 @pytest.mark.conformance(id="PROV-HOP-CONSUMED", profile="provider", level="core", feature="hopHeaders",
-                         spec=SPEC_ROUTE + "; " + SPEC_REVISION)
+                         spec=SPEC_ROUTE + "; " + SPEC_REVISION,
+                         statements=["OC-FORWARD-PROVIDER-ROUTE-EXACT-MAP", "OC-LIFECYCLE-PROVIDER-REVISION"])
 def test_direct_hop_headers_are_consumed(hop: ProviderHop) -> None:
     revision = "0123456789abcdef" * 4
     reply = hop.direct(headers={REVISION_HEADER: revision, PROVIDER_REVISION_HEADER: "e" * 64})
@@ -76,7 +80,8 @@ def test_direct_hop_headers_are_consumed(hop: ProviderHop) -> None:
 
 
 @pytest.mark.conformance(id="PROV-HOP-HEADER-CASE", profile="provider", level="core", feature="hopHeaders",
-                         spec=SPEC_ROUTE + "; " + SPEC_REVISION + "; " + SPEC_NAMES)
+                         spec=SPEC_ROUTE + "; " + SPEC_REVISION + "; " + SPEC_NAMES,
+                         statements=["OC-FORWARD-PROVIDER-ROUTE-EXACT-MAP", "OC-LIFECYCLE-PROVIDER-REVISION"])
 @pytest.mark.parametrize("case", list(LETTER_CASES))
 def test_hop_headers_in_other_letter_cases_are_consumed(hop: ProviderHop, case: str) -> None:
     """The hop headers spelled in another letter case are the same fields: they pick the route, the revision
@@ -106,7 +111,8 @@ CASE_COPIES: dict[str, tuple[str, str]] = {
 
 
 @pytest.mark.conformance(id="PROV-HOP-SPOOF-CASE-COPY", profile="provider", level="core", feature="hopHeaders",
-                         spec=SPEC_ROUTE + "; " + SPEC_REVISION + "; " + SPEC_NAMES)
+                         spec=SPEC_ROUTE + "; " + SPEC_REVISION + "; " + SPEC_NAMES,
+                         statements=["OC-FORWARD-PROVIDER-ROUTE-EXACT-MAP", "OC-LIFECYCLE-PROVIDER-REVISION"])
 @pytest.mark.parametrize("copy", list(CASE_COPIES))
 def test_hop_header_copy_in_another_case_never_reaches_the_backend(hop: ProviderHop, copy: str) -> None:
     """A request with the proper lowercase hop headers and a second copy of one in another letter case.
@@ -141,7 +147,8 @@ REVISIONS: dict[str, tuple[str, str]] = {
 
 
 @pytest.mark.conformance(id="PROV-HOP-MALFORMED-REVISION", profile="provider", level="core", feature="hopHeaders",
-                         spec=SPEC_SYNTAX)
+                         spec=SPEC_SYNTAX,
+                         statements=["OC-LIFECYCLE-PROVIDER-REVISION"])
 @pytest.mark.parametrize("case", list(REVISIONS))
 def test_malformed_revision_is_refused(hop: ProviderHop, case: str) -> None:
     bad, good = REVISIONS[case]
@@ -151,7 +158,8 @@ def test_malformed_revision_is_refused(hop: ProviderHop, case: str) -> None:
 
 
 @pytest.mark.conformance(id="PROV-HOP-UNKNOWN-CANDIDATE", profile="provider", level="core", feature="hopHeaders",
-                         spec=SPEC_ROUTE + "; " + SPEC_FIELDS)
+                         spec=SPEC_ROUTE + "; " + SPEC_FIELDS,
+                         statements=["OC-FORWARD-PROVIDER-ROUTE-EXACT-MAP", "OC-TRUST-IDENTITY-NOT-ROUTE"])
 @pytest.mark.parametrize("candidate", ["unknown", "missing"])
 def test_unknown_or_missing_candidate_is_refused(hop: ProviderHop, candidate: str) -> None:
     known = hop.primary.candidate_id
@@ -167,7 +175,8 @@ def test_unknown_or_missing_candidate_is_refused(hop: ProviderHop, candidate: st
 
 
 @pytest.mark.conformance(id="PROV-HOP-MISSING-REQUEST-ID", profile="provider", level="core", feature="hopHeaders",
-                         spec=SPEC_FIELDS)
+                         spec=SPEC_FIELDS,
+                         statements=[])
 def test_missing_request_id_is_refused(hop: ProviderHop) -> None:
     hop.assert_refused_with_twin(lambda: hop.direct(drop=(REQUEST_ID_HEADER,)), lambda: hop.direct(),
                                  what=f"a request without {REQUEST_ID_HEADER}", fixed=f"a {REQUEST_ID_HEADER}",
@@ -175,7 +184,8 @@ def test_missing_request_id_is_refused(hop: ProviderHop) -> None:
 
 
 @pytest.mark.conformance(id="PROV-HOP-CANDIDATE-EXACT", profile="provider", level="core", feature="hopHeaders",
-                         spec=SPEC_ROUTE + "; a candidate id differing only in letter case is another candidate")
+                         spec=SPEC_ROUTE + "; a candidate id differing only in letter case is another candidate",
+                         statements=["OC-FORWARD-PROVIDER-ROUTE-EXACT-MAP"])
 def test_candidate_differing_in_letter_case_is_refused(hop: ProviderHop) -> None:
     known = hop.primary.candidate_id
     hop.assert_refused_with_twin(lambda: hop.direct(headers={CANDIDATE_HEADER: known.upper()}),
@@ -185,7 +195,9 @@ def test_candidate_differing_in_letter_case_is_refused(hop: ProviderHop) -> None
 
 
 @pytest.mark.conformance(id="PROV-ROUTE-MODEL-MISMATCH", profile="provider", level="core", feature="providerRoute",
-                         spec=SPEC_ROUTE + "; a model other than the candidate's")
+                         spec=SPEC_ROUTE + "; a model other than the candidate's",
+                         statements=["OC-FORWARD-PROVIDER-ROUTE-EXACT-MAP", "OC-TRUST-IDENTITY-NOT-ROUTE",
+                                     "OC-LIFECYCLE-HEADERS-CORRELATION-ONLY"])
 @pytest.mark.parametrize("model", [OTHER_MODEL, "prov-model-unknown"], ids=["other-route", "unknown"])
 def test_model_mismatch_is_refused(hop: ProviderHop, model: str) -> None:
     hop.assert_refused_with_twin(lambda: hop.direct(model=model), lambda: hop.direct(),
@@ -194,7 +206,8 @@ def test_model_mismatch_is_refused(hop: ProviderHop, model: str) -> None:
 
 
 @pytest.mark.conformance(id="PROV-ROUTE-PATH-MISMATCH", profile="provider", level="core", feature="providerRoute",
-                         spec=SPEC_ROUTE + "; a path not among the candidate's")
+                         spec=SPEC_ROUTE + "; a path not among the candidate's",
+                         statements=["OC-FORWARD-PROVIDER-ROUTE-EXACT-MAP"])
 def test_path_mismatch_is_refused(hop: ProviderHop) -> None:
     hop.assert_refused_with_twin(lambda: hop.direct(path="/v1/completions"), lambda: hop.direct(),
                                  what="path /v1/completions (not in the route's paths)",
@@ -202,7 +215,8 @@ def test_path_mismatch_is_refused(hop: ProviderHop) -> None:
 
 
 @pytest.mark.conformance(id="PROV-ROUTE-MODEL-EXACT", profile="provider", level="core", feature="providerRoute",
-                         spec=SPEC_ROUTE + "; a model differing only in letter case is another model")
+                         spec=SPEC_ROUTE + "; a model differing only in letter case is another model",
+                         statements=["OC-FORWARD-PROVIDER-ROUTE-EXACT-MAP"])
 def test_model_differing_in_letter_case_is_refused(hop: ProviderHop) -> None:
     model = hop.primary.model
     hop.assert_refused_with_twin(lambda: hop.direct(model=model.upper()), lambda: hop.direct(model=model),
@@ -215,7 +229,8 @@ PREFIXED_PATHS = {"subpath": "/v1/chat/completions/extra", "longer-segment": "/v
 
 
 @pytest.mark.conformance(id="PROV-ROUTE-PATH-EXACT", profile="provider", level="core", feature="providerRoute",
-                         spec=SPEC_ROUTE + "; a path that only begins with the route's path is another path")
+                         spec=SPEC_ROUTE + "; a path that only begins with the route's path is another path",
+                         statements=["OC-FORWARD-PROVIDER-ROUTE-EXACT-MAP"])
 @pytest.mark.parametrize("case", list(PREFIXED_PATHS))
 def test_path_extending_the_route_path_is_refused(hop: ProviderHop, case: str) -> None:
     path, exact = PREFIXED_PATHS[case], hop.primary.paths[0]
@@ -226,7 +241,8 @@ def test_path_extending_the_route_path_is_refused(hop: ProviderHop, case: str) -
 
 
 @pytest.mark.conformance(id="PROV-ROUTE-MISSING-MODEL", profile="provider", level="core", feature="providerRoute",
-                         spec=SPEC_ROUTE + "; a request naming no model matches no entry")
+                         spec=SPEC_ROUTE + "; a request naming no model matches no entry",
+                         statements=["OC-FORWARD-PROVIDER-ROUTE-EXACT-MAP"])
 def test_missing_model_is_refused(hop: ProviderHop) -> None:
     hop.assert_refused_with_twin(lambda: hop.direct(model=None), lambda: hop.direct(),
                                  what="a request without a model", fixed=f"model {hop.primary.model}",
@@ -246,7 +262,8 @@ STATUS_CASES: dict[str, tuple[int, dict[str, Any], dict[str, Any]]] = {
 
 
 @pytest.mark.conformance(id="PROV-ROUTE-STATUS", profile="provider", level="extended", feature="providerRouteStatus",
-                         spec=SPEC_STATUS)
+                         spec=SPEC_STATUS,
+                         statements=["OC-FORWARD-PROVIDER-ROUTE-EXACT-MAP", "OC-LIFECYCLE-PROVIDER-REVISION"])
 @pytest.mark.parametrize("case", list(STATUS_CASES))
 def test_provider_route_refusal_status(hop: ProviderHop, case: str) -> None:
     status, bad, good = STATUS_CASES[case]

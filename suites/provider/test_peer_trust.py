@@ -25,14 +25,17 @@ SITE_A = "site-a's grid certificate"
 
 
 @pytest.mark.conformance(id="PROV-MTLS-NO-CLIENT-CERT", profile="provider", level="core", feature="providerMtls",
-                         spec=SPEC_MTLS)
+                         spec=SPEC_MTLS,
+                         statements=["OC-TRUST-TERMINATE-MTLS", "OC-TRUST-CLIENT-CERT-REQUIRED",
+                                     "OC-LIFECYCLE-HEADERS-CORRELATION-ONLY"])
 def test_client_without_certificate_is_refused(hop: ProviderHop) -> None:
     hop.assert_refused_with_twin(lambda: hop.direct(client=None), lambda: hop.direct(),
                                  what="a client without a certificate", fixed=SITE_A)
 
 
 @pytest.mark.conformance(id="PROV-MTLS-OTHER-CA", profile="provider", level="core", feature="providerMtls",
-                         spec=SPEC_MTLS + "; the client certificate is verified against the grid CA")
+                         spec=SPEC_MTLS + "; the client certificate is verified against the grid CA",
+                         statements=["OC-TRUST-TERMINATE-MTLS"])
 def test_certificate_from_another_ca_is_refused(hop: ProviderHop) -> None:
     foreign = hop.pki.foreign_client("foreign-ai-grid")
     hop.assert_refused_with_twin(lambda: hop.direct(client=foreign), lambda: hop.direct(),
@@ -41,7 +44,8 @@ def test_certificate_from_another_ca_is_refused(hop: ProviderHop) -> None:
 
 
 @pytest.mark.conformance(id="PROV-MTLS-EXPIRED", profile="provider", level="core", feature="providerMtls",
-                         spec=SPEC_MTLS + "; an expired certificate is no peer identity")
+                         spec=SPEC_MTLS + "; an expired certificate is no peer identity",
+                         statements=["OC-TRUST-TERMINATE-MTLS"])
 def test_expired_certificate_is_refused(hop: ProviderHop) -> None:
     expired = hop.pki.expired_client("expired-ai-grid")
     hop.assert_refused_with_twin(lambda: hop.direct(client=expired), lambda: hop.direct(),
@@ -49,7 +53,9 @@ def test_expired_certificate_is_refused(hop: ProviderHop) -> None:
 
 
 @pytest.mark.conformance(id="PROV-TRUST-WRONG-ORGANIZATION", profile="provider", level="core",
-                         feature="peerIdentityTrust", spec=SPEC_TRUST + "; organization entries")
+                         feature="peerIdentityTrust", spec=SPEC_TRUST + "; organization entries",
+                         statements=["OC-TRUST-UNTRUSTED-403", "OC-TRUST-CLIENT-CERT-REQUIRED",
+                                     "OC-LIFECYCLE-HEADERS-CORRELATION-ONLY"])
 def test_wrong_organization_is_refused(hop: ProviderHop) -> None:
     wrong = hop.pki.wrong_organization_client("other-organization")
     hop.assert_refused_with_twin(lambda: hop.direct(client=wrong), lambda: hop.direct(),
@@ -59,7 +65,8 @@ def test_wrong_organization_is_refused(hop: ProviderHop) -> None:
 
 @pytest.mark.conformance(id="PROV-TRUST-ORGANIZATION-EXACT", profile="provider", level="core",
                          feature="peerIdentityTrust",
-                         spec=SPEC_TRUST + "; an organization differing only in letter case is another organization")
+                         spec=SPEC_TRUST + "; an organization differing only in letter case is another organization",
+                         statements=["OC-TRUST-UNTRUSTED-403", "OC-TRUST-CLIENT-CERT-REQUIRED"])
 def test_organization_differing_in_letter_case_is_refused(hop: ProviderHop) -> None:
     cased = hop.pki.wrong_organization_client("organization-letter-case", organization="AI-Grid")
     hop.assert_refused_with_twin(lambda: hop.direct(client=cased), lambda: hop.direct(),
@@ -68,7 +75,8 @@ def test_organization_differing_in_letter_case_is_refused(hop: ProviderHop) -> N
 
 
 @pytest.mark.conformance(id="PROV-TRUST-UNLISTED-DIGEST", profile="provider", level="core",
-                         feature="peerIdentityTrust", spec=SPEC_TRUST + "; cert_digest entries match exactly")
+                         feature="peerIdentityTrust", spec=SPEC_TRUST + "; cert_digest entries match exactly",
+                         statements=["OC-TRUST-UNTRUSTED-403", "OC-TRUST-CLIENT-CERT-REQUIRED"])
 def test_unlisted_digest_is_refused(hop: ProviderHop) -> None:
     unlisted = hop.pki.unlisted_client("unlisted-digest")
     hop.assert_refused_with_twin(lambda: hop.direct(client=unlisted, gateway=hop.pinned),
@@ -78,7 +86,8 @@ def test_unlisted_digest_is_refused(hop: ProviderHop) -> None:
 
 
 @pytest.mark.conformance(id="PROV-TRUST-ENTRY-ALL-FIELDS", profile="provider", level="core",
-                         feature="peerIdentityTrust", spec=SPEC_TRUST + "; all fields of an entry must match")
+                         feature="peerIdentityTrust", spec=SPEC_TRUST + "; all fields of an entry must match",
+                         statements=["OC-TRUST-UNTRUSTED-403", "OC-TRUST-CLIENT-CERT-REQUIRED"])
 def test_listed_digest_with_wrong_organization_is_refused(hop: ProviderHop) -> None:
     hop.assert_refused_with_twin(
         lambda: hop.direct(client=hop.pinned_wrong_org, gateway=hop.pinned),
@@ -88,7 +97,8 @@ def test_listed_digest_with_wrong_organization_is_refused(hop: ProviderHop) -> N
 
 
 @pytest.mark.conformance(id="PROV-TRUST-TRUSTED-PEER", profile="provider", level="core",
-                         feature="peerIdentityTrust", spec=SPEC_TRUST + "; a trusted peer is admitted")
+                         feature="peerIdentityTrust", spec=SPEC_TRUST + "; a trusted peer is admitted",
+                         statements=["OC-TRUST-CLIENT-CERT-REQUIRED"])
 @pytest.mark.parametrize("trust", ["organization", "digest"])
 def test_trusted_peer_passes(hop: ProviderHop, trust: str) -> None:
     gateway = hop.by_org if trust == "organization" else hop.pinned
@@ -113,7 +123,10 @@ PROBES: dict[str, dict[str, Any]] = {
 
 
 @pytest.mark.conformance(id="PROV-TRUST-BEFORE-ROUTING", profile="provider", level="core",
-                         feature="peerIdentityTrust", spec=SPEC_ORDER)
+                         feature="peerIdentityTrust", spec=SPEC_ORDER,
+                         statements=["OC-TRUST-UNTRUSTED-403", "OC-FORWARD-PROVIDER-CONSUMES-AFTER-TRUST",
+                                     "IR-METADATA-PROVIDER-PEER-TRUST-FIRST", "OC-FORWARD-FIRST-POSITION-NO-BYPASS",
+                                     "OC-FORWARD-PROVIDER-PATH"])
 @pytest.mark.parametrize("probe", list(PROBES))
 def test_untrusted_peer_gets_403_before_routing_answers(hop: ProviderHop, probe: str) -> None:
     kwargs = PROBES[probe]

@@ -42,7 +42,8 @@ LISTENERS: dict[str, dict[str, Any]] = {
 
 
 @pytest.mark.conformance(id="PROV-START-CLIENT-CERT-REQUIRED", profile="provider", level="core",
-                         feature="providerStartupValidation", spec=SPEC)
+                         feature="providerStartupValidation", spec=SPEC,
+                         statements=["OC-FORWARD-STARTUP-PEER-TRUST-FIRST", "OC-TRUST-CLIENT-CERT-REQUIRED"])
 @pytest.mark.parametrize("listener", list(LISTENERS))
 def test_provider_without_required_client_certificates_fails(
         hop: ProviderHop, start_provider: Callable[..., ProviderGateway], listener: str) -> None:
@@ -70,7 +71,9 @@ CHAINS: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
 
 
 @pytest.mark.conformance(id="PROV-START-TRUST-FIRST", profile="provider", level="core",
-                         feature="providerStartupValidation", spec=SPEC_SKIP)
+                         feature="providerStartupValidation", spec=SPEC_SKIP,
+                         statements=["OC-FORWARD-STARTUP-PEER-TRUST-FIRST", "OC-FORWARD-STARTUP-NO-SKIP",
+                                     "IR-METADATA-PROVIDER-PEER-TRUST-FIRST"])
 @pytest.mark.parametrize("chain", list(CHAINS))
 def test_provider_without_trust_first_fails(hop: ProviderHop, start_provider: Callable[..., ProviderGateway],
                                             chain: str) -> None:
@@ -79,7 +82,8 @@ def test_provider_without_trust_first_fails(hop: ProviderHop, start_provider: Ca
 
 
 @pytest.mark.conformance(id="PROV-START-VALID-PROVIDER", profile="provider", level="core",
-                         feature="providerStartupValidation", spec=SPEC + "; a valid provider pipeline starts")
+                         feature="providerStartupValidation", spec=SPEC + "; a valid provider pipeline starts",
+                         statements=["OC-FORWARD-STARTUP-PEER-TRUST-FIRST", "OC-TRUST-CLIENT-CERT-REQUIRED"])
 def test_valid_provider_pipeline_starts(start_provider: Callable[..., ProviderGateway], hop: ProviderHop) -> None:
     """A valid provider pipeline other than the session's (two trust entries, one pinning digest and
     organization together) starts and serves the trusted peer; fails on a gateway that refuses valid ones."""
