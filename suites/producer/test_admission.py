@@ -77,7 +77,10 @@ def set_queue(scenario: Scenario, queue: float | None) -> None:
 
 
 @pytest.mark.conformance(id="PROD-ADM-INSTANT-UNHEALTHY-EXCLUDED", profile="producer", level="core",
-                         feature="admission", spec=ADMISSION)
+                         feature="admission", spec=ADMISSION,
+                         statements=["OC-ORDERING-NONE-REMOVED", "RG-ADMISSION-AGN-REMOVES-EXCLUDED",
+                                     "RG-ADMISSION-AGN-NO-NONE", "RG-ADMISSION-TRANSITION-HARD-FAILURE",
+                                     "RG-ADMISSION-TRANSITION-READMIT"])
 @pytest.mark.parametrize("strategy", ["queueDepth", "noMetrics"])
 def test_unhealthy_provider_is_removed_at_once(scenario: Scenario, strategy: str) -> None:
     """Zero ready pods is a hard health failure: admission none, removed from the overlay at the next reconcile.
@@ -105,7 +108,8 @@ def test_unhealthy_provider_is_removed_at_once(scenario: Scenario, strategy: str
 
 
 @pytest.mark.conformance(id="PROD-ADM-INSTANT-PRESSURE", profile="producer", level="core", feature="admission",
-                         spec=ADMISSION)
+                         spec=ADMISSION,
+                         statements=[])
 @pytest.mark.parametrize("routing", ["scoreFirst", "geographyFirst"])
 def test_pressure_restricts_to_existing_only(scenario: Scenario, routing: str) -> None:
     """Normalized pressure at or over 0.85 publishes existing_only, after every admitted candidate, in its own group.
@@ -126,7 +130,9 @@ def test_pressure_restricts_to_existing_only(scenario: Scenario, routing: str) -
 
 
 @pytest.mark.conformance(id="PROD-ADM-INSTANT-RECOVERY", profile="producer", level="core", feature="admission",
-                         spec=ADMISSION)
+                         spec=ADMISSION,
+                         statements=["OC-ADMISSION-OMITTED-LEGACY", "RG-ADMISSION-OMITTED-INSTANTANEOUS",
+                                     "RG-ADMISSION-TRANSITION-PRESSURE"])
 def test_instantaneous_admission_follows_each_sample(scenario: Scenario) -> None:
     """Without admissionPolicy every reconcile decides from its own sample: no hysteresis either way.
 
@@ -169,7 +175,9 @@ def enter_existing_only(scenario: Scenario, rendered: float, minimum: float, fai
 
 
 @pytest.mark.conformance(id="PROD-ADM-STAB-ENTER-COUNT", profile="producer", level="extended",
-                         feature="stabilizedAdmission", spec=ADMISSION)
+                         feature="stabilizedAdmission", spec=ADMISSION,
+                         statements=["OC-ADMISSION-STABILIZED-ENTER", "RG-ADMISSION-TRANSITION-PRESSURE",
+                                     "RG-ADMISSION-MODE-STABILIZED", "OC-ADMISSION-WIRE-STATES"])
 def test_stabilized_enters_after_failure_threshold(scenario: Scenario) -> None:
     """existing_only only after failureThreshold pressured observations, not after one fewer.
 
@@ -189,7 +197,8 @@ def test_stabilized_enters_after_failure_threshold(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-ADM-STAB-EXIT-HOLD-DOWN", profile="producer", level="extended",
-                         feature="stabilizedAdmission", spec=ADMISSION)
+                         feature="stabilizedAdmission", spec=ADMISSION,
+                         statements=["RG-ADMISSION-TRANSITION-RECOVERY"])
 def test_stabilized_exit_waits_for_hold_down(scenario: Scenario) -> None:
     """Back to new_and_existing only after successThreshold low samples AND recoveryHoldDown since recovery began.
 
@@ -232,7 +241,8 @@ def test_stabilized_exit_waits_for_hold_down(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-ADM-STAB-EXIT-COUNT", profile="producer", level="extended",
-                         feature="stabilizedAdmission", spec=ADMISSION)
+                         feature="stabilizedAdmission", spec=ADMISSION,
+                         statements=["RG-ADMISSION-TRANSITION-RECOVERY"])
 def test_stabilized_exit_needs_success_threshold(scenario: Scenario) -> None:
     """With the hold-down and minimum state duration over, recovery still needs successThreshold low samples.
 
@@ -253,7 +263,8 @@ def test_stabilized_exit_needs_success_threshold(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-ADM-STAB-RELAPSE-RESTARTS-RECOVERY", profile="producer", level="extended",
-                         feature="stabilizedAdmission", spec=RELAPSE)
+                         feature="stabilizedAdmission", spec=RELAPSE,
+                         statements=["RG-ADMISSION-TRANSITION-RECOVERY"])
 def test_relapse_restarts_the_recovery_count(scenario: Scenario) -> None:
     """A pressured sample in the middle of a recovery starts the count of low samples again.
 
@@ -288,7 +299,8 @@ def test_relapse_restarts_the_recovery_count(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-ADM-STAB-MISSING-EXISTING-ONLY", profile="producer", level="extended",
-                         feature="stabilizedAdmission", spec=ADMISSION)
+                         feature="stabilizedAdmission", spec=ADMISSION,
+                         statements=[])
 @pytest.mark.parametrize("missing", ["series-absent", "scrape-failed"])
 def test_missing_signal_fails_closed_to_existing_only(scenario: Scenario,
                                                       missing: str) -> None:
@@ -307,7 +319,8 @@ def test_missing_signal_fails_closed_to_existing_only(scenario: Scenario,
 
 
 @pytest.mark.conformance(id="PROD-ADM-STAB-MISSING-EXCLUDED", profile="producer", level="extended",
-                         feature="stabilizedAdmission", spec=ADMISSION)
+                         feature="stabilizedAdmission", spec=ADMISSION,
+                         statements=["RG-ADMISSION-MISSING-EXCLUDED"])
 @pytest.mark.parametrize("missing", ["series-absent", "scrape-failed"])
 def test_missing_signal_excluded_when_configured(scenario: Scenario,
                                                  missing: str) -> None:
@@ -331,7 +344,10 @@ def lose_signal(scenario: Scenario, how: str) -> None:
 
 
 @pytest.mark.conformance(id="PROD-ADM-STAB-HARD-FAILURE", profile="producer", level="extended",
-                         feature="stabilizedAdmission", spec=GUIDE_ADMISSION)
+                         feature="stabilizedAdmission", spec=GUIDE_ADMISSION,
+                         statements=["OC-ADMISSION-HARD-FAILURE-NONE", "RG-ADMISSION-TRANSITION-HARD-FAILURE",
+                                     "RG-ADMISSION-TRANSITION-EXISTING-HARD-FAILURE",
+                                     "RG-ADMISSION-AGN-REMOVES-EXCLUDED", "RG-ADMISSION-AGN-NO-NONE"])
 @pytest.mark.parametrize("start", [NEW, EXISTING])
 def test_hard_failure_removes_at_once_despite_hysteresis(scenario: Scenario, start: str) -> None:
     """Zero ready pods removes the provider at the next reconcile, whatever the pressure counters say.
@@ -347,7 +363,8 @@ def test_hard_failure_removes_at_once_despite_hysteresis(scenario: Scenario, sta
 
 
 @pytest.mark.conformance(id="PROD-ADM-STAB-SAMPLE-ONCE", profile="producer", level="extended",
-                         feature="stabilizedAdmission", spec=ADMISSION)
+                         feature="stabilizedAdmission", spec=ADMISSION,
+                         statements=["OC-ADMISSION-STABILIZED-ENTER"])
 def test_reused_stale_sample_counts_once(scenario: Scenario) -> None:
     """A sample reused from the stale window is not a new observation: it never advances the pressure count.
 

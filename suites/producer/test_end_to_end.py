@@ -63,7 +63,9 @@ def _stages(scenario: Scenario, chain: Chain, envelope: dict[str, Any]) -> None:
 
 
 @pytest.mark.conformance(id="PROD-E2E-METRIC-MOVES-TRAFFIC", profile="producer", level="core", feature="metrics",
-                         spec=f"{ARCH}#how-re-ranking-updates")
+                         spec=f"{ARCH}#how-re-ranking-updates",
+                         statements=["OC-RERANK-ON-RECONCILE", "OC-RERANKING-SCRAPE", "RG-NEED-QUEUE-DEPTH",
+                                     "OC-DEMO-ANNOTATION-IMMEDIATE-RECONCILE", "OC-RERANK-PRAXIS-MOST-RECENT-ACCEPTED"])
 def test_metric_change_moves_traffic(scenario: Scenario) -> None:
     """With scoreFirst + queueDepth + deterministic, swapping the queues moves every new request to the other pool.
 
@@ -99,7 +101,12 @@ def test_metric_change_moves_traffic(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-E2E-REVISION-STAGES", profile="producer", level="core", feature="status",
-                         spec=f"{ARCH}#revision-lifecycle")
+                         spec=f"{ARCH}#revision-lifecycle",
+                         statements=["IR-ENVELOPE-LIFECYCLE-RENDERED", "IR-ENVELOPE-LIFECYCLE-DISTRIBUTED",
+                                     "OC-LIFECYCLE-FOUR-STAGES", "OC-LIFECYCLE-SUCCESS-MATCH",
+                                     "OC-RENDER-REPORT-REVISIONS", "OC-RERANKING-APPLY-RECORD-STATUS",
+                                     "OC-MULTI-CLUSTER-NAME", "OC-OVERVIEW-AGN-WRITES-OVERLAY",
+                                     "OC-INTRO-OPERATOR-RENDERS"])
 def test_revision_moves_through_all_four_stages(scenario: Scenario) -> None:
     """rendered (ConfigMap annotation), distributed (status), accepted (overlay-sync), serving (gateway header).
 

@@ -66,7 +66,14 @@ def _has(clusters: list[str]) -> Callable[[dict[str, Any]], bool]:
 
 
 @pytest.mark.conformance(id="PROD-ENV-CONTRACT", profile="producer", level="core", feature="envelope",
-                         spec=f"{ARCH}#routing-overlay-format")
+                         spec=f"{ARCH}#routing-overlay-format",
+                         statements=["OC-FORMAT-SCHEMA-VERSION", "OC-FORMAT-REVISION-KIND",
+                                     "OC-FORMAT-DIGEST-ALGORITHM", "OC-FORMAT-DIGEST-VALUE-HEX",
+                                     "OC-FORMAT-SCOPE-FIELDS", "OC-FORMAT-PROVENANCE-FIELDS",
+                                     "OC-FORMAT-NESTED-OVERLAY", "OC-REVISION-DIGEST-DEFINITION",
+                                     "OC-REVISION-INCLUDES-SELECTION-POLICY", "OC-REVISION-EXCLUDES-METADATA",
+                                     "OC-REVISION-VALUES-IDENTICAL", "OC-PROVENANCE-IDENTIFIES",
+                                     "OC-RENDER-BUILD-ENVELOPE"])
 def test_envelope_meets_the_v1_contract(scenario: Scenario) -> None:
     """A rendered envelope is a valid v1 envelope for the gateway's scope, with a content-addressed revision.
 
@@ -93,7 +100,9 @@ def test_envelope_meets_the_v1_contract(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-ENV-CONFIGMAP-KEYS", profile="producer", level="core", feature="envelope",
-                         spec=f"{ARCH}#scope-and-provenance")
+                         spec=f"{ARCH}#scope-and-provenance",
+                         statements=["IR-ENVELOPE-PRODUCER-PUBLISHES-BOTH", "OC-RENDER-KEYS-SAME-STATE",
+                                     "OC-PROVENANCE-ANNOTATIONS"])
 def test_configmap_keys_annotations_and_labels(scenario: Scenario) -> None:
     """Both data keys describe the same state; annotations repeat schema, revision and digest; labels scope it.
 
@@ -121,7 +130,8 @@ def test_configmap_keys_annotations_and_labels(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-ENV-CONFIGMAP-NAME", profile="producer", level="core", feature="envelope",
-                         spec=f"{ARCH}#control-plane-rendering-path")
+                         spec=f"{ARCH}#control-plane-rendering-path",
+                         statements=[])
 def test_configmap_name(scenario: Scenario) -> None:
     """The ConfigMap is `grid-overlay-{network}-{gateway}`, and status names the same object.
 
@@ -141,7 +151,8 @@ def test_configmap_name(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-ENV-CONFIGMAP-NAME-LONG", profile="producer", level="core", feature="envelope",
-                         spec=f"{ARCH}#control-plane-rendering-path")
+                         spec=f"{ARCH}#control-plane-rendering-path",
+                         statements=[])
 def test_long_configmap_name_is_truncated_with_a_hash(scenario: Scenario) -> None:
     """Over 63 characters the name becomes `grid-overlay-{net[:20]}-{gw[:20]}-{fnv1a32(net/gw)}`.
 
@@ -172,7 +183,8 @@ def test_long_configmap_name_is_truncated_with_a_hash(scenario: Scenario) -> Non
 
 
 @pytest.mark.conformance(id="PROD-ENV-REVISION-STABLE", profile="producer", level="core", feature="envelope",
-                         spec=f"{ARCH}#revision-semantics")
+                         spec=f"{ARCH}#revision-semantics",
+                         statements=["OC-REVISION-IDEMPOTENT"])
 def test_identical_state_keeps_revision_and_configmap(scenario: Scenario) -> None:
     """Reconciles of identical state keep the revision and leave the ConfigMap file untouched.
 
@@ -255,7 +267,8 @@ CHANGES = [
 
 
 @pytest.mark.conformance(id="PROD-ENV-REVISION-CHANGES", profile="producer", level="core", feature="envelope",
-                         spec=f"{ARCH}#revision-semantics")
+                         spec=f"{ARCH}#revision-semantics",
+                         statements=["OC-REVISION-INCLUDES-SELECTION-POLICY", "OC-RENDER-KEYS-SAME-STATE"])
 @pytest.mark.parametrize("change", CHANGES, ids=[c.name for c in CHANGES])
 def test_routing_relevant_change_changes_revision(scenario: Scenario, change: Change) -> None:
     """Membership, weight, order, selection mode, locality, credential reference and freshness are all revisioned.
@@ -278,7 +291,9 @@ def test_routing_relevant_change_changes_revision(scenario: Scenario, change: Ch
 
 
 @pytest.mark.conformance(id="PROD-ENV-PROVENANCE-GENERATION", profile="producer", level="core", feature="envelope",
-                         spec=f"{ARCH}#scope-and-provenance")
+                         spec=f"{ARCH}#scope-and-provenance",
+                         statements=["IR-ENVELOPE-SOURCE-GENERATION-POSITIVE", "OC-REVISION-INCLUDES-SELECTION-POLICY",
+                                     "OC-REVISION-IDEMPOTENT"])
 def test_provenance_follows_generation_outside_the_revision(scenario: Scenario) -> None:
     """provenance.source_generation is the GridNetwork's metadata.generation; it is not part of the revision.
 
@@ -310,7 +325,8 @@ def test_provenance_follows_generation_outside_the_revision(scenario: Scenario) 
 
 
 @pytest.mark.conformance(id="PROD-ENV-SELECTION-POLICY", profile="producer", level="core", feature="envelope",
-                         spec=f"{GUIDE}#start-with-the-routing-need")
+                         spec=f"{GUIDE}#start-with-the-routing-need",
+                         statements=["RG-NEED-NOMETRICS-NOT-SHARING"])
 @pytest.mark.parametrize("mode", ["deterministic", "roundRobin", "random", "weightedRandom", None],
                          ids=["deterministic", "roundRobin", "random", "weightedRandom", "omitted"])
 def test_selection_policy_is_published(scenario: Scenario, mode: str | None) -> None:
@@ -332,7 +348,8 @@ def test_selection_policy_is_published(scenario: Scenario, mode: str | None) -> 
 
 
 @pytest.mark.conformance(id="PROD-ENV-MULTI-GATEWAY", profile="producer", level="core", feature="envelope",
-                         spec=f"{ARCH}#what-happens-during-re-ranking")
+                         spec=f"{ARCH}#what-happens-during-re-ranking",
+                         statements=["OC-RERANKING-PER-GATEWAY-OVERLAY"])
 def test_each_gateway_gets_its_own_configmap(scenario: Scenario) -> None:
     """Two gateway references get two ConfigMaps, each scoped to its gateway, with the same candidates.
 
@@ -360,7 +377,9 @@ def test_each_gateway_gets_its_own_configmap(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-ENV-MULTI-GATEWAY-PERSPECTIVE", profile="producer", level="core",
-                         feature="envelope", spec=f"{ARCH}#what-happens-during-re-ranking")
+                         feature="envelope", spec=f"{ARCH}#what-happens-during-re-ranking",
+                         statements=["OC-RERANKING-PER-GATEWAY-RANKING", "OC-EDGE-PER-GATEWAY-OVERLAY",
+                                     "OC-RERANKING-PER-GATEWAY-OVERLAY"])
 def test_each_gateway_ranks_from_its_local_site(scenario: Scenario) -> None:
     """Gateways with different local sites get different rankings and revisions for the same providers.
 
@@ -385,7 +404,10 @@ def test_each_gateway_ranks_from_its_local_site(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-STATUS-DISTRIBUTED", profile="producer", level="core", feature="status",
-                         spec=f"{ARCH}#revision-lifecycle")
+                         spec=f"{ARCH}#revision-lifecycle",
+                         statements=["OC-LIFECYCLE-SUCCESS-MATCH", "OC-RENDER-REPORT-REVISIONS",
+                                     "OC-RERANKING-APPLY-RECORD-STATUS", "IR-ENVELOPE-LIFECYCLE-RENDERED",
+                                     "IR-ENVELOPE-LIFECYCLE-DISTRIBUTED"])
 def test_status_reports_rendered_and_distributed_revision(scenario: Scenario) -> None:
     """After a successful apply the status entry names the ConfigMap and matching rendered/distributed revisions.
 
@@ -416,7 +438,9 @@ def _check_status(scenario: Scenario, envelope: dict[str, Any]) -> None:
 
 
 @pytest.mark.conformance(id="PROD-STATUS-CANDIDATE-COUNT", profile="producer", level="core", feature="status",
-                         spec=f"{ARCH}#revision-lifecycle")
+                         spec=f"{ARCH}#revision-lifecycle",
+                         statements=["OC-MULTI-ONE-CANDIDATE-PER-PAIR", "OC-MULTI-MODELS-DECLARED",
+                                     "OC-LOCALITY-UNAVAILABLE-EXCLUDED"])
 def test_status_counts_rendered_candidates(scenario: Scenario) -> None:
     """candidateCount is the number of candidates in the overlay: one per served model, excluded ones not counted.
 
@@ -472,7 +496,8 @@ def _rejection_line(log: str, resource: str, field: str) -> str | None:
 
 
 @pytest.mark.conformance(id="PROD-RES-INVALID-REJECTED", profile="producer", level="core", feature="resources",
-                         spec=INVALID_SPEC)
+                         spec=INVALID_SPEC,
+                         statements=["RG-WEIGHTED-CAPACITY-RANGE"])
 @pytest.mark.parametrize("violation", sorted(INVALID))
 def test_invalid_provider_is_rejected_and_the_rest_keep_working(scenario: Scenario, violation: str) -> None:
     """A provider that breaks its CRD schema is left out with a logged reason; valid providers still render.
@@ -517,7 +542,9 @@ def test_invalid_provider_is_rejected_and_the_rest_keep_working(scenario: Scenar
 
 
 @pytest.mark.conformance(id="PROD-CRED-REFERENCE", profile="producer", level="core", feature="credentials",
-                         spec=f"{ARCH}#credential-field-security-contract")
+                         spec=f"{ARCH}#credential-field-security-contract",
+                         statements=["OC-CREDENTIAL-FIELD-ONLY", "OC-CREDENTIAL-STRATEGY-BEARER",
+                                     "OC-CREDENTIAL-SECRETREF-FIELDS", "OC-INJECT-REFERENCE-NOT-TOKEN"])
 def test_candidate_carries_only_the_secret_reference(scenario: Scenario) -> None:
     """A provider's auth becomes {strategy, secretRef{name, namespace, key}} on its candidate and nothing else.
 
@@ -542,7 +569,9 @@ def _written_texts(scenario: Scenario) -> dict[str, str]:
 
 
 @pytest.mark.conformance(id="PROD-CRED-NO-TOKEN", profile="producer", level="core", feature="credentials",
-                         spec=f"{ARCH}#credential-field-security-contract")
+                         spec=f"{ARCH}#credential-field-security-contract",
+                         statements=["OC-CREDENTIAL-TOKEN-NEVER-IN-CONFIGMAP", "OC-TOKEN-NOT-IN-OVERLAY",
+                                     "IR-SCOPE-NO-CREDENTIAL-VALUES", "OC-INJECT-REFERENCE-NOT-TOKEN"])
 def test_token_value_is_never_written(scenario: Scenario) -> None:
     """The token in the referenced Secret appears nowhere the operator writes, while the reference does.
 
@@ -567,7 +596,8 @@ def test_token_value_is_never_written(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-CRED-ROTATION-KEEPS-REVISION", profile="producer", level="core",
-                         feature="credentials", spec=f"{ARCH}#revision-semantics")
+                         feature="credentials", spec=f"{ARCH}#revision-semantics",
+                         statements=["OC-REVISION-IDEMPOTENT"])
 def test_rotating_the_token_keeps_the_revision(scenario: Scenario) -> None:
     """The revision covers the reference, not the value: rotating the Secret's token leaves it unchanged.
 
@@ -589,7 +619,9 @@ def test_rotating_the_token_keeps_the_revision(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-WEIGHT-STATIC", profile="producer", level="core", feature="weights",
-                         spec=f"{GUIDE}#5-weighted-random-selection")
+                         spec=f"{GUIDE}#5-weighted-random-selection",
+                         statements=["RG-WEIGHTED-CAPACITY-DEFAULT", "RG-WEIGHTED-COPIED-UNNORMALIZED",
+                                     "RG-WEIGHTED-NOT-FROM-SCORE", "OC-FORMAT-TRAFFIC-WEIGHT-FROM-CAPACITY"])
 def test_static_weights_are_copied(scenario: Scenario) -> None:
     """Static placement + weightedRandom copies capacityWeight to traffic_weight as is; omitted means 1.
 
@@ -609,7 +641,8 @@ def test_static_weights_are_copied(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-WEIGHT-ABSENT-WITHOUT-STATIC", profile="producer", level="core", feature="weights",
-                         spec=f"{ARCH}#routing-overlay-format")
+                         spec=f"{ARCH}#routing-overlay-format",
+                         statements=[])
 @pytest.mark.parametrize(("selection", "static"), [("roundRobin", False), ("roundRobin", True), ("deterministic", True),
                                                   (None, True)],
                          ids=["roundRobin-dynamic", "roundRobin-static", "deterministic-static", "omitted-static"])
@@ -630,7 +663,8 @@ def test_no_weights_outside_weighted_random(scenario: Scenario, selection: str |
 @pytest.mark.conformance(id="PROD-WEIGHT-RANGE-ENDS", profile="producer", level="core", feature="weights",
                          spec=f"{GUIDE}#5-weighted-random-selection: \"capacityWeight accepts integers from 1 through "
                               "1000 and defaults to 1 when omitted. AGN copies it directly to the overlay's relative "
-                              "traffic_weight; it does not normalize the value or convert it to a percentage.\"")
+                              "traffic_weight; it does not normalize the value or convert it to a percentage.\"",
+                         statements=["RG-WEIGHTED-COPIED-UNNORMALIZED", "OC-FORMAT-TRAFFIC-WEIGHT-FROM-CAPACITY"])
 def test_weights_at_both_ends_of_the_range_are_copied(scenario: Scenario) -> None:
     """capacityWeight 1 and 1000, the ends of the accepted range, are published verbatim as traffic_weight.
 

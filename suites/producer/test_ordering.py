@@ -86,7 +86,9 @@ def _assert_groups_valid(env: Mapping[str, Any]) -> None:
 
 
 @pytest.mark.conformance(id="PROD-ORD-GEO-TIERS", profile="producer", level="core", feature="ordering",
-                         spec=LOCALITY)
+                         spec=LOCALITY,
+                         statements=["OC-ORDERING-GEOGRAPHY-FIRST-DEFAULT", "RG-GEO-TIERS", "OC-LOCALITY-DERIVED",
+                                     "OC-ORDERING-BEFORE-WRITE"])
 def test_geography_first_orders_by_locality_tier(scenario: Scenario) -> None:
     """Default routing (geographyFirst) puts same_site, same_zone, same_region, cross_region, unknown in that order.
 
@@ -109,7 +111,8 @@ def test_geography_first_orders_by_locality_tier(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-ORD-GEO-SCORE-WITHIN-TIER", profile="producer", level="core", feature="ordering",
-                         spec=ORDERING)
+                         spec=ORDERING,
+                         statements=["RG-NEED-GEOGRAPHY-FIRST", "RG-GROUPS-SCORE-NO-JOIN"])
 def test_geography_first_orders_by_score_within_a_tier(scenario: Scenario) -> None:
     """Inside one locality tier candidates are ordered by score descending; tiers still come first.
 
@@ -130,7 +133,9 @@ def test_geography_first_orders_by_score_within_a_tier(scenario: Scenario) -> No
 
 
 @pytest.mark.conformance(id="PROD-ORD-SCORE-FIRST-CROSS-SITE", profile="producer", level="core",
-                         feature="ordering", spec=ORDERING)
+                         feature="ordering", spec=ORDERING,
+                         statements=["OC-ORDERING-SCORE-FIRST-REMOTE-AHEAD", "RG-SCOREFIRST-LOCALITY-TIE-BREAK",
+                                     "RG-SCOREFIRST-CROSS-SITE-GROUP", "RG-NEED-SCORE-FIRST"])
 def test_score_first_moves_a_better_remote_ahead(scenario: Scenario) -> None:
     """scoreFirst: a better-scored cross-region provider precedes the local one; locality only breaks score ties.
 
@@ -152,7 +157,8 @@ def test_score_first_moves_a_better_remote_ahead(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-ORD-TIE-BREAK", profile="producer", level="core", feature="ordering",
-                         spec=ORDERING)
+                         spec=ORDERING,
+                         statements=["PS-STALE-NOMETRICS-NO-ENDPOINT"])
 def test_equal_candidates_are_ordered_by_site_name_cluster(scenario: Scenario) -> None:
     """Equal admission, tier, freshness and score fall back to (site, name, cluster).
 
@@ -172,7 +178,9 @@ def test_equal_candidates_are_ordered_by_site_name_cluster(scenario: Scenario) -
 
 
 @pytest.mark.conformance(id="PROD-ORD-ADMISSION-FIRST", profile="producer", level="core", feature="admission",
-                         spec=ORDERING)
+                         spec=ORDERING,
+                         statements=["OC-ORDERING-ADMISSION-BEFORE-LOCALITY-EXAMPLE", "RG-SCOREFIRST-STALE-SEPARATE",
+                                     "OC-RERANKING-SCORE-ADMISSION-ORDER"])
 @pytest.mark.parametrize("policy", POLICIES)
 def test_healthy_remote_ranks_before_overloaded_near(scenario: Scenario, policy: str) -> None:
     """Under both policies a healthy cross-region provider ranks before an overloaded same-region one.
@@ -203,7 +211,9 @@ def test_healthy_remote_ranks_before_overloaded_near(scenario: Scenario, policy:
 
 
 @pytest.mark.conformance(id="PROD-ORD-FRESHNESS", profile="producer", level="core", feature="ordering",
-                         spec=ORDERING)
+                         spec=ORDERING,
+                         statements=["OC-LOCALITY-DEGRADED-STALE", "OC-STALE-RETAINED",
+                                     "OC-ORDERING-POLICY-VOCABULARY"])
 @pytest.mark.parametrize("policy", POLICIES)
 def test_degraded_providers_stay_but_follow_fresh_ones(scenario: Scenario, policy: str) -> None:
     """A Degraded provider stays with fresh: false, behind fresh ones of its admission state as the table orders.
@@ -230,7 +240,8 @@ def test_degraded_providers_stay_but_follow_fresh_ones(scenario: Scenario, polic
 
 
 @pytest.mark.conformance(id="PROD-ORD-UNKNOWN-GEOGRAPHY", profile="producer", level="core", feature="ordering",
-                         spec=LOCALITY)
+                         spec=LOCALITY,
+                         statements=[])
 def test_without_geography_remote_tiers_are_unknown(scenario: Scenario) -> None:
     """Without GridSite geography a remote candidate is unknown tier and the order falls through to score.
 
@@ -254,7 +265,8 @@ def test_without_geography_remote_tiers_are_unknown(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-ORD-ZONE-NEEDS-REGION", profile="producer", level="core", feature="ordering",
-                         spec=ZONE_NEEDS_REGION)
+                         spec=ZONE_NEEDS_REGION,
+                         statements=["OC-LOCALITY-ZONE-REQUIRES-REGION", "RG-GEO-TIERS-ILLUSTRATIVE"])
 def test_same_zone_name_in_another_region_is_not_same_zone(scenario: Scenario) -> None:
     """A site whose zone has the local zone's name is same-zone only inside the local region.
 
@@ -286,7 +298,9 @@ def test_same_zone_name_in_another_region_is_not_same_zone(scenario: Scenario) -
 
 
 @pytest.mark.conformance(id="PROD-GRP-GEO-BOUNDARIES", profile="producer", level="core", feature="groups",
-                         spec=CANDIDATE_FIELDS)
+                         spec=CANDIDATE_FIELDS,
+                         statements=["RG-GEO-GROUP-SEPARATION", "OC-OVERVIEW-AGN-ORDERS-GROUPS",
+                                     "RG-INTRO-STEP-ORDER-GROUPS"])
 def test_geography_first_groups_split_on_admission_tier_and_freshness(scenario: Scenario) -> None:
     """geographyFirst starts a new selection group at each change of admission, locality tier or freshness.
 
@@ -308,7 +322,9 @@ def test_geography_first_groups_split_on_admission_tier_and_freshness(scenario: 
 
 
 @pytest.mark.conformance(id="PROD-GRP-SCORE-FIRST-SHARED", profile="producer", level="core", feature="groups",
-                         spec=CANDIDATE_FIELDS)
+                         spec=CANDIDATE_FIELDS,
+                         statements=["RG-SCOREFIRST-GROUPING", "RG-SCOREFIRST-CROSS-SITE-GROUP",
+                                     "RG-SCOREFIRST-STALE-SEPARATE", "RG-NEED-SCORE-FIRST"])
 def test_score_first_groups_split_only_on_admission_and_freshness(scenario: Scenario) -> None:
     """scoreFirst groups ignore locality: fresh admitted providers of every tier share group 0.
 
@@ -328,7 +344,8 @@ def test_score_first_groups_split_only_on_admission_and_freshness(scenario: Scen
 
 
 @pytest.mark.conformance(id="PROD-GRP-SCORES-NEVER-SPLIT", profile="producer", level="core", feature="groups",
-                         spec=CANDIDATE_FIELDS)
+                         spec=CANDIDATE_FIELDS,
+                         statements=["RG-SCOREFIRST-CROSS-SITE-GROUP", "RG-GROUPS-SCORE-NO-JOIN"])
 def test_scores_never_split_a_group(scenario: Scenario) -> None:
     """Widely different scores share a group: per tier under geographyFirst, across sites under scoreFirst.
 
@@ -355,7 +372,9 @@ def test_scores_never_split_a_group(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-GRP-PER-CAPABILITY", profile="producer", level="core", feature="groups",
-                         spec=CANDIDATE_FIELDS)
+                         spec=CANDIDATE_FIELDS,
+                         statements=["OC-FORMAT-SELECTION-GROUP-CONTIGUOUS", "OC-MULTI-ONE-CANDIDATE-PER-PAIR",
+                                     "OC-MULTI-MODELS-DECLARED"])
 def test_groups_are_numbered_per_capability(scenario: Scenario) -> None:
     """selection_group restarts at 0 for each model and is contiguous within it.
 
@@ -379,7 +398,8 @@ def test_groups_are_numbered_per_capability(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-ORD-RANKS", profile="producer", level="core", feature="ordering",
-                         spec=ORDERING)
+                         spec=ORDERING,
+                         statements=["OC-RERANKING-RANK-ZERO-BASED"])
 def test_ranks_are_list_positions(scenario: Scenario) -> None:
     """Each candidate's rank is its zero-based position in the whole candidate list.
 
@@ -401,7 +421,8 @@ def test_ranks_are_list_positions(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-ORD-RANKS-AFTER-DEDUP", profile="producer", level="core", feature="ordering",
-                         spec=RANKS_AFTER_DEDUP)
+                         spec=RANKS_AFTER_DEDUP,
+                         statements=["OC-ORDERING-DEDUP-RANK", "OC-RERANKING-RANK-ZERO-BASED"])
 def test_ranks_stay_contiguous_when_a_candidate_repeats(scenario: Scenario) -> None:
     """Ranks are 0..n-1 over the written list even when two provider records yield the same candidate.
 
@@ -424,7 +445,10 @@ def test_ranks_stay_contiguous_when_a_candidate_repeats(scenario: Scenario) -> N
 
 
 @pytest.mark.conformance(id="PROD-ORD-UNAVAILABLE-EXCLUDED", profile="producer", level="core",
-                         feature="admission", spec=LOCALITY)
+                         feature="admission", spec=LOCALITY,
+                         statements=["OC-LOCALITY-UNAVAILABLE-EXCLUDED", "OC-ORDERING-NONE-REMOVED",
+                                     "RG-ADMISSION-AGN-REMOVES-EXCLUDED", "RG-ADMISSION-AGN-NO-NONE",
+                                     "RG-INTRO-STEP-ELIGIBLE"])
 def test_unavailable_and_unhealthy_providers_are_excluded(scenario: Scenario) -> None:
     """Unavailable providers and unhealthy ones (no ready pods) are absent; a Degraded one stays.
 
@@ -446,7 +470,8 @@ def test_unavailable_and_unhealthy_providers_are_excluded(scenario: Scenario) ->
 
 
 @pytest.mark.conformance(id="PROD-ACCESS-SITE-SELECTOR", profile="producer", level="core", feature="access",
-                         spec=ACCESS)
+                         spec=ACCESS,
+                         statements=[])
 def test_site_selector_matches_the_consumer_site_labels(scenario: Scenario) -> None:
     """A siteSelector provider is visible only while the consumer (local) site's GridSite labels match.
 
@@ -469,7 +494,8 @@ def test_site_selector_matches_the_consumer_site_labels(scenario: Scenario) -> N
 
 
 @pytest.mark.conformance(id="PROD-ACCESS-UNKNOWN-SITE-FAILS-CLOSED", profile="producer", level="core",
-                         feature="access", spec=ACCESS)
+                         feature="access", spec=ACCESS,
+                         statements=[])
 def test_unknown_consumer_site_fails_closed(scenario: Scenario) -> None:
     """Without a GridSite for the consumer site, a provider with a non-empty siteSelector is excluded.
 
@@ -488,7 +514,9 @@ def test_unknown_consumer_site_fails_closed(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-TOOL-ALLOWLIST", profile="producer", level="extended",
-                         feature="toolCandidates", spec=TOOLS_ALLOWLIST)
+                         feature="toolCandidates", spec=TOOLS_ALLOWLIST,
+                         statements=["RG-TOOLS-ALLOWLIST", "RG-TOOLS-ALLOWLIST-ONLY", "RG-TOOLS-EMPTY-ALL",
+                                     "RG-TOOLS-MCP-TOOL-CANDIDATE"])
 def test_tool_candidates_follow_the_allowlist(scenario: Scenario) -> None:
     """One mcp_tool candidate per discovered tool that spec.tools allows; an empty spec.tools allows all.
 
@@ -509,7 +537,8 @@ def test_tool_candidates_follow_the_allowlist(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-TOOL-UNAVAILABLE-EXCLUDED", profile="producer", level="extended",
-                         feature="toolCandidates", spec=TOOLS_UNAVAILABLE)
+                         feature="toolCandidates", spec=TOOLS_UNAVAILABLE,
+                         statements=["RG-TOOLS-UNAVAILABLE-EXCLUDED"])
 def test_unavailable_tool_provider_is_excluded(scenario: Scenario) -> None:
     """An Unavailable AgentToolProvider publishes no tool candidate; the same provider Available does.
 
@@ -530,7 +559,8 @@ def test_unavailable_tool_provider_is_excluded(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-TOOL-ACCESS-POLICY", profile="producer", level="extended",
-                         feature="toolCandidates", spec=TOOLS_ACCESS)
+                         feature="toolCandidates", spec=TOOLS_ACCESS,
+                         statements=["RG-TOOLS-ACCESS-POLICY"])
 def test_tool_access_policy_matches_the_consumer_site(scenario: Scenario) -> None:
     """A tool provider's siteSelector is matched against the consumer (local) site's labels, as for models.
 
@@ -552,7 +582,8 @@ def test_tool_access_policy_matches_the_consumer_site(scenario: Scenario) -> Non
 
 
 @pytest.mark.conformance(id="PROD-TOOL-ACCESS-UNKNOWN-SITE", profile="producer", level="extended",
-                         feature="toolCandidates", spec=TOOLS_ACCESS_UNKNOWN)
+                         feature="toolCandidates", spec=TOOLS_ACCESS_UNKNOWN,
+                         statements=["RG-TOOLS-ACCESS-FAIL-CLOSED"])
 def test_tool_access_fails_closed_for_an_unknown_consumer(scenario: Scenario) -> None:
     """Without a GridSite for the consumer site a tool provider with a siteSelector is excluded; once the
     consumer site is known with matching labels it is included.

@@ -92,7 +92,9 @@ def fail_metrics(scenario: Scenario, backend: str) -> float:
 
 
 @pytest.mark.conformance(id="PROD-SCORE-NO-METRICS-NEUTRAL", profile="producer", level="core", feature="scoring",
-                         spec=SCORING_NO_METRICS)
+                         spec=SCORING_NO_METRICS,
+                         statements=["PS-NOMETRICS-ZERO-SCORE", "PS-NOMETRICS-OMITTED-SAME",
+                                     "PS-CONFIG-DEFAULT-NO-METRICS", "RG-NOTMEAN-NOMETRICS-DISABLES-SCORING"])
 @pytest.mark.parametrize("strategy", ["noMetrics", "omitted"])
 def test_no_metrics_orders_by_tie_break_only(scenario: Scenario, strategy: str) -> None:
     """noMetrics (or no scoringPolicy) gives every admitted candidate score 0: live queues change nothing.
@@ -111,7 +113,11 @@ def test_no_metrics_orders_by_tie_break_only(scenario: Scenario, strategy: str) 
 
 
 @pytest.mark.conformance(id="PROD-SCORE-QUEUE-DEPTH", profile="producer", level="core", feature="scoring",
-                         spec=SCORING_QUEUE)
+                         spec=SCORING_QUEUE,
+                         statements=["PS-QUEUE-PREFERS-SHORTEST", "RG-QUEUE-LOWER-PRESSURE-HIGHER",
+                                     "PS-CONFIG-ONE-STRATEGY", "RG-LOADAWARE-STRATEGY-CHANGES-ORDER",
+                                     "RG-DYNAMIC-MAINLINE-ORDER", "RG-INTRO-SCORING-ORDER", "RG-NOTMEAN-SCORES-ORDER",
+                                     "OC-RENDER-SCORE-ORDER", "OC-RENDER-CONVERT-CANDIDATES"])
 @pytest.mark.parametrize("routing", ["scoreFirst", "geographyFirst"])
 def test_queue_depth_score_orders_shortest_queue_first(scenario: Scenario, routing: str) -> None:
     """score = 1 - queue/queueCapacity, ordered descending (same site, so both policies reduce to score).
@@ -128,7 +134,8 @@ def test_queue_depth_score_orders_shortest_queue_first(scenario: Scenario, routi
 
 
 @pytest.mark.conformance(id="PROD-SCORE-QUEUE-CLAMP", profile="producer", level="core", feature="scoring",
-                         spec=NORMALIZATION)
+                         spec=NORMALIZATION,
+                         statements=["PS-QUEUE-NORMALIZE-CLAMP", "OC-NORMALIZE-QUEUE-CAPACITY"])
 def test_queue_ratio_is_clamped(scenario: Scenario) -> None:
     """queue/queueCapacity is clamped to [0, 1]: 25 and 12 of 10 both score 0, -5 and 0 both score 1.
 
@@ -148,7 +155,8 @@ def test_queue_ratio_is_clamped(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-SCORE-QUEUE-CAPACITY", profile="producer", level="core", feature="scoring",
-                         spec=NORMALIZATION)
+                         spec=NORMALIZATION,
+                         statements=["PS-LIMITS-QUEUE-CAPACITY", "RG-ADMISSION-QUEUE-CAPACITY"])
 def test_queue_is_normalised_by_each_providers_capacity(scenario: Scenario) -> None:
     """Each provider's raw queue is divided by its own queueCapacity: 10 of 40 (0.75) beats 4 of 10 (0.6).
 
@@ -166,7 +174,9 @@ def test_queue_is_normalised_by_each_providers_capacity(scenario: Scenario) -> N
 
 
 @pytest.mark.conformance(id="PROD-SCORE-QUEUE-RERANK", profile="producer", level="core", feature="scoring",
-                         spec=SCORING_QUEUE)
+                         spec=SCORING_QUEUE,
+                         statements=["OC-RERANKING-SCRAPE", "OC-RERANK-ON-RECONCILE", "RG-NEED-QUEUE-DEPTH",
+                                     "PS-INTRO-SCORED-AT-RENDER"])
 def test_queue_change_reorders(scenario: Scenario) -> None:
     """A new queue sample reorders the candidates at the first reconcile after it.
 
@@ -182,7 +192,9 @@ def test_queue_change_reorders(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-SCORE-KV-RERANK", profile="producer", level="extended", feature="kvCachePressure",
-                         spec=SCORING_KV)
+                         spec=SCORING_KV,
+                         statements=["PS-KV-PREFERS-MOST-AVAILABLE", "PS-KV-LOWER-UTILIZATION-HIGHER",
+                                     "RG-NEED-KV-CACHE", "PS-CONFIG-ONE-STRATEGY", "OC-RERANKING-SCRAPE"])
 def test_kv_cache_pressure_orders_and_reorders(scenario: Scenario) -> None:
     """kvCachePressure scores 1 - kv_cache_utilization; a new sample reorders at the next reconcile.
 
@@ -203,7 +215,8 @@ def test_kv_cache_pressure_orders_and_reorders(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-METRICS-MISSING-NEUTRAL", profile="producer", level="core", feature="metrics",
-                         spec=MISSING_DEFAULTS)
+                         spec=MISSING_DEFAULTS,
+                         statements=["OC-ORDERING-NO-METRICS-NEUTRAL", "PS-STALE-NEUTRAL-COMPETITIVE"])
 @pytest.mark.parametrize("missing", ["no-metrics-config", "series-absent"])
 def test_missing_metrics_score_neutral(scenario: Scenario, missing: str) -> None:
     """A provider without live metrics scores the neutral 0.5: between a 0.6 and a 0.4 provider, and stays.
@@ -227,7 +240,8 @@ def test_missing_metrics_score_neutral(scenario: Scenario, missing: str) -> None
 
 
 @pytest.mark.conformance(id="PROD-METRICS-NAN-DISCARDED", profile="producer", level="core", feature="metrics",
-                         spec=NAN)
+                         spec=NAN,
+                         statements=["OC-NAN-SCRAPE-DROPS", "PS-STALE-NAN-DISCARDED"])
 def test_non_finite_samples_are_discarded(scenario: Scenario) -> None:
     """NaN, +Inf and -Inf samples are dropped and the signal is neutral (0.5) instead.
 
@@ -246,7 +260,8 @@ def test_non_finite_samples_are_discarded(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-METRICS-NAN-HEALTH-ABSENT", profile="producer", level="core", feature="metrics",
-                         spec=NAN_HEALTH)
+                         spec=NAN_HEALTH,
+                         statements=["OC-NAN-SCRAPE-DROPS", "PS-STALE-NAN-DISCARDED", "OC-ORDERING-NONE-REMOVED"])
 def test_non_finite_health_sample_is_absent(scenario: Scenario) -> None:
     """A NaN or infinite ready-pods sample is dropped: the health signal is absent, so no evidence of failure.
 
@@ -271,7 +286,9 @@ def test_non_finite_health_sample_is_absent(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-METRICS-STALE-WINDOW", profile="producer", level="core", feature="metrics",
-                         spec=STALE)
+                         spec=STALE,
+                         statements=["PS-STALE-REUSE-WITHIN-WINDOW", "OC-GRACE-CACHE", "OC-GRACE-CACHED-WITHIN-WINDOW",
+                                     "OC-GRACE-EXPIRED-NEUTRAL"])
 def test_stale_sample_reused_only_within_window(scenario: Scenario) -> None:
     """A failed plaintext scrape reuses the last good sample for staleMetricsSeconds, then falls back to neutral.
 
@@ -315,7 +332,10 @@ def test_stale_sample_reused_only_within_window(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-METRICS-POOL-FILTER", profile="producer", level="core", feature="metrics",
-                         spec=METRICS_CONFIG)
+                         spec=METRICS_CONFIG,
+                         statements=["PS-METRICS-PROMETHEUS-TEXT", "PS-METRICS-ENDPOINT-OVERRIDE",
+                                     "PS-METRICS-PROVIDER-IS-POOL", "OC-RENDER-COLLECT-METRICS",
+                                     "OC-INPUTS-LOCAL-METRICS"])
 def test_samples_are_filtered_by_pool(scenario: Scenario) -> None:
     """Pools sharing one endpoint each get their own series (label name=<poolName>).
 
@@ -344,7 +364,8 @@ def custom_metric(scenario: Scenario) -> Iterator[str]:
 
 
 @pytest.mark.conformance(id="PROD-METRICS-SIGNAL-NAMES", profile="producer", level="core", feature="metrics",
-                         spec=METRICS_CONFIG)
+                         spec=METRICS_CONFIG,
+                         statements=["OC-INPUTS-LOCAL-METRICS"])
 def test_signal_names_select_the_metric(scenario: Scenario, custom_metric: str) -> None:
     """metricsConfig.signalNames.queueDepth names the series to read, not a fixed default name.
 
@@ -366,7 +387,8 @@ def test_signal_names_select_the_metric(scenario: Scenario, custom_metric: str) 
 
 
 @pytest.mark.conformance(id="PROD-METRICS-PLAINTEXT-FAILURE-NEUTRAL", profile="producer", level="core",
-                         feature="metrics", spec=STALE)
+                         feature="metrics", spec=STALE,
+                         statements=["PS-STALE-NEUTRAL-COMPETITIVE", "OC-GRACE-OPTIONAL"])
 def test_plaintext_scrape_failure_scores_neutral(scenario: Scenario) -> None:
     """Without TLS and without staleMetricsSeconds a failed scrape scores neutral 0.5 at the next reconcile.
 
@@ -402,7 +424,8 @@ def tls_provider(scenario: Scenario, short: str, url: str, way: str, **options: 
 
 
 @pytest.mark.conformance(id="PROD-METRICS-TLS-SCRAPED", profile="producer", level="extended", feature="tlsMetrics",
-                         spec=MISSING_STALE)
+                         spec=MISSING_STALE,
+                         statements=["OC-RERANKING-SCRAPE"])
 def test_tls_metrics_are_scraped(scenario: Scenario) -> None:
     """A metricsConfig.tls endpoint is scraped over HTTPS and its values score like any other.
 
@@ -423,7 +446,8 @@ def test_tls_metrics_are_scraped(scenario: Scenario) -> None:
 
 
 @pytest.mark.conformance(id="PROD-METRICS-TLS-NO-SAMPLE-EXCLUDED", profile="producer", level="extended",
-                         feature="tlsMetrics", spec=TLS_FAILS_CLOSED)
+                         feature="tlsMetrics", spec=TLS_FAILS_CLOSED,
+                         statements=["OC-RERANKING-SCRAPE"])
 @pytest.mark.parametrize("way", TLS_WAYS)
 def test_tls_scrape_failure_without_a_sample_excludes(scenario: Scenario, way: str) -> None:
     """A TLS-configured provider whose scrape fails with no earlier sample is excluded; once it answers, it is in.
@@ -449,7 +473,8 @@ def test_tls_scrape_failure_without_a_sample_excludes(scenario: Scenario, way: s
 
 
 @pytest.mark.conformance(id="PROD-METRICS-TLS-FAILS-CLOSED", profile="producer", level="extended",
-                         feature="tlsMetrics", spec=TLS_FAILS_CLOSED)
+                         feature="tlsMetrics", spec=TLS_FAILS_CLOSED,
+                         statements=["PS-STALE-TLS-UNHEALTHY", "OC-GRACE-CACHED-WITHIN-WINDOW"])
 @pytest.mark.parametrize("way", TLS_WAYS)
 def test_tls_scrape_failure_fails_closed_after_window(scenario: Scenario, way: str) -> None:
     """A failing TLS metrics endpoint reuses its last good sample within staleMetricsSeconds, then is excluded.
