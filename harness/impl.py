@@ -67,6 +67,9 @@ FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "kvCachePressure": "the kvCachePressure scoring strategy (provider scoring)",
     "tlsMetrics": "metrics scraped over TLS, failing closed (overlay contract: Stale metrics grace period)",
     "toolCandidates": "AgentToolProvider resources rendered as mcp_tool candidates",
+    "siteNameLocality": (
+        "a provider of the consumer's own site is same_site by its site name even without GridSite geography (the "
+        "public grid operator); the spec's text says only that without geography all candidates are unknown tier"),
     # provider profile (a provider gateway)
     "credentialValueSource": "credential_inject with an inline `value` token source",
     "credentialEnvSource": "credential_inject with an `env_var` token source",

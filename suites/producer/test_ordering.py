@@ -240,16 +240,18 @@ def test_degraded_providers_stay_but_follow_fresh_ones(scenario: Scenario, polic
 
 
 @pytest.mark.conformance(id="PROD-ORD-UNKNOWN-GEOGRAPHY", profile="producer", level="core", feature="ordering",
-                         spec=LOCALITY,
+                         spec=LOCALITY + "; \"When no GridSite geography is configured, all candidates receive "
+                         "unknown tier and ordering falls through to score-based ranking\"",
                          statements=[])
 def test_without_geography_remote_tiers_are_unknown(scenario: Scenario) -> None:
-    """Without GridSite geography a remote candidate is unknown tier and the order falls through to score.
+    """Without GridSite geography remote candidates are unknown tier, grouped together and ordered by score.
 
-    Only the site name itself still identifies the consumer's own site (same_site), as the public operator
-    derives it: names first, then region and zone. The remote providers' scores are the reverse of their
-    tie-break order. Fails if a tier other than unknown is derived for a remote site without region/zone (for
-    example two sites without a region treated as the same region), if the local site's own provider is not
-    same_site, or if the fall-through among unknown candidates is not score descending.
+    The local site's own provider is left out of the assertions: the spec's tier table is not part of the
+    text, and whether a site without geography is same_site to itself by name is the public operator's
+    rule (PROD-ORD-LOCAL-SITE-BY-NAME). The remote providers' scores are the reverse of their tie-break
+    order. Fails if a tier other than unknown is derived for a remote site without region/zone (for example
+    two sites without a region treated as the same region) or if the fall-through among unknown candidates
+    is not score descending.
     """
     scenario.grid_site("a")
     scenario.grid_site("b")
@@ -258,10 +260,29 @@ def test_without_geography_remote_tiers_are_unknown(scenario: Scenario) -> None:
     _metered(scenario, "c1", 1, site="c")  # 0.9, no GridSite at all
     scenario.network(scoring="queueDepth")
     env = _render(scenario, ["a1", "b1", "c1"])
-    assert _tiers(env) == {"a1": "same_site", "b1": "unknown", "c1": "unknown"}
-    assert oracle.names(env) == ["a1", "c1", "b1"]
-    assert oracle.groups(env, scenario.model) == [["a1"], ["c1", "b1"]]
+    tiers = _tiers(env)
+    assert (tiers["b1"], tiers["c1"]) == ("unknown", "unknown"), tiers
+    remote = [name for name in oracle.names(env) if name != "a1"]
+    assert remote == ["c1", "b1"], f"unknown-tier candidates fall through to score descending: {oracle.names(env)}"
+    assert any({"c1", "b1"} <= set(group) for group in oracle.groups(env, scenario.model)), \
+        f"unknown-tier candidates of one admission and freshness share a group: {oracle.groups(env, scenario.model)}"
     _assert_groups_valid(env)
+
+
+@pytest.mark.conformance(id="PROD-ORD-LOCAL-SITE-BY-NAME", profile="producer", level="extended",
+                         feature="siteNameLocality",
+                         spec="the public grid operator (praxis-proxy/grid): a provider of the consumer's own site is "
+                         "same_site by its site name, also without GridSite geography, and leads geographyFirst",
+                         statements=[])
+def test_local_site_is_same_site_by_name_without_geography(scenario: Scenario) -> None:
+    scenario.grid_site("a")
+    scenario.grid_site("b")
+    _metered(scenario, "a1", 6)  # 0.4 at the local site
+    _metered(scenario, "b1", 3, site="b")  # 0.7
+    scenario.network(scoring="queueDepth")
+    env = _render(scenario, ["a1", "b1"])
+    assert _tiers(env) == {"a1": "same_site", "b1": "unknown"}
+    assert oracle.groups(env, scenario.model) == [["a1"], ["b1"]], "the local site's group comes first"
 
 
 @pytest.mark.conformance(id="PROD-ORD-ZONE-NEEDS-REGION", profile="producer", level="core", feature="ordering",

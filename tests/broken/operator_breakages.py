@@ -41,7 +41,7 @@ from reference.operator.core.admission import (
     Observation,
     Policy,
 )
-from reference.operator.core.locality import CROSS_REGION, SAME_REGION, SAME_ZONE, TIER_ORDER, UNKNOWN
+from reference.operator.core.locality import CROSS_REGION, SAME_REGION, SAME_SITE, SAME_ZONE, TIER_ORDER, UNKNOWN
 from reference.operator.core.model import GatewayRef, GridNetworkSpec, GridSiteSpec, MetricSample, ResourceError
 from reference.operator.core.ordering import ADMISSION_ORDER, Entry
 from reference.operator.scrape import POOL_LABEL, ScrapeError, Scraper, ScrapeTarget
@@ -227,6 +227,15 @@ def _missing_region_matches() -> None:
         both_blank = consumer is not None and provider is not None and consumer.region is None \
             and provider.region is None
         return SAME_REGION if tier == UNKNOWN and both_blank else tier
+
+    _tier(fix)
+
+
+@breakage("own-site-needs-geography", "the consumer's own site is same_site only when its GridSite has a region")
+def _own_site_needs_geography() -> None:
+    def fix(tier: str, consumer: GridSiteSpec | None, provider: GridSiteSpec | None) -> str:
+        no_region = consumer is None or consumer.region is None
+        return UNKNOWN if tier == SAME_SITE and no_region else tier
 
     _tier(fix)
 

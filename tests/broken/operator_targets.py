@@ -34,6 +34,7 @@ TARGETS: dict[str, Targets] = {
     "zone-without-region": must_fail("PROD-ORD-ZONE-NEEDS-REGION", "PROD-ORD-GEO-TIERS"),
     "same-region-as-cross-region": must_fail("PROD-ORD-GEO-TIERS", "PROD-ORD-ZONE-NEEDS-REGION"),
     "missing-region-matches": must_fail("PROD-ORD-UNKNOWN-GEOGRAPHY"),
+    "own-site-needs-geography": must_fail("PROD-ORD-LOCAL-SITE-BY-NAME"),
     # exclusion and access
     "unavailable-kept": must_fail("PROD-ORD-UNAVAILABLE-EXCLUDED"),
     "unhealthy-kept": must_fail("PROD-ORD-UNAVAILABLE-EXCLUDED", "PROD-ADM-INSTANT-UNHEALTHY-EXCLUDED[*]",
