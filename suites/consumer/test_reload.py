@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -31,6 +32,21 @@ def _rerender(doc: dict[str, Any], tag: int) -> dict[str, Any]:
     return rerendered
 
 
+def _cycle_across_rerenders(gw: Gateway, site: Site, model: str,
+                            rerender: Callable[[dict[str, Any], int], None]) -> None:
+    """A round-robin cycle that must run unbroken across `rerender(doc, phase)` at two consecutive positions:
+    a gateway that swaps there (and so restarts its cursor at some fixed position) breaks it at one at least."""
+    members = ("provider-a", "provider-b", "provider-c")
+    doc = site.envelope([site.candidate(p, model, selection_group=0) for p in members], mode="roundRobin")
+    gw.publish(doc, model)
+    sequence = [gw.request(model).backend or "<none>" for _ in range(len(members))]
+    for phase in range(2):
+        sequence += [gw.request(model).backend or "<none>" for _ in range(phase)]
+        rerender(doc, phase)
+        sequence += [gw.request(model).backend or "<none>" for _ in range(len(members))]
+    assert_round_robin(sequence, set(members))
+
+
 def _wait_processed(reloads: ReloadProbe, before: dict[str, float]) -> None:
     """Wait until a write of valid bytes was processed, whether counted unchanged or (by a gateway that swaps)
     accepted: what the requests see afterwards judges which it was."""
@@ -49,22 +65,13 @@ def _wait_processed(reloads: ReloadProbe, before: dict[str, float]) -> None:
                          statements=["OC-LIFECYCLE-UNCHANGED-NO-REPLACE", "IR-RELOAD-SWAP-ON-REVISION-CHANGE"])
 def test_rerender_with_same_revision_keeps_round_robin_state(gw: Gateway, site: Site, model: str,
                                                             reloads: ReloadProbe) -> None:
-    """Round-robin state belongs to the snapshot, so a re-render must continue the cycle where it was.
-
-    The re-render happens at two consecutive positions of the cycle: a gateway that swaps (and so restarts
-    its cursor at some fixed position) breaks the cycle at one of them at least.
-    """
-    members = ("provider-a", "provider-b", "provider-c")
-    doc = site.envelope([site.candidate(p, model, selection_group=0) for p in members], mode="roundRobin")
-    gw.publish(doc, model)
-    sequence = [gw.request(model).backend or "<none>" for _ in range(len(members))]
-    for phase in range(2):
-        sequence += [gw.request(model).backend or "<none>" for _ in range(phase)]
+    """Round-robin state belongs to the snapshot, so a re-render must continue the cycle where it was."""
+    def rerender(doc: dict[str, Any], phase: int) -> None:
         before = reloads.snapshot()
         gw.write_overlay(_rerender(doc, phase))
         reloads.wait(before, "unchanged")
-        sequence += [gw.request(model).backend or "<none>" for _ in range(len(members))]
-    assert_round_robin(sequence, set(members))
+
+    _cycle_across_rerenders(gw, site, model, rerender)
 
 
 @pytest.mark.conformance(id="CONS-REV-UNCHANGED-AFTER-REJECT", profile="consumer", level="core", feature="roundRobin",
@@ -78,23 +85,17 @@ def test_rerender_after_rejected_update_keeps_round_robin_state(gw: Gateway, sit
     """An unchanged revision is judged against the serving snapshot, not the last file read (a rejected one).
 
     After an invalid update, a re-render of the serving overlay must still cause no replacement, so the
-    round-robin cycle continues. As in CONS-REV-UNCHANGED-NO-SWAP this is done at two consecutive positions
-    of the cycle: a gateway that swaps (and so restarts its cursor) breaks the cycle at one of them at least.
+    round-robin cycle continues.
     """
-    members = ("provider-a", "provider-b", "provider-c")
-    doc = site.envelope([site.candidate(p, model, selection_group=0) for p in members], mode="roundRobin")
-    gw.publish(doc, model)
-    sequence = [gw.request(model).backend or "<none>" for _ in range(len(members))]
-    for phase in range(2):
-        sequence += [gw.request(model).backend or "<none>" for _ in range(phase)]
+    def reject_then_rerender(doc: dict[str, Any], phase: int) -> None:
         before = reloads.snapshot()
         gw.write_overlay(INVALID_OVERLAY)
         reloads.wait(before, "rejected")
         before = reloads.snapshot()
         gw.write_overlay(_rerender(doc, phase))
         _wait_processed(reloads, before)
-        sequence += [gw.request(model).backend or "<none>" for _ in range(len(members))]
-    assert_round_robin(sequence, set(members))
+
+    _cycle_across_rerenders(gw, site, model, reject_then_rerender)
 
 
 @pytest.mark.conformance(id="CONS-RELOAD-DEADLINE", profile="consumer", level="core", feature="hotReload",
