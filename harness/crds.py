@@ -29,6 +29,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from harness import fastyaml
+
 
 def _crd_dir() -> Path:
     """manifests/crds in a checkout; the harness.crds_data package in an installed distribution."""
@@ -204,7 +206,7 @@ def load_crds(directory: Path | str | None = None, *, strict: bool = True) -> di
     crds: dict[str, Crd] = {}
     for path in sorted(root.glob("*.yaml")):
         try:
-            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+            doc = fastyaml.safe_load(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:
             raise CrdError(f"{path}: not valid YAML: {exc}") from exc
         crd = crd_from_document(doc, str(path), strict=strict)

@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
+from harness import fastyaml
 
 __all__ = ["CatalogueError", "CoverageRow", "Statement", "by_document", "coverage", "load_statements",
            "shipped_statements"]
@@ -65,7 +65,7 @@ def _entry(raw: Any, index: int) -> Statement:
 def load_statements(path: Path | None = None) -> dict[str, Statement]:
     """The catalogue by id, in document order (the shipped one unless `path` names another)."""
     text = path.read_text() if path is not None else resources.files("suites").joinpath("statements.yaml").read_text()
-    doc = yaml.safe_load(text)
+    doc = fastyaml.safe_load(text)
     if not isinstance(doc, dict) or not isinstance(doc.get("statements"), list):
         raise CatalogueError("the catalogue must be a mapping with a `statements` list")
     out: dict[str, Statement] = {}

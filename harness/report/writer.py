@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from harness import fastyaml
 from harness.impl import Implementation
 from harness.report.model import TestResult
 from harness.statements import Statement, by_document, coverage
@@ -265,7 +266,7 @@ def load_report(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a report written by :func:`write_yaml`; raise :class:`ReportError` when it is not one."""
     source = Path(path)
     try:
-        data = yaml.safe_load(source.read_text(encoding="utf-8"))
+        data = fastyaml.safe_load(source.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise ReportError(f"{source}: no conformance report was written") from exc
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
