@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import ssl
 import sys
@@ -127,13 +128,15 @@ class LocalBackend:
         return self._pki
 
     def start_providers(self, site_index: int, site: SiteSpec) -> dict[str, ProviderProcess]:
-        """The site's fake backends; those consumer gateways reach as hop clusters also listen for mTLS
-        with a certificate from the run's CA, accepting only client certificates the grid CA signed."""
-        started: dict[str, ProviderProcess] = {}
+        """The site's fake backends, served by one process (harness.fakes.group) so a site pays the start-up
+        cost once; each keeps its own listener, state and admin API. Those consumer gateways reach as hop
+        clusters also listen for mTLS with a certificate from the run's CA, accepting only client
+        certificates the grid CA signed."""
+        argv_lists: list[list[str]] = []
+        addresses: dict[str, tuple[str, str | None, str | None]] = {}
         for offset, spec in enumerate(site.providers):
             host, port = self.plan.allocate(site_index, BACKEND_PORT + offset)
-            argv = [sys.executable, "-m", "harness.fakes.cli", "--name", spec.name, "--site", spec.site,
-                    "--listen", f"{host}:{port}"]
+            argv = ["--name", spec.name, "--site", spec.site, "--listen", f"{host}:{port}"]
             mtls_address = sni = None
             if is_hop_backend(spec):
                 mtls_host, mtls_port = self.plan.allocate(site_index, HOP_MTLS_PORT + offset)
@@ -141,8 +144,18 @@ class LocalBackend:
                 files = self.pki.server(f"fake-{site.name}-{spec.name}", mtls_host, sni)
                 argv += ["--mtls-listen", mtls_address, "--tls-cert", str(files.cert), "--tls-key", str(files.key),
                          "--client-ca", str(self.pki.ca_path)]
-            proc = self.supervisor.start(f"fake-{spec.name}", self._inside(site_index, argv))
-            started[spec.name] = ProviderProcess(spec, f"{host}:{port}", proc, mtls_address=mtls_address, sni=sni)
+            argv_lists.append(argv)
+            addresses[spec.name] = (f"{host}:{port}", mtls_address, sni)
+        if not argv_lists:
+            return {}
+        listing = self.workdir / f"fakes-{site_index}-{site.name}.json"
+        listing.parent.mkdir(parents=True, exist_ok=True)
+        listing.write_text(json.dumps(argv_lists, indent=1))
+        proc = self.supervisor.start(f"fakes-{site.name}", self._inside(
+            site_index, [sys.executable, "-m", "harness.fakes.group", str(listing)]))
+        started = {spec.name: ProviderProcess(spec, addresses[spec.name][0], proc, mtls_address=addresses[spec.name][1],
+                                              sni=addresses[spec.name][2])
+                   for spec in site.providers}
         for provider in started.values():
             self._wait_ready(provider.process, f"{provider.url}/admin/stats", f"fake backend {provider.spec.name}", 20)
         return started

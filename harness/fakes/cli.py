@@ -24,6 +24,7 @@ import ssl
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.fakes.server import (
@@ -41,9 +42,9 @@ log = logging.getLogger("agn.fake_backend")
 _IDENTITY = re.compile(r"[\x21-\x7e]+")  # goes into response headers: visible ASCII, no spaces
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=PROG,
+        prog=prog,
         description="Fake provider backend: echo model server (OpenAI-shaped) plus EPP-style /metrics "
         "and a runtime /admin API on one listening address, optionally also served to verified TLS clients.",
     )
@@ -200,8 +201,22 @@ async def _serve(backend: FakeBackend, host: str, port: int, ready_file: Path | 
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+@dataclass(frozen=True)
+class Prepared:
+    """One fake backend, checked and ready to bind: what `main` serves, and what a group serves several of."""
+
+    backend: FakeBackend
+    host: str
+    port: int
+    ready_file: Path | None
+    ssl_context: ssl.SSLContext | None
+    mtls: tuple[str, int, ssl.SSLContext] | None
+    log_level: str
+
+
+def prepare(argv: Sequence[str] | None, parser: argparse.ArgumentParser | None = None) -> Prepared:
+    """Parse and check one backend's arguments; a mistake exits 2 through `parser.error`, naming the option."""
+    parser = parser or build_parser()
     args = parser.parse_args(argv)
     for option, value in (("--name", args.name), ("--site", args.site)):
         if not _IDENTITY.fullmatch(value):
@@ -247,13 +262,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             ssl_context = load_tls_context(args.tls_cert, args.tls_key)
         except ValueError as exc:
             parser.error(str(exc))
+    return Prepared(FakeBackend(args.name, args.site, config), host, port, args.ready_file, ssl_context, mtls,
+                    args.log_level)
 
-    logging.basicConfig(stream=sys.stderr, level=args.log_level,
-                        format=f"%(asctime)s {PROG}[{args.name}] %(levelname)s %(message)s")
+
+def configure_logging(level: str, name: str) -> None:
+    logging.basicConfig(stream=sys.stderr, level=level,
+                        format=f"%(asctime)s {PROG}[{name}] %(levelname)s %(message)s")
     logging.getLogger("aiohttp.access").disabled = True
-    backend = FakeBackend(args.name, args.site, config)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    one = prepare(argv)
+    configure_logging(one.log_level, one.backend.name)
     try:
-        return asyncio.run(_serve(backend, host, port, args.ready_file, ssl_context, mtls))
+        return asyncio.run(_serve(one.backend, one.host, one.port, one.ready_file, one.ssl_context, one.mtls))
     except KeyboardInterrupt:  # SIGINT before the handler was installed
         return 0
 
