@@ -279,23 +279,26 @@ class MeshScenario:
         self.mesh.sites[at].control.apply(*objects)
 
     def network(self, *, network: str | None = None, sites: Sequence[str] | None = None,
-                ttl: int | None = None) -> str:
+                ttl: int | None = None, selection: str | None = None, static_placement: bool = False) -> str:
         """Apply the GridNetwork on each site (default: all), each naming itself the local site."""
         name = network or self.net
         extra: dict[str, Any] = {}
         if ttl is not None:
             extra["staleCandidateTtlSeconds"] = ttl
         for site in sites or list(self.mesh.sites):
-            self.apply(site, resources.grid_network(name, [resources.gateway_ref(site)], **extra))
+            self.apply(site, resources.grid_network(name, [resources.gateway_ref(site)], selection=selection,
+                                                    static_placement=static_placement, **extra))
         return name
 
-    def provider(self, at: str, short: str, models: Sequence[str], *, network: str | None = None) -> str:
+    def provider(self, at: str, short: str, models: Sequence[str], *, network: str | None = None,
+                 capacity_weight: int | None = None) -> str:
         """An InferenceProvider of site `at` served by its fake backend; returns its name."""
         site = self.mesh.sites[at]
         name = f"{self.tag}-{short}"
         endpoint = site.site.providers[site.backend].url
         self.apply(at, resources.inference_provider(name, network or self.net, site=at, cluster=site.backend,
-                                                     models=models, endpoint=endpoint))
+                                                     models=models, endpoint=endpoint,
+                                                     capacity_weight=capacity_weight))
         return name
 
     def own_site(self, at: str, *, network: str | None = None) -> None:

@@ -92,6 +92,15 @@ def member_status(status: Mapping[str, Any] | None, name: str) -> str | None:
     return None
 
 
+def member_age(status: Mapping[str, Any] | None, name: str) -> int | None:
+    """The member's `ageSecs` as the status lists it (None when it lists no such member or no integer)."""
+    for member in (status or {}).get("members") or []:
+        if isinstance(member, dict) and member.get("name") == name:
+            value = member.get("ageSecs")
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return None
+
+
 def summary(rows: Sequence[Mapping[str, Any]]) -> str:
     return ", ".join(f"{r.get('name')}@{r.get('site')}/{r.get('cluster')} fresh={r.get('fresh')}" for r in rows) \
         or "none"

@@ -191,3 +191,50 @@ def test_request_at_a_is_served_by_the_backend_of_c(scenario: MeshScenario) -> N
     served = (reply.json or {}).get("agn", {}).get("backend") if isinstance(reply.json, dict) else None
     assert served == backend, f"expected {backend} of site-c to serve; body backend {served!r}, " \
                               f"header {reply.headers.get(BACKEND_HEADER)!r}"
+
+
+@pytest.mark.conformance(id="MESH-TRUST-REVOKED-DEMOTES", profile="mesh", level="core", feature="eligibility",
+                         spec=f"{ELIGIBILITY}; Active means the fingerprint was verified against the configured "
+                              "trust policy, and only Active sites' records are routed",
+                         statements=["OC-ELIGIBILITY-ACTIVE-MEANING", "OC-ELIGIBILITY-ACTIVE-ONLY",
+                                     "OC-ELIGIBILITY-ACTIVE-AFTER-FINGERPRINT", "OC-ELIGIBILITY-GATE"])
+def test_revoked_pin_takes_an_active_site_out_of_routing(scenario: MeshScenario) -> None:
+    """site-c is Active and routed with the right pin; replacing the pin by another site's certificate takes
+    it out, although site-c stays alive and reachable. The first half is the twin: the same site, the same
+    records, admitted while the configured policy matches."""
+    scenario.network()
+    model = scenario.model("c")
+    scenario.trust("site-a", "site-c")
+    scenario.provider("site-c", "pc", [model])
+    scenario.wait_gridsite("site-a", "site-c", lambda phase, _r: phase == "Active", what="Active with the right pin")
+    scenario.wait_envelope("site-a", lambda e: bool(oracle.from_site(e, model, "site-c")),
+                           what=f"site-c's candidate for {model} while its pin matches")
+    scenario.trust("site-a", "site-c", pins=[scenario.mesh.site("site-b").gateway.server_digest])
+    site = scenario.wait_gridsite("site-a", "site-c", _not_active,
+                                  what="no longer Active once its pin is replaced by one that does not match")
+    envelope = scenario.wait_envelope("site-a", lambda e: not oracle.from_site(e, model, "site-c"),
+                                      what=f"site-c's candidate for {model} to leave the overlay "
+                                           f"(GridSite status {site.get('status')})")
+    assert oracle.candidates_for(envelope, model) == [], \
+        f"only site-c serves {model}: {oracle.summary(oracle.candidates_for(envelope, model))}"
+
+
+@pytest.mark.conformance(id="MESH-REMOTE-WEIGHT-CARRIED", profile="mesh", level="core", feature="gossip",
+                         spec=f"{CRDT}; routing guide, weighted random: \"AGN copies it directly to the overlay's "
+                              "relative traffic_weight; it does not normalize the value\"",
+                         statements=["RG-WEIGHTED-COPIED-UNNORMALIZED", "OC-INPUTS-REMOTE-CRDT",
+                                     "OC-INPUTS-SAME-SCORING-MODEL"])
+def test_remote_provider_keeps_its_capacity_weight(scenario: MeshScenario) -> None:
+    """Weighted random over static placement: site-c's provider (capacityWeight 7) reaches site-a's overlay
+    with traffic_weight 7, as site-a's own provider (capacityWeight 3) does with 3."""
+    scenario.network(selection="weightedRandom", static_placement=True)
+    model = scenario.model("w")
+    scenario.trust("site-a", "site-c")
+    scenario.provider("site-c", "pc", [model], capacity_weight=7)
+    scenario.provider("site-a", "pa", [model], capacity_weight=3)
+    envelope = scenario.wait_envelope(
+        "site-a", lambda e: bool(oracle.from_site(e, model, "site-c")) and bool(oracle.from_site(e, model, "site-a")),
+        what=f"site-a's overlay to list {model} at site-a and at site-c")
+    weights = {r.get("site"): r.get("traffic_weight") for r in oracle.candidates_for(envelope, model)}
+    assert weights == {"site-a": 3, "site-c": 7}, \
+        f"traffic_weight per site: {weights}; capacityWeight was 3 at site-a and 7 at site-c"

@@ -116,3 +116,46 @@ def test_partition_degrades_then_evicts_and_healing_restores(cut: MeshScenario) 
     cut.mesh.heal()
     poll_until(lambda: _fresh_flags(cut, remote), lambda f: f == [True], timeout=40,
                what=f"site-a to route site-c's {remote} again, fresh, after the link healed")
+
+
+@pytest.mark.conformance(id="MESH-MEMBER-AGE-MONOTONIC", profile="mesh", level="core", feature="gossip",
+                         spec=f"{STALE}; SWIM member age: \"When a member transitions to Dead or Suspect, the instant "
+                              "is recorded and preserved monotonically.\"",
+                         statements=["OC-SWIM-AGE-SECS", "OC-SWIM-TRANSITION-RECORDED", "OC-SWIM-AGE-COMPUTED",
+                                     "OC-SWIM-AGE-ZERO-ALIVE"])
+def test_member_age_counts_from_the_first_suspicion_through_death(fresh: MeshScenario) -> None:
+    """site-a's view of site-c: age 0 while alive; once site-c crashes its age never goes down, and the move
+    from suspect to dead does not restart it (the instant of the first transition is kept)."""
+    fresh.network()
+    a = fresh.mesh.site("site-a")
+    alive = poll_until(lambda: (oracle.member_status(a.mesh_status(), "site-c"), oracle.member_age(a.mesh_status(),
+                                                                                                   "site-c")),
+                       lambda s: s[0] == "alive", timeout=20, what="site-a to list site-c alive")
+    assert alive[1] == 0, f"an alive member's ageSecs is 0; site-a lists site-c alive with ageSecs {alive[1]}"
+    samples: list[tuple[float, str | None, int | None]] = []
+
+    def sample() -> list[tuple[float, str | None, int | None]]:
+        status = a.mesh_status()
+        samples.append((time.monotonic(), oracle.member_status(status, "site-c"), oracle.member_age(status, "site-c")))
+        return samples
+
+    def dead_for(seconds: float) -> Any:
+        return lambda rows: any(s == "dead" for _, s, _ in rows) and \
+            rows[-1][0] - next(t for t, s, _ in rows if s == "dead") >= seconds
+
+    fresh.mesh.kill("site-c")
+    bound = fresh.mesh.timing.detection_bound(MEMBERS) + oracle.RECONCILE_SLACK
+    poll_until(sample, dead_for(2.0), timeout=bound + 10, what="site-a to hold site-c dead for 2 s",
+               describe=lambda rows: f"last (status, ageSecs): {[(s, age) for _, s, age in rows[-5:]]}")
+    down = [(t, s, age) for t, s, age in samples if s in ("suspect", "dead")]
+    ages = [age for _, _, age in down if isinstance(age, int)]
+    assert len(ages) == len(down), f"a suspect or dead member lists an integer ageSecs: {[r[2] for r in down]}"
+    drops = [(before, after) for before, after in zip(ages, ages[1:], strict=False) if after < before]
+    assert not drops, f"site-c's ageSecs went down while it was suspect or dead: {drops} in {ages}"
+    suspect = [(t, age) for t, s, age in down if s == "suspect"]
+    first_dead_at, _, dead_age = next(row for row in down if row[1] == "dead")
+    if suspect:
+        since = first_dead_at - suspect[0][0]
+        assert dead_age is not None and dead_age >= int(since) - 1, \
+            f"site-a listed site-c suspect for {since:.1f}s before dead, yet its first dead ageSecs is {dead_age}: " \
+            "the age must count from the first transition, not restart at death"

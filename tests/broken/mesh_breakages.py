@@ -153,3 +153,40 @@ def _provider_cluster() -> None:
         return {key: dataclasses.replace(r, cluster=clusters.get(r.provider, r.cluster)) for key, r in content.items()}
 
     patch(announce, "own_content", own)
+
+
+@breakage("trust-revocation-ignored", "an Active site stays Active when its pins stop matching")
+def _trust_revocation_ignored() -> None:
+    original = sites.next_phase
+
+    def next_phase(current: str | None, observation: sites.SiteObservation) -> sites.Transition:
+        transition = original(current, observation)
+        if current == sites.ACTIVE and transition.phase == sites.CONNECTING:
+            return sites.Transition(sites.ACTIVE, "Verified", "kept Active after a trust failure")
+        return transition
+
+    patch(sites, "next_phase", next_phase)
+
+
+@breakage("remote-weight-dropped", "records leave the provider's capacityWeight out, so peers render weight 1")
+def _remote_weight_dropped() -> None:
+    def own(resources: Resources, samples: Iterable[Any], site: str, cluster: str,
+            now: float) -> dict[Key, ProviderRecord]:
+        content = _own_content(resources, samples, site, cluster, now)
+        return {key: dataclasses.replace(r, capacity_weight=1) for key, r in content.items()}
+
+    patch(announce, "own_content", own)
+
+
+@breakage("age-restarts-at-death", "a member's age restarts when it moves from suspect to dead")
+def _age_restarts_at_death() -> None:
+    original = swim.SwimNode._set_state
+
+    def set_state(self: swim.SwimNode, member: Any, status: Any, incarnation: int, now: float,
+                  added: bool = False) -> None:
+        was = member.status
+        original(self, member, status, incarnation, now, added)
+        if status == swim.DEAD and was == swim.SUSPECT:
+            member.status_changed_at = now
+
+    patch(swim.SwimNode, "_set_state", set_state)

@@ -28,4 +28,7 @@ TARGETS: dict[str, Targets] = {
     "leave-as-crash": must_fail("MESH-LEAVE-REMOVES-AT-ONCE"),
     "discovered-name-reversed": must_fail("MESH-PROPAGATION-TRANSITIVE"),
     "provider-cluster-announced": must_fail("MESH-GATE-PRESENT-AFTER-ACTIVE", "MESH-REMOTE-REQUEST-SERVED"),
+    "trust-revocation-ignored": must_fail("MESH-TRUST-REVOKED-DEMOTES"),
+    "remote-weight-dropped": must_fail("MESH-REMOTE-WEIGHT-CARRIED"),
+    "age-restarts-at-death": must_fail("MESH-MEMBER-AGE-MONOTONIC"),
 }
