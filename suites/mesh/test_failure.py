@@ -71,16 +71,33 @@ def test_degraded_candidates_stay_until_the_ttl_then_go(fresh: MeshScenario) -> 
     ttl = 3
     remote, local = _remote_live(fresh, ttl=ttl)
     bound = fresh.mesh.timing.detection_bound(MEMBERS) + oracle.RECONCILE_SLACK
+    a = fresh.mesh.site("site-a")
+    down_at: list[float] = []  # when site-a first listed site-c suspect or dead
+
+    def flags() -> list[Any]:
+        if not down_at and oracle.member_status(a.mesh_status(), "site-c") in ("suspect", "dead"):
+            down_at.append(time.monotonic())
+        return _fresh_flags(fresh, remote)
+
     started = time.monotonic()
     fresh.mesh.kill("site-c")
-    poll_until(lambda: _fresh_flags(fresh, remote), lambda f: f == [False], timeout=bound + 10,
+    poll_until(flags, lambda f: f == [False], timeout=bound + 10,
                what=f"site-a to keep site-c's candidate for {remote} with fresh: false (not drop it at once)",
                describe=lambda f: f"fresh flags of site-c's candidates: {f}")
-    poll_until(lambda: _fresh_flags(fresh, remote), lambda f: f == [], timeout=bound + ttl + 10,
+    poll_until(flags, lambda f: f == [], timeout=bound + ttl + 10,
                what=f"site-a to drop site-c's degraded candidate once the {ttl}s TTL has passed")
-    gone = time.monotonic() - started
-    print(f"\nstale TTL: site-c's candidate removed {gone:.2f}s after the crash (TTL {ttl}s)")
+    gone_at = time.monotonic()
+    gone = gone_at - started
+    print(f"\nstale TTL: site-c's candidate removed {gone:.2f}s after the crash, "
+          f"{gone_at - down_at[0] if down_at else float('nan'):.2f}s after site-a listed it down (TTL {ttl}s)")
     assert gone >= ttl, f"the degraded candidate was removed {gone:.2f}s after the crash, before the {ttl}s TTL"
+    # The age the TTL is compared with started no later than site-a first listed site-c down, so the
+    # candidate must be gone within the TTL plus one render of that instant (and one status poll).
+    assert down_at, "site-a never listed site-c as suspect or dead while its candidate was degraded"
+    late = gone_at - down_at[0]
+    assert late <= ttl + oracle.RECONCILE_SLACK + 0.5, \
+        f"site-c's candidate was removed {late:.2f}s after site-a listed site-c down; the {ttl}s TTL counted from " \
+        f"that transition bounds it at {ttl + oracle.RECONCILE_SLACK + 0.5:.1f}s"
     envelope = fresh.mesh.site("site-a").control.reconcile(fresh.net)
     assert [r.get("fresh") for r in oracle.from_site(envelope, local, "site-a")] == [True], \
         f"local candidates are always kept: {oracle.summary(oracle.candidates_for(envelope, local))}"
