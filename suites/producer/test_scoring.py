@@ -292,12 +292,13 @@ def test_non_finite_health_sample_is_absent(scenario: Scenario) -> None:
 def test_stale_sample_reused_only_within_window(scenario: Scenario) -> None:
     """A failed plaintext scrape reuses the last good sample for staleMetricsSeconds, then falls back to neutral.
 
-    Provider c (q=1, 0.9) leads b (0.6) and a (0.4), whose metrics live on another backend. While c's
-    endpoint fails, every reconcile finishing inside the window still ranks c first; a reconcile started after
-    the window ranks it neutral, between b and a. Fails if the stale sample is never reused, or reused past
-    its window.
+    Provider c (q=1, 0.9) leads b (0.6) and a (0.4), whose metrics live on another backend. c's endpoint
+    starts failing a second after its last good scrape. Every reconcile finishing inside the window still
+    ranks c first; the first reconcile after the window, counted from the last good scrape, ranks it
+    neutral, between b and a, although the failure began less than a window before. Fails if the stale
+    sample is never reused, reused past its window, or the window is counted from the failure.
     """
-    window = 2.0
+    window, gap = 3.0, 1.0
     scenario.set_pools({"c": {"queueDepth": 1, "healthy": 1}})
     scenario.provider("c", metrics={"stale_seconds": int(window)})
     set_other(scenario, {"b": {"queueDepth": 4, "healthy": 1}, "a": {"queueDepth": 6, "healthy": 1}})
@@ -306,10 +307,13 @@ def test_stale_sample_reused_only_within_window(scenario: Scenario) -> None:
     scenario.network(routing="scoreFirst", scoring="queueDepth")
     assert_order(scenario, first_render(scenario), ["c", "b", "a"], "fresh samples 0.9, 0.6, 0.4")
 
-    # The last good scrape happens during this reconcile, so the window ends no earlier than started + window.
+    # The last good scrape happens during this reconcile: the window starts no earlier than `started` and
+    # no later than `scraped`. The network refreshes every 300 s, so only forced reconciles scrape.
     started = time.monotonic()
     assert_order(scenario, scenario.reconcile(), ["c", "b", "a"], "a good scrape just before the failure")
-    failing_since = fail_metrics(scenario, scenario.metrics_backend)
+    scraped = time.monotonic()
+    wait_until_elapsed(scraped, gap)  # the failure begins well after the last success
+    fail_metrics(scenario, scenario.metrics_backend)
 
     reused = 0
     while True:
@@ -322,11 +326,13 @@ def test_stale_sample_reused_only_within_window(scenario: Scenario) -> None:
         reused += 1
     assert reused >= 1, "no reconcile finished inside the stale window; the check could not run"
 
-    # The window started at the last good scrape, which preceded the failure.
-    wait_until_elapsed(failing_since, window + CLOCK_SLACK)
+    # The window started at the last good scrape, a second before the failure: it is over before a window
+    # has passed since the failure.
+    wait_until_elapsed(scraped, window + CLOCK_SLACK)
     envelope = scenario.reconcile()
     assert_order(scenario, envelope, ["b", "c", "a"],
-                 "after the stale window a failed plaintext scrape scores neutral 0.5")
+                 f"{window + CLOCK_SLACK:.2f}s after the last good scrape ({window + CLOCK_SLACK - gap:.2f}s after the "
+                 "failure began), a failed plaintext scrape scores neutral 0.5")
     state = producer_oracle.by_cluster(envelope)["c"]["admission_state"]
     assert state == "new_and_existing", f"plaintext scrape failure keeps the provider admitted; got {state}"
 

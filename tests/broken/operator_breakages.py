@@ -857,3 +857,18 @@ def _missing_metrics_ignored() -> None:
 @breakage("sample-counted-twice", "a sample reused inside the stale window counts as a new stabilized observation")
 def _sample_counted_twice() -> None:
     _observed_as(lambda o: dataclasses.replace(o, revision=None) if o.kind == FRESH else None)
+
+
+@breakage("stale-window-from-failure", "the stale window counts from the first failed scrape, not the last good one")
+def _stale_window_from_failure() -> None:
+    restarted: dict[str, object] = {}
+
+    def fix(original: OnFailure, self: Scraper, target: ScrapeTarget) -> MetricSample | None:
+        cached = self._cache.get(target.provider)
+        if cached is not None and target.stale_seconds and restarted.get(target.provider) is not cached:
+            cached = dataclasses.replace(cached, good_until=self._clock.now() + target.stale_seconds)
+            self._cache[target.provider] = cached
+            restarted[target.provider] = cached
+        return original(self, target)
+
+    _on_failure(fix)

@@ -88,6 +88,7 @@ TARGETS: dict[str, Targets] = {
     "stale-sample-reused": must_fail("PROD-METRICS-STALE-WINDOW", "PROD-METRICS-PLAINTEXT-FAILURE-NEUTRAL",
                                      "PROD-METRICS-TLS-FAILS-CLOSED[*]"),
     "stale-sample-dropped": must_fail("PROD-METRICS-STALE-WINDOW", "PROD-METRICS-TLS-FAILS-CLOSED[*]"),
+    "stale-window-from-failure": must_fail("PROD-METRICS-STALE-WINDOW"),
     "plaintext-fails-closed": must_fail("PROD-METRICS-PLAINTEXT-FAILURE-NEUTRAL"),
     "tls-fails-open": must_fail("PROD-METRICS-TLS-FAILS-CLOSED[*]", "PROD-METRICS-TLS-NO-SAMPLE-EXCLUDED[*]"),
     "spec-tls-ignored": must_fail("PROD-METRICS-TLS-FAILS-CLOSED[spec-tls]",
