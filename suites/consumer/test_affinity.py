@@ -56,6 +56,31 @@ def test_header_session_survives_a_reorder(gw: Gateway, site: Site, model: str) 
     assert fresh.backend == "provider-b", f"a new session follows the new order: {fresh.describe()}"
 
 
+@pytest.mark.conformance(id="CONS-AFFINITY-PER-CAPABILITY", profile="consumer", level="core",
+                         feature="headerAffinity",
+                         spec=SPEC + "; a binding is to a provider of the capability it was made for (candidates, "
+                              "groups and selection all belong to one capability)",
+                         statements=["RG-AFFINITY-REUSE-BINDING", "RG-AFFINITY-NO-BINDING-RECORD"])
+def test_binding_belongs_to_its_capability(gw: Gateway, site: Site, model: str) -> None:
+    """One session key, two models both served by provider-a and provider-b in opposite orders: each model
+    gets its own binding, and using the key for one model neither reuses nor replaces the other's."""
+    other = model + "-other"
+    gw.publish(site.envelope([site.candidate("provider-a", model), site.candidate("provider-b", model),
+                              site.candidate("provider-b", other), site.candidate("provider-a", other)]), model)
+    session = _session()
+    _bind(gw, model, "provider-a", headers={SESSION_HEADER: session})
+    first_other = gw.request(other, headers={SESSION_HEADER: session})
+    assert first_other.backend == "provider-b", \
+        f"{other} has no binding for this session yet, so it takes its own first candidate provider-b; " \
+        f"{first_other.describe()} (a binding made for {model} was applied to {other})"
+    gw.publish(site.envelope([site.candidate("provider-b", model), site.candidate("provider-a", model),
+                              site.candidate("provider-a", other), site.candidate("provider-b", other)]), model)
+    for name, bound in ((model, "provider-a"), (other, "provider-b")):
+        reply = gw.request(name, headers={SESSION_HEADER: session})
+        assert reply.backend == bound, \
+            f"after a reorder the session's binding for {name} is {bound}; {reply.describe()}"
+
+
 @pytest.mark.conformance(id="CONS-AFFINITY-WITH-ROUND-ROBIN", profile="consumer", level="core", feature="roundRobin",
                          spec="routing guide 3. Round-robin: \"Session affinity is checked first, so established "
                          "sessions can make observed traffic less than perfectly even.\"",

@@ -426,6 +426,11 @@ def _no_affinity() -> None:
     _wrap_session_key(lambda original: lambda headers, header, cookie: None)
 
 
+@breakage("session-shared-across-capabilities", "one binding per session key, whatever model or tool it asks for")
+def _session_shared_across_capabilities() -> None:
+    _patch(intelligent_route, "binding_key", lambda kind, name, session: session)
+
+
 @breakage("no-cookie", "cookie session keys are ignored")
 def _no_cookie() -> None:
     _wrap_session_key(lambda original: lambda headers, header, cookie: original(headers, header, None))

@@ -205,7 +205,7 @@ def test_expired_binding_counts_as_a_new_binding() -> None:
     assert metric_value(text, "praxis_ai_intelligent_route_session_total", event="failover") == 0
 
 
-def test_the_session_key_alone_is_the_binding_key() -> None:
+def test_each_capability_has_its_own_binding_for_a_session_key() -> None:
     clock = FakeClock()
     metrics = GatewayMetrics()
     cands = [candidate(MODEL, "site-a", "a"), candidate("other", "site-b", "b")]
@@ -217,11 +217,13 @@ def test_the_session_key_alone_is_the_binding_key() -> None:
     )
     assert session(route, "s1").cluster == "a"
     other = session(route, "s1", model="other")
-    assert other.cluster == "b" and other.metadata["intelligent_route.session.failover"] is True
+    assert other.cluster == "b" and other.metadata["intelligent_route.session.failover"] is False
     back = session(route, "s1")
-    assert back.metadata["intelligent_route.outcome"] == "routed"
-    assert back.metadata["intelligent_route.session.failover"] is True
-    assert len(route.table) == 1
+    assert back.metadata["intelligent_route.outcome"] == "reused"
+    assert len(route.table) == 2
+    text = metrics.render().decode()
+    assert metric_value(text, "praxis_ai_intelligent_route_session_total", event="bound") == 2
+    assert metric_value(text, "praxis_ai_intelligent_route_session_total", event="failover") == 0
 
 
 def test_a_full_table_routes_without_binding() -> None:

@@ -42,6 +42,12 @@ _NO_CANDIDATE_BODY = {
 }
 
 
+def binding_key(kind: str, name: str, session: str) -> str:
+    """A session's binding belongs to one capability: the same session key asking for another model (or tool)
+    has a binding of its own, and neither replaces the other."""
+    return f"{kind}\x1f{name}\x1f{session}"
+
+
 class IntelligentRouteFilter:
     needs_body = False
 
@@ -133,6 +139,7 @@ class IntelligentRouteFilter:
         if table is not None:
             skey = session_key(ctx.headers, self._session_header, self._session_cookie)
             if skey is not None:
+                skey = binding_key(plan.kind, plan.name, skey)
                 bound = table.lookup(skey)
                 if bound is not None:
                     candidate = plan.reusable.get(bound)
