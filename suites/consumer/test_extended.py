@@ -224,3 +224,24 @@ def test_snapshot_gauge_counts_every_candidate(gw: Gateway, site: Site, model: s
     assert gauge == len(candidates), (
         f"the serving snapshot has {len(candidates)} candidates (admission none and existing_only included); "
         f"the gauge says {gauge}")
+
+
+@pytest.mark.conformance(id="CONS-METRICS-SESSION-TABLE-ENTRIES", profile="consumer", level="extended",
+                         feature="prometheusMetrics",
+                         spec=METRICS + "\"praxis_ai_intelligent_route_session_table_entries — entries in the session "
+                         "tables of every instance in this process\"",
+                         statements=["IR-METRICS-SESSION-TABLE-ENTRIES"])
+def test_session_table_gauge_counts_bindings(gw: Gateway, site: Site, model: str) -> None:
+    """Two new session keys bound to the same provider are two entries; reusing one adds none."""
+    gw.publish(site.envelope([site.candidate("provider-a", model)]), model)
+    key: tuple[str, frozenset[tuple[str, str]]] = (PREFIX + "session_table_entries", frozenset())
+    before = gw.metrics().get(key, 0.0)
+    sessions = [{SESSION_HEADER: uuid.uuid4().hex} for _ in range(2)]
+    for headers in sessions:
+        reply = gw.request(model, headers=headers)
+        assert reply.status == 200 and reply.backend == "provider-a", reply.describe()
+    bound = gw.metrics().get(key, 0.0)
+    assert bound - before == 2, f"two sessions bound (both to provider-a): the gauge went from {before} to {bound}"
+    assert gw.request(model, headers=sessions[0]).backend == "provider-a"
+    reused = gw.metrics().get(key, 0.0)
+    assert reused == bound, f"reusing a binding adds no entry: the gauge went from {bound} to {reused}"

@@ -431,6 +431,15 @@ def _session_shared_across_capabilities() -> None:
     _patch(intelligent_route, "binding_key", lambda kind, name, session: session)
 
 
+@breakage("session-gauge-counts-providers", "the session table gauge counts bound providers, not bindings")
+def _session_gauge_counts_providers() -> None:
+    def table_size(self: IntelligentRouteFilter) -> int:
+        table = self.table
+        return len({hop_id for hop_id, _ in table._entries.values()}) if table is not None else 0
+
+    _patch(IntelligentRouteFilter, "_table_size", table_size)
+
+
 @breakage("no-cookie", "cookie session keys are ignored")
 def _no_cookie() -> None:
     _wrap_session_key(lambda original: lambda headers, header, cookie: original(headers, header, None))
