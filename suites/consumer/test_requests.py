@@ -96,7 +96,7 @@ def test_request_without_model_reaches_no_backend(gw: Gateway, served: str) -> N
 @pytest.mark.conformance(id="CONS-STATIC-DETERMINISTIC", profile="consumer", level="core", feature="staticMode",
                          spec=SPEC + "; Static mode: inline candidates in configured order",
                          statements=["IR-MODES-STATIC", "IR-MODES-STATIC-INLINE",
-                                     "IR-SELECTION-MISSING-METADATA-DETERMINISTIC"])
+                                     "IR-SELECTION-MISSING-METADATA-DETERMINISTIC", "IR-BEHAVIOR-MATCH-SETS-CLUSTER"])
 def test_static_candidates_route_in_configured_order(site: Site, fresh_gateway: object, model: str) -> None:
     candidates = [site.candidate("provider-d", model), site.candidate("provider-a", model)]
     gateway = fresh_gateway("static", None, static_candidates=candidates)  # type: ignore[operator]
