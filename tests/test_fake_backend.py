@@ -419,9 +419,10 @@ def _read_lines(process: subprocess.Popen[bytes], count: int, deadline: float) -
 
 
 @contextlib.contextmanager
-def _child(args: list[str]) -> Iterator[subprocess.Popen[bytes]]:
+def _child(args: list[str], module: str = "harness.fakes.cli") -> Iterator[subprocess.Popen[bytes]]:
+    """`python -m module args` from the checkout, killed and reaped at the end whatever happened."""
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    process = subprocess.Popen([sys.executable, "-m", "harness.fakes.cli", *args], stdout=subprocess.PIPE,
+    process = subprocess.Popen([sys.executable, "-m", module, *args], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, env=env, cwd=REPO)
     try:
         yield process

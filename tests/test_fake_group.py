@@ -5,39 +5,23 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from harness.pki import GridPKI, client_context
-from tests.test_fake_backend import _port_is_free, _read_lines
+from tests.test_fake_backend import _child, _port_is_free, _read_lines
 
-REPO = Path(__file__).resolve().parents[1]
 DEADLINE_S = 20.0
 
 
-@contextlib.contextmanager
-def _group(listing: Path) -> Iterator[subprocess.Popen[bytes]]:
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    process = subprocess.Popen([sys.executable, "-m", "harness.fakes.group", str(listing)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env=env, cwd=REPO)
-    try:
-        yield process
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=10)
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+def _group(listing: Path) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
+    return _child([str(listing)], module="harness.fakes.group")
 
 
 def _write(tmp_path: Path, argv_lists: object) -> Path:
