@@ -442,6 +442,10 @@ class Site:
         """Set the EPP series of one pool on a fake backend (see `set_pools`)."""
         self.set_pools(backend, {pool: signals})
 
+    def set_backend_latency(self, backend: str, milliseconds: int) -> None:
+        """Make a fake backend hold every model API request this long before answering (0 restores it)."""
+        self._admin(backend, {"latency_ms": milliseconds})
+
     def set_metrics_failure(self, backend: str, status: int | None) -> None:
         """Make a fake backend's /metrics answer `status` (None restores it)."""
         self._admin(backend, {"metrics_error_status": status})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +17,8 @@ from harness.suite_support import ReloadProbe
 from harness.waiting import WaitTimeout, poll_until
 
 SPEC = "intelligent-route-filter: Hot reload; overlay contract: Revision lifecycle"
+#: How long provider-a holds the in-flight request: far longer than a reload takes.
+IN_FLIGHT_HOLD_MS = 4000
 RELOAD_DEADLINE_S = 5.0
 LKG_AND_UNCHANGED = ("overlay contract, Revision lifecycle: \"An invalid update retains the same-process "
                      "last-known-good snapshot, and an unchanged semantic revision does not cause a replacement.\"")
@@ -123,3 +126,41 @@ def test_successive_revisions_each_serve(gw: Gateway, site: Site, model: str) ->
         doc = site.envelope([site.candidate(provider, model), site.candidate("provider-d", model)])
         gw.publish(doc, model)
         assert gw.request(model).backend == provider
+
+
+@pytest.mark.conformance(id="CONS-RELOAD-IN-FLIGHT", profile="consumer", level="core", feature="hotReload",
+                         spec=SPEC + ": \"In-flight requests continue using their previously loaded snapshot.\"",
+                         statements=["IR-RELOAD-IN-FLIGHT-KEEP-SNAPSHOT", "RG-RELOAD-IN-FLIGHT"])
+def test_in_flight_request_completes_across_a_reload(gw: Gateway, site: Site, model: str) -> None:
+    """A request held at provider-a while a new revision (provider-b only) is accepted is answered by
+    provider-a with the revision it was routed under; the next request follows the new revision."""
+    probe = model + "-probe"
+    first = gw.publish(site.envelope([site.candidate("provider-a", model)]), model)
+    before = site.backend_requests("provider-a")
+    held: dict[str, Any] = {}
+    site.set_backend_latency("provider-a", IN_FLIGHT_HOLD_MS)
+    try:
+        worker = threading.Thread(target=lambda: held.update(reply=gw.request(model), done=time.monotonic()))
+        worker.start()
+        poll_until(lambda: site.backend_requests("provider-a"), lambda n: n > before, timeout=10,
+                   what="the first request to reach provider-a")
+        second_doc = site.envelope([site.candidate("provider-b", model), site.candidate("provider-b", probe)])
+        gw.write_overlay(second_doc)
+        second = contract.revision_of(second_doc)
+        # the probe model exists only in the new revision, so waiting for it never queues behind provider-a
+        gw.wait_serving(second, probe, 10.0)
+        swapped = time.monotonic()
+        worker.join(timeout=IN_FLIGHT_HOLD_MS / 1000 + 30)
+    finally:
+        site.set_backend_latency("provider-a", 0)
+    assert "reply" in held, "the held request never completed"
+    assert swapped < held["done"], \
+        "the new revision served only after the held request finished, so the reload did not happen while it was " \
+        "in flight and nothing was judged"
+    reply = held["reply"]
+    assert reply.status == 200 and reply.backend == "provider-a", \
+        f"a request in flight during the reload is answered by the provider it was routed to: {reply.describe()}"
+    assert reply.forwarded_headers.get(gw.revision_header) == first, \
+        f"it carries the revision it was routed under ({first}): {reply.forwarded_headers.get(gw.revision_header)}"
+    after = gw.request(model)
+    assert after.backend == "provider-b", f"the next request follows revision {second}: {after.describe()}"

@@ -22,7 +22,7 @@ from typing import Any
 
 from multidict import CIMultiDict
 
-from reference.gateway import build, hop_headers, reload, routing_input, snapshot, snapshot_store, tls
+from reference.gateway import build, hop_headers, proxy, reload, routing_input, snapshot, snapshot_store, tls
 from reference.gateway.affinity import SessionTable
 from reference.gateway.context import Reject, RequestContext
 from reference.gateway.filters import intelligent_route
@@ -438,6 +438,28 @@ def _session_gauge_counts_providers() -> None:
         return len({hop_id for hop_id, _ in table._entries.values()}) if table is not None else 0
 
     _patch(IntelligentRouteFilter, "_table_size", table_size)
+
+
+@breakage("reload-aborts-in-flight", "an accepted reload closes the upstream connections of requests in flight")
+def _reload_aborts_in_flight() -> None:
+    forwarders: weakref.WeakSet[proxy.Forwarder] = weakref.WeakSet()
+    original_init = proxy.Forwarder.__init__
+    original_replace = snapshot_store.SnapshotStore.replace
+
+    def init(self: proxy.Forwarder, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        forwarders.add(self)
+
+    def replace(self: snapshot_store.SnapshotStore, candidate: Snapshot) -> snapshot_store.ReplaceResult:
+        result = original_replace(self, candidate)
+        if result.result == "accepted":
+            loop = asyncio.get_running_loop()
+            for forwarder in list(forwarders):
+                loop.create_task(forwarder.aclose())
+        return result
+
+    _patch(proxy.Forwarder, "__init__", init)
+    _patch(snapshot_store.SnapshotStore, "replace", replace)
 
 
 @breakage("no-cookie", "cookie session keys are ignored")

@@ -76,6 +76,7 @@ TARGETS: dict[str, Targets] = {
     "none-eligible": _t("CONS-GROUP-FALLBACK-NONE", "CONS-ADMISSION-NONE-NEVER", "CONS-AFFINITY-FAILOVER-EXCLUDED"),
     "session-shared-across-capabilities": _t("CONS-AFFINITY-PER-CAPABILITY"),
     "session-gauge-counts-providers": _t("CONS-METRICS-SESSION-TABLE-ENTRIES"),
+    "reload-aborts-in-flight": _t("CONS-RELOAD-IN-FLIGHT"),
     "rr-all-groups": _t("CONS-SEL-ROUND-ROBIN", "CONS-SEL-ROUND-ROBIN-FALLBACK"),
     "weights-off": _t("CONS-SEL-WEIGHTED[*]"),
     "random-biased": _t("CONS-SEL-RANDOM"),
