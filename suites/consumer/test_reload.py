@@ -164,3 +164,25 @@ def test_in_flight_request_completes_across_a_reload(gw: Gateway, site: Site, mo
         f"it carries the revision it was routed under ({first}): {reply.forwarded_headers.get(gw.revision_header)}"
     after = gw.request(model)
     assert after.backend == "provider-b", f"the next request follows revision {second}: {after.describe()}"
+
+
+@pytest.mark.conformance(id="CONS-RELOAD-UNDECLARED-CLUSTER-WITHOUT-LIST", profile="consumer", level="core",
+                         feature="hotReload",
+                         spec="intelligent-route-filter, Scope: without a clusters list \"such a reload is accepted "
+                              "and the request fails when the load_balancer cannot resolve the cluster.\"",
+                         statements=["IR-SCOPE-NO-CLUSTERS-LIST-RELOAD-ACCEPTED"])
+def test_reload_naming_an_undeclared_cluster_is_accepted_without_a_clusters_list(gw: Gateway, site: Site,
+                                                                                  model: str) -> None:
+    """The core gateway has no clusters list: a revision with one candidate on a cluster its load_balancer does
+    not declare is accepted (the other model serves it), and only the request that needs that cluster fails."""
+    elsewhere = model + "-undeclared"
+    doc = site.envelope([site.candidate("provider-a", model),
+                         contract.candidate(elsewhere, site.scope.local_site, "cluster-not-declared")])
+    revision = gw.publish(doc, model)
+    served = gw.request(model)
+    assert served.status == 200 and served.backend == "provider-a", \
+        f"revision {revision} was accepted and routes {model} to provider-a: {served.describe()}"
+    failed = gw.request(elsewhere)
+    assert not 200 <= failed.status < 300 and failed.backend is None, \
+        f"{elsewhere} is routed to a cluster the load_balancer cannot resolve, so the request fails: " \
+        f"{failed.describe()}"

@@ -462,6 +462,24 @@ def _reload_aborts_in_flight() -> None:
     _patch(snapshot_store.SnapshotStore, "replace", replace)
 
 
+@breakage("declared-clusters-as-allowlist",
+          "without a clusters list, overlays naming a cluster the load_balancer lacks are rejected anyway")
+def _declared_clusters_as_allowlist() -> None:
+    original = build._build_chain
+
+    def build_chain(chain: Any, metrics: GatewayMetrics, rng: Any, built: build.Built) -> Any:
+        declared = tuple(sorted(name for spec in chain.filters if spec.type == "load_balancer"
+                                for name in spec.options.names))
+        filters = tuple(
+            dataclasses.replace(spec, options=dataclasses.replace(spec.options, clusters=declared))
+            if spec.type == "intelligent_route" and spec.options.clusters is None and spec.options.static is None
+            else spec
+            for spec in chain.filters)
+        return original(dataclasses.replace(chain, filters=filters), metrics, rng, built)
+
+    _patch(build, "_build_chain", build_chain)
+
+
 @breakage("no-cookie", "cookie session keys are ignored")
 def _no_cookie() -> None:
     _wrap_session_key(lambda original: lambda headers, header, cookie: original(headers, header, None))

@@ -77,6 +77,7 @@ TARGETS: dict[str, Targets] = {
     "session-shared-across-capabilities": _t("CONS-AFFINITY-PER-CAPABILITY"),
     "session-gauge-counts-providers": _t("CONS-METRICS-SESSION-TABLE-ENTRIES"),
     "reload-aborts-in-flight": _t("CONS-RELOAD-IN-FLIGHT"),
+    "declared-clusters-as-allowlist": _t("CONS-RELOAD-UNDECLARED-CLUSTER-WITHOUT-LIST"),
     "rr-all-groups": _t("CONS-SEL-ROUND-ROBIN", "CONS-SEL-ROUND-ROBIN-FALLBACK"),
     "weights-off": _t("CONS-SEL-WEIGHTED[*]"),
     "random-biased": _t("CONS-SEL-RANDOM"),
