@@ -335,11 +335,12 @@ class Site:
 
     def start_gateway(self, variant: str, overlay: bytes | None,
                       static_candidates: Sequence[Mapping[str, Any]] = (), *, overlay_dir: Path | None = None,
-                      scope: contract.ScopeSpec | None = None) -> Gateway:
+                      scope: contract.ScopeSpec | None = None, allowlist: Sequence[str] | None = None) -> Gateway:
         """Start a new gateway; raises GatewayStartFailed when it exits or never becomes ready.
 
         `overlay_dir` points the gateway at a directory something else delivers into (overlay-sync);
-        `scope` overrides the site's own expected scope (an operator-rendered network).
+        `scope` overrides the site's own expected scope (an operator-rendered network); `allowlist`
+        replaces the `clusters` list a variant with one renders (by default the site's model clusters).
         """
         backend = self.grid.backend
         listen, admin, workdir = backend.allocate_gateway(self.index)
@@ -351,7 +352,8 @@ class Site:
             VARIANTS[variant], listen=listen, admin=admin, overlay_file=str(overlay_dir / OVERLAY_FILE),
             scope=scope or self.scope, clusters=clusters,
             hop_clusters=self.model_clusters, management_cluster=self.management_cluster,
-            allowlist=self.model_clusters, static_candidates=static_candidates, hop_tls=hop_tls,
+            allowlist=self.model_clusters if allowlist is None else allowlist,
+            static_candidates=static_candidates, hop_tls=hop_tls,
         )
         proc = backend.start_gateway(f"gateway-{self.spec.name}-{variant}", listen, admin, workdir, config,
                                      overlay_dir)

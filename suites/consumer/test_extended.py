@@ -6,6 +6,8 @@ import uuid
 
 import pytest
 
+from harness import contract
+from harness.backends.local import GatewayStartFailed
 from harness.gateway_config import SESSION_HEADER
 from harness.grid import Gateway, Site
 from harness.suite_support import ReloadProbe
@@ -50,6 +52,27 @@ def test_reload_outside_allowlist_is_rejected(site: Site, model: str) -> None:
     gw.write_overlay(site.envelope([site.candidate("mgmt", model)]))
     reloads.wait(before, "rejected")
     assert gw.serving_revision(model) == revision
+
+
+@pytest.mark.conformance(id="CONS-CLUSTERS-ALLOWLIST-STARTUP", profile="consumer", level="extended",
+                         feature="clustersAllowlist",
+                         spec="intelligent-route-filter, configuration: clusters \"When present it is authoritative: "
+                              "pipeline validation checks every entry against the load balancer\"",
+                         statements=["IR-CONFIG-CLUSTERS-AUTHORITATIVE-STARTUP", "IR-CONFIG-CLUSTERS-DECLARED"])
+def test_clusters_entry_the_load_balancer_lacks_fails_startup(site: Site, model: str) -> None:
+    """A clusters list with one name the load_balancer does not declare: the gateway must not start. The
+    same list without that name (the twin) starts and serves."""
+    overlay = contract.encode(site.envelope([site.candidate("provider-a", model)]))
+    with pytest.raises(GatewayStartFailed) as failure:
+        refused = site.start_gateway("allowlist", overlay, allowlist=[*site.model_clusters, "cluster-not-declared"])
+        site.stop_gateway(refused)
+    assert failure.value.exit_code not in (None, 0), f"the gateway must exit non-zero; it {failure.value}"
+    twin = site.start_gateway("allowlist", overlay, allowlist=list(site.model_clusters))
+    try:
+        reply = twin.request(model)
+        assert reply.status == 200 and reply.backend == "provider-a", f"the twin serves: {reply.describe()}"
+    finally:
+        site.stop_gateway(twin)
 
 
 @pytest.mark.conformance(id="CONS-METRICS-SERIES", profile="consumer", level="extended",

@@ -23,6 +23,7 @@ from typing import Any
 from multidict import CIMultiDict
 
 from reference.gateway import build, hop_headers, proxy, reload, routing_input, snapshot, snapshot_store, tls
+from reference.gateway import config as gateway_config
 from reference.gateway.affinity import SessionTable
 from reference.gateway.context import Reject, RequestContext
 from reference.gateway.filters import intelligent_route
@@ -478,6 +479,11 @@ def _declared_clusters_as_allowlist() -> None:
         return original(dataclasses.replace(chain, filters=filters), metrics, rng, built)
 
     _patch(build, "_build_chain", build_chain)
+
+
+@breakage("clusters-not-checked-at-startup", "cluster names are not checked against the load_balancer at startup")
+def _clusters_not_checked_at_startup() -> None:
+    _patch(gateway_config, "_check_clusters", lambda parsed: None)
 
 
 @breakage("no-cookie", "cookie session keys are ignored")

@@ -78,6 +78,7 @@ TARGETS: dict[str, Targets] = {
     "session-gauge-counts-providers": _t("CONS-METRICS-SESSION-TABLE-ENTRIES"),
     "reload-aborts-in-flight": _t("CONS-RELOAD-IN-FLIGHT"),
     "declared-clusters-as-allowlist": _t("CONS-RELOAD-UNDECLARED-CLUSTER-WITHOUT-LIST"),
+    "clusters-not-checked-at-startup": _t("CONS-CLUSTERS-ALLOWLIST-STARTUP"),
     "rr-all-groups": _t("CONS-SEL-ROUND-ROBIN", "CONS-SEL-ROUND-ROBIN-FALLBACK"),
     "weights-off": _t("CONS-SEL-WEIGHTED[*]"),
     "random-biased": _t("CONS-SEL-RANDOM"),
