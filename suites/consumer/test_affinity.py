@@ -101,6 +101,45 @@ def test_header_session_sticks_while_new_sessions_rotate(gw: Gateway, site: Site
     assert seen_new == {"provider-a", "provider-b"}, f"new sessions must still rotate; saw {seen_new}"
 
 
+#: Sessions per check. A correct gateway fails `_sticks_while_new_sessions_spread` only if 40 new sessions all
+#: draw one of two equally likely providers: probability 2 * 0.5**40, below 1e-11.
+NEW_SESSIONS = 40
+
+
+def _sticks_while_new_sessions_spread(gw: Gateway, site: Site, model: str, mode: str) -> None:
+    """A bound session keeps its provider for every request while new sessions still reach both."""
+    weight = {"traffic_weight": 500} if mode == "weightedRandom" else {}
+    gw.publish(site.envelope([site.candidate(p, model, selection_group=0, **weight)
+                              for p in ("provider-a", "provider-b")], mode=mode), model)
+    session = _session()
+    first = gw.request(model, headers={SESSION_HEADER: session})
+    assert first.status == 200, first.describe()
+    seen_new: set[str | None] = set()
+    for _ in range(NEW_SESSIONS):
+        bound = gw.request(model, headers={SESSION_HEADER: session})
+        assert bound.backend == first.backend, \
+            f"under {mode} the bound session moved from {first.backend} to {bound.backend}"
+        seen_new.add(gw.request(model, headers={SESSION_HEADER: _session()}).backend)
+    assert seen_new == {"provider-a", "provider-b"}, f"new sessions must still be drawn from both; saw {seen_new}"
+
+
+@pytest.mark.conformance(id="CONS-AFFINITY-WITH-RANDOM", profile="consumer", level="core", feature="random",
+                         spec="routing guide 4. Random: \"Session affinity is checked before random selection.\"",
+                         statements=["RG-RANDOM-AFFINITY-FIRST", "RG-PROFILES-ALL-HONOR",
+                                     "IR-SELECTION-AFFINITY-FIRST"])
+def test_header_session_sticks_under_random(gw: Gateway, site: Site, model: str) -> None:
+    _sticks_while_new_sessions_spread(gw, site, model, "random")
+
+
+@pytest.mark.conformance(id="CONS-AFFINITY-WITH-WEIGHTED", profile="consumer", level="extended",
+                         feature="weightedRandom",
+                         spec="routing guide 5. Weighted-random: \"Weights do not override eligibility, admission, "
+                              "affinity, or selection-group precedence.\"",
+                         statements=["RG-WEIGHTED-NO-OVERRIDE", "RG-PROFILES-ALL-HONOR", "IR-SELECTION-AFFINITY-FIRST"])
+def test_header_session_sticks_under_weighted_random(gw: Gateway, site: Site, model: str) -> None:
+    _sticks_while_new_sessions_spread(gw, site, model, "weightedRandom")
+
+
 @pytest.mark.conformance(id="CONS-AFFINITY-EXISTING-ONLY", profile="consumer", level="core", feature="admission",
                          spec=SPEC + "; " + ADMISSION,
                          statements=["IR-SELECTION-EXISTING-ONLY-AFFINITY", "RG-AFFINITY-EXISTING-ONLY",

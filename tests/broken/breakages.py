@@ -486,6 +486,24 @@ def _clusters_not_checked_at_startup() -> None:
     _patch(gateway_config, "_check_clusters", lambda parsed: None)
 
 
+@breakage("random-modes-skip-affinity", "random and weighted random draw every request, bound sessions too")
+def _random_modes_skip_affinity() -> None:
+    original = IntelligentRouteFilter._select
+
+    def select(self: IntelligentRouteFilter, ctx: RequestContext, current: Snapshot,
+               plan: CapabilityPlan) -> Reject | None:
+        table = self.table
+        if plan.mode not in ("random", "weightedRandom") or table is None:
+            return original(self, ctx, current, plan)
+        self.table = None  # _select does not await, so no other request sees the table missing
+        try:
+            return original(self, ctx, current, plan)
+        finally:
+            self.table = table
+
+    _patch(IntelligentRouteFilter, "_select", select)
+
+
 @breakage("no-cookie", "cookie session keys are ignored")
 def _no_cookie() -> None:
     _wrap_session_key(lambda original: lambda headers, header, cookie: original(headers, header, None))

@@ -79,6 +79,7 @@ TARGETS: dict[str, Targets] = {
     "reload-aborts-in-flight": _t("CONS-RELOAD-IN-FLIGHT"),
     "declared-clusters-as-allowlist": _t("CONS-RELOAD-UNDECLARED-CLUSTER-WITHOUT-LIST"),
     "clusters-not-checked-at-startup": _t("CONS-CLUSTERS-ALLOWLIST-STARTUP"),
+    "random-modes-skip-affinity": _t("CONS-AFFINITY-WITH-RANDOM", "CONS-AFFINITY-WITH-WEIGHTED"),
     "rr-all-groups": _t("CONS-SEL-ROUND-ROBIN", "CONS-SEL-ROUND-ROBIN-FALLBACK"),
     "weights-off": _t("CONS-SEL-WEIGHTED[*]"),
     "random-biased": _t("CONS-SEL-RANDOM"),
