@@ -448,6 +448,10 @@ class Site:
         """Make a fake backend hold every model API request this long before answering (0 restores it)."""
         self._admin(backend, {"latency_ms": milliseconds})
 
+    def set_backend_error(self, backend: str, status: int | None) -> None:
+        """Make a fake backend answer every model API request with `status` (None restores it)."""
+        self._admin(backend, {"error_status": status})
+
     def set_metrics_failure(self, backend: str, status: int | None) -> None:
         """Make a fake backend's /metrics answer `status` (None restores it)."""
         self._admin(backend, {"metrics_error_status": status})

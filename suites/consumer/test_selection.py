@@ -220,6 +220,31 @@ def test_group_without_new_work_falls_back(gw: Gateway, site: Site, model: str) 
     assert set(_serve_all(gw, model, 10)) == {"provider-c"}
 
 
+@pytest.mark.conformance(id="CONS-GROUP-FALLBACK-NO-RETRY", profile="consumer", level="core", feature="groups",
+                         spec=GUIDE + " 9. Admission and failover: \"Group fallback does not imply automatic retry of "
+                              "a request already sent upstream; retry behavior must be configured separately.\"",
+                         statements=["RG-FAILOVER-NO-AUTO-RETRY"])
+def test_failed_upstream_answer_is_not_retried_elsewhere(gw: Gateway, site: Site, model: str) -> None:
+    """provider-a (group 0) answers 503: the client gets that answer, provider-a saw the request once and
+    provider-b (group 1) not at all. The twin: once provider-a answers again, the same request is served."""
+    gw.publish(site.envelope([site.candidate("provider-a", model, selection_group=0),
+                              site.candidate("provider-b", model, selection_group=1)]), model)
+    before = {p: site.backend_requests(p) for p in ("provider-a", "provider-b")}
+    site.set_backend_error("provider-a", 503)
+    try:
+        failed = gw.request(model)
+    finally:
+        site.set_backend_error("provider-a", None)
+    after = {p: site.backend_requests(p) for p in ("provider-a", "provider-b")}
+    sent = {p: after[p] - before[p] for p in after}
+    assert sent == {"provider-a": 1, "provider-b": 0}, \
+        f"the request was sent upstream once, to provider-a; requests each provider saw: {sent} " \
+        f"(the client got {failed.describe()})"
+    assert not 200 <= failed.status < 300, f"provider-a's failure reaches the client: {failed.describe()}"
+    served = gw.request(model)
+    assert served.status == 200 and served.backend == "provider-a", f"the twin is served: {served.describe()}"
+
+
 @pytest.mark.conformance(id="CONS-GROUP-FALLBACK-DEEP", profile="consumer", level="core", feature="groups",
                          spec=FALLBACK_GROUPS + "; " + FIRST_VIABLE,
                          statements=["RG-FAILOVER-FALL-THROUGH", "RG-INTRO-STEP-FIRST-VIABLE", "RG-GROUPS-BOUNDARY",

@@ -504,6 +504,19 @@ def _random_modes_skip_affinity() -> None:
     _patch(IntelligentRouteFilter, "_select", select)
 
 
+@breakage("retry-on-5xx", "an upstream 5xx answer is retried once before it reaches the client")
+def _retry_on_5xx() -> None:
+    original = proxy.Forwarder.forward
+
+    async def forward(self: proxy.Forwarder, request: Any, ctx: RequestContext) -> Any:
+        response = await original(self, request, ctx)
+        if response.status >= 500 and not response.prepared:
+            return await original(self, request, ctx)
+        return response
+
+    _patch(proxy.Forwarder, "forward", forward)
+
+
 @breakage("no-cookie", "cookie session keys are ignored")
 def _no_cookie() -> None:
     _wrap_session_key(lambda original: lambda headers, header, cookie: original(headers, header, None))

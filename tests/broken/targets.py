@@ -80,6 +80,7 @@ TARGETS: dict[str, Targets] = {
     "declared-clusters-as-allowlist": _t("CONS-RELOAD-UNDECLARED-CLUSTER-WITHOUT-LIST"),
     "clusters-not-checked-at-startup": _t("CONS-CLUSTERS-ALLOWLIST-STARTUP"),
     "random-modes-skip-affinity": _t("CONS-AFFINITY-WITH-RANDOM", "CONS-AFFINITY-WITH-WEIGHTED"),
+    "retry-on-5xx": _t("CONS-GROUP-FALLBACK-NO-RETRY"),
     "rr-all-groups": _t("CONS-SEL-ROUND-ROBIN", "CONS-SEL-ROUND-ROBIN-FALLBACK"),
     "weights-off": _t("CONS-SEL-WEIGHTED[*]"),
     "random-biased": _t("CONS-SEL-RANDOM"),
