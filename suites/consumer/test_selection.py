@@ -278,6 +278,34 @@ def test_excluded_group_falls_back(gw: Gateway, site: Site, model: str) -> None:
     assert set(_serve_all(gw, model, 10)) == {"provider-d"}
 
 
+STALE = ("routing-architecture-and-overlay-contract, Stale candidate retention: \"if no healthy candidate exists "
+         "for a model, a stale candidate is better than a hard 404.\"")
+
+
+@pytest.mark.conformance(id="CONS-STALE-LAST-RESORT", profile="consumer", level="core", feature="admission",
+                         spec=STALE, statements=["OC-STALE-LAST-RESORT"])
+def test_stale_candidate_is_served_when_it_is_the_only_one(gw: Gateway, site: Site, model: str) -> None:
+    """A model whose only candidate is `fresh: false` (admitted) is served by it, not refused."""
+    gw.publish(site.envelope([site.candidate("provider-a", model, fresh=False)]), model)
+    reply = gw.request(model)
+    assert reply.status == 200 and reply.backend == "provider-a", \
+        f"the stale candidate is the last resort, better than a 404: {reply.describe()}"
+
+
+@pytest.mark.conformance(id="CONS-STALE-PRODUCER-ORDER", profile="consumer", level="core", feature="admission",
+                         spec="intelligent-route-filter, Selection: \"Praxis AI does not recompute source geography, "
+                              "load, or score.\"; " + STALE,
+                         statements=["IR-SELECTION-NO-RECOMPUTE", "OC-LOCALITY-REQUEST-TIME-PRESORTED"])
+def test_consumer_keeps_the_producer_order_of_stale_candidates(gw: Gateway, site: Site, model: str) -> None:
+    """The producer put a stale candidate first (it orders freshness, the consumer does not): without groups
+    the first admitted candidate, the stale one, serves."""
+    gw.publish(site.envelope([site.candidate("provider-a", model, fresh=False), site.candidate("provider-b", model)]),
+               model)
+    replies = [gw.request(model) for _ in range(3)]
+    assert {r.backend for r in replies} == {"provider-a"}, \
+        f"the consumer selects in the producer's order: {[r.describe() for r in replies]}"
+
+
 @pytest.mark.conformance(id="CONS-ADMISSION-NONE-NEVER", profile="consumer", level="core", feature="admission",
                          spec=FILTER + ": admission_state=none is never eligible",
                          statements=["IR-SELECTION-NONE-NEVER-ELIGIBLE", "RG-ADMISSION-NONE",

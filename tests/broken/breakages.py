@@ -394,6 +394,26 @@ def _affinity_overrides_admission() -> None:
     _wrap_plan_init(after)
 
 
+@breakage("stale-excluded", "fresh: false candidates are never selected")
+def _stale_excluded() -> None:
+    def after(plan: CapabilityPlan, candidates: tuple[Candidate, ...], overlay_mode: str) -> None:
+        if plan.group is not None and candidates and candidates[0].selection_group is None:
+            eligible = tuple(c for c in candidates if c.admission_state == NEW and c.fresh)
+            plan.group = ActiveGroup(None, eligible[:1]) if eligible else None
+
+    _wrap_plan_init(after)
+
+
+@breakage("fresh-first", "the consumer re-orders fresh candidates before stale ones")
+def _fresh_first() -> None:
+    def after(plan: CapabilityPlan, candidates: tuple[Candidate, ...], overlay_mode: str) -> None:
+        if plan.group is not None and candidates and candidates[0].selection_group is None:
+            eligible = sorted((c for c in candidates if c.admission_state == NEW), key=lambda c: not c.fresh)
+            plan.group = ActiveGroup(None, tuple(eligible[:1]))
+
+    _wrap_plan_init(after)
+
+
 @breakage("static-reversed", "static candidates are served from the last one")
 def _static_reversed() -> None:
     original = build.initial_snapshot

@@ -81,6 +81,8 @@ TARGETS: dict[str, Targets] = {
     "clusters-not-checked-at-startup": _t("CONS-CLUSTERS-ALLOWLIST-STARTUP"),
     "random-modes-skip-affinity": _t("CONS-AFFINITY-WITH-RANDOM", "CONS-AFFINITY-WITH-WEIGHTED"),
     "retry-on-5xx": _t("CONS-GROUP-FALLBACK-NO-RETRY"),
+    "stale-excluded": _t("CONS-STALE-LAST-RESORT", "CONS-STALE-PRODUCER-ORDER"),
+    "fresh-first": _t("CONS-STALE-PRODUCER-ORDER"),
     "rr-all-groups": _t("CONS-SEL-ROUND-ROBIN", "CONS-SEL-ROUND-ROBIN-FALLBACK"),
     "weights-off": _t("CONS-SEL-WEIGHTED[*]"),
     "random-biased": _t("CONS-SEL-RANDOM"),
