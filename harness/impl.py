@@ -67,6 +67,9 @@ FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "kvCachePressure": "the kvCachePressure scoring strategy (provider scoring)",
     "tlsMetrics": "metrics scraped over TLS, failing closed (overlay contract: Stale metrics grace period)",
     "toolCandidates": "AgentToolProvider resources rendered as mcp_tool candidates",
+    "localityTierNames": (
+        "selection_tier values same_site, same_zone, same_region, cross_region and unknown (the public grid "
+        "operator); the spec names only the unknown tier and gives the tiers' order, not their field values"),
     "siteNameLocality": (
         "a provider of the consumer's own site is same_site by its site name even without GridSite geography (the "
         "public grid operator); the spec's text says only that without geography all candidates are unknown tier"),

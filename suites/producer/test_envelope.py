@@ -257,7 +257,8 @@ CHANGES = [
     Change("selection-mode", lambda s: s.network(**{**NETWORK, "selection": "roundRobin"}),
            lambda env: env["overlay"].get("selection_policy") == {"mode": "roundRobin"}),
     Change("site-region", lambda s: s.grid_site("c", region="r1", zone="z3"),
-           lambda env: _candidate(env, "p2").get("selection_tier") == "same_region"),
+           lambda env: _has(["p2", "p1"])(env)  # now both same region: one group, ordered by score
+           and _candidate(env, "p1").get("selection_group") == _candidate(env, "p2").get("selection_group")),
     Change("credential-key", lambda s: s.provider("p2", **P2, credential=_cred(s, "api-key")),
            lambda env: ((_candidate(env, "p2").get("credential") or {}).get("secretRef") or {}).get("key")
            == "api-key"),
@@ -396,8 +397,9 @@ def test_each_gateway_ranks_from_its_local_site(scenario: Scenario) -> None:
     _contract_ok(scenario, east_env)
     _contract_ok(scenario, west_env, "west-gateway", local=west)
     assert _revision(east_env) != _revision(west_env)
-    assert _candidate(west_env, "p2").get("selection_tier") == "same_site"
-    assert _candidate(west_env, "p1").get("selection_tier") == "cross_region"
+    groups = {c: _candidate(west_env, c).get("selection_group") for c in ("p1", "p2")}
+    assert isinstance(groups["p2"], int) and isinstance(groups["p1"], int) and groups["p2"] < groups["p1"], \
+        f"for west-gateway p2 is local and p1 in another region, so p2's group comes first: {groups}"
 
 
 # -------------------------------------------------------------------------------------------- status

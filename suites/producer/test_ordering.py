@@ -90,11 +90,24 @@ def _assert_groups_valid(env: Mapping[str, Any]) -> None:
                          statements=["OC-ORDERING-GEOGRAPHY-FIRST-DEFAULT", "RG-GEO-TIERS", "OC-LOCALITY-DERIVED",
                                      "OC-ORDERING-BEFORE-WRITE"])
 def test_geography_first_orders_by_locality_tier(scenario: Scenario) -> None:
-    """Default routing (geographyFirst) puts same_site, same_zone, same_region, cross_region, unknown in that order.
+    """Default routing (geographyFirst) puts same site, same zone, same region, cross region, unknown in that order,
+    each its own group.
 
     Scores rise as locality worsens, so score-first ordering gives the exact reverse. Fails if the default is not
-    geographyFirst, if tiers are derived wrongly, or if score outranks locality.
+    geographyFirst, if tiers are derived wrongly, or if score outranks locality. The tiers' field values are
+    judged by PROD-ORD-TIER-NAMES (the spec names only the unknown tier).
     """
+    _tier_ladder(scenario)
+    env = _render(scenario, ["a1", "b1", "c1", "d1", "e1"])
+    assert _tiers(env)["e1"] == "unknown", f"a site without geography is the unknown tier: {_tiers(env)}"
+    assert oracle.names(env) == ["a1", "b1", "c1", "d1", "e1"]
+    assert oracle.groups(env, scenario.model) == [["a1"], ["b1"], ["c1"], ["d1"], ["e1"]]
+    _assert_groups_valid(env)
+
+
+def _tier_ladder(scenario: Scenario) -> None:
+    """Providers a1..e1 at the same site, same zone, same region, another region and a site without geography,
+    their scores rising as locality worsens; default routing."""
     _geography(scenario, {"b": ("r1", "z1"), "c": ("r1", "z2"), "d": ("r2", "z1")})
     _metered(scenario, "a1", 8)
     _metered(scenario, "b1", 6, site="b")
@@ -102,12 +115,16 @@ def test_geography_first_orders_by_locality_tier(scenario: Scenario) -> None:
     _metered(scenario, "d1", 2, site="d")
     _metered(scenario, "e1", 0, site="e")  # site "e" has no GridSite: no geography
     scenario.network(scoring="queueDepth")
+
+
+@pytest.mark.conformance(id="PROD-ORD-TIER-NAMES", profile="producer", level="extended", feature="localityTierNames",
+                         spec=LOCALITY + "; the selection_tier values of the public grid operator",
+                         statements=["OC-LOCALITY-DERIVED"])
+def test_selection_tier_values_name_the_locality(scenario: Scenario) -> None:
+    _tier_ladder(scenario)
     env = _render(scenario, ["a1", "b1", "c1", "d1", "e1"])
     assert _tiers(env) == {"a1": "same_site", "b1": "same_zone", "c1": "same_region", "d1": "cross_region",
                            "e1": "unknown"}
-    assert oracle.names(env) == ["a1", "b1", "c1", "d1", "e1"]
-    assert oracle.groups(env, scenario.model) == [["a1"], ["b1"], ["c1"], ["d1"], ["e1"]]
-    _assert_groups_valid(env)
 
 
 @pytest.mark.conformance(id="PROD-ORD-GEO-SCORE-WITHIN-TIER", profile="producer", level="core", feature="ordering",
@@ -150,7 +167,6 @@ def test_score_first_moves_a_better_remote_ahead(scenario: Scenario) -> None:
     _metered(scenario, "c1", 3, site="c")  # 0.7 same_region
     scenario.network(routing="scoreFirst", scoring="queueDepth")
     env = _render(scenario, ["a1", "b1", "b2", "c1"])
-    assert _tiers(env) == {"a1": "same_site", "b1": "cross_region", "b2": "cross_region", "c1": "same_region"}
     assert oracle.names(env) == ["b1", "c1", "b2", "a1"]
     assert oracle.groups(env, scenario.model) == [["b1", "c1", "b2", "a1"]]
     _assert_groups_valid(env)

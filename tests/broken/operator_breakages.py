@@ -872,3 +872,17 @@ def _stale_window_from_failure() -> None:
         return original(self, target)
 
     _on_failure(fix)
+
+
+@breakage("tier-names-hyphenated", "selection_tier is written as same-site, same-zone, same-region, cross-region")
+def _tier_names_hyphenated() -> None:
+    original = candidates.to_dicts
+
+    def to_dicts(entries: list[Any], network: GridNetworkSpec) -> list[dict[str, Any]]:
+        out = original(entries, network)
+        for item in out:
+            if isinstance(item.get("selection_tier"), str):
+                item["selection_tier"] = item["selection_tier"].replace("_", "-")
+        return out
+
+    _patch(candidates, "to_dicts", to_dicts)

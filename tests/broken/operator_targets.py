@@ -89,6 +89,7 @@ TARGETS: dict[str, Targets] = {
                                      "PROD-METRICS-TLS-FAILS-CLOSED[*]"),
     "stale-sample-dropped": must_fail("PROD-METRICS-STALE-WINDOW", "PROD-METRICS-TLS-FAILS-CLOSED[*]"),
     "stale-window-from-failure": must_fail("PROD-METRICS-STALE-WINDOW"),
+    "tier-names-hyphenated": must_fail("PROD-ORD-TIER-NAMES"),
     "plaintext-fails-closed": must_fail("PROD-METRICS-PLAINTEXT-FAILURE-NEUTRAL"),
     "tls-fails-open": must_fail("PROD-METRICS-TLS-FAILS-CLOSED[*]", "PROD-METRICS-TLS-NO-SAMPLE-EXCLUDED[*]"),
     "spec-tls-ignored": must_fail("PROD-METRICS-TLS-FAILS-CLOSED[spec-tls]",
