@@ -17,9 +17,10 @@ from harness.suite_support import ReloadProbe
 from harness.waiting import WaitTimeout, poll_until
 
 SPEC = "intelligent-route-filter: Hot reload; overlay contract: Revision lifecycle"
-#: How long provider-a holds the in-flight request: far longer than a reload takes.
-IN_FLIGHT_HOLD_MS = 4000
 RELOAD_DEADLINE_S = 5.0
+#: How long provider-a holds the in-flight request: longer than any reload that meets CONS-RELOAD-DEADLINE, and
+#: within the 10 s the harness waits for an answer.
+IN_FLIGHT_HOLD_MS = int(RELOAD_DEADLINE_S * 1000) + 2000
 LKG_AND_UNCHANGED = ("overlay contract, Revision lifecycle: \"An invalid update retains the same-process "
                      "last-known-good snapshot, and an unchanged semantic revision does not cause a replacement.\"")
 #: Not JSON: every gateway rejects it.
@@ -148,7 +149,7 @@ def test_in_flight_request_completes_across_a_reload(gw: Gateway, site: Site, mo
         gw.write_overlay(second_doc)
         second = contract.revision_of(second_doc)
         # the probe model exists only in the new revision, so waiting for it never queues behind provider-a
-        gw.wait_serving(second, probe, 10.0)
+        gw.wait_serving(second, probe, RELOAD_DEADLINE_S)
         swapped = time.monotonic()
         worker.join(timeout=IN_FLIGHT_HOLD_MS / 1000 + 30)
     finally:
