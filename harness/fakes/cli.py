@@ -168,39 +168,6 @@ def write_ready_file(path: Path, address: str) -> None:
         raise
 
 
-async def _serve(backend: FakeBackend, host: str, port: int, ready_file: Path | None,
-                 ssl_context: ssl.SSLContext | None = None,
-                 mtls: tuple[str, int, ssl.SSLContext] | None = None) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        server: RunningServer = await start_server(backend, host, port, ssl_context=ssl_context, mtls=mtls)
-    except OSError as exc:
-        where = f"{host}:{port}" + (f" or {mtls[0]}:{mtls[1]}" if mtls is not None else "")
-        print(f"{PROG}: cannot listen on {where}: {exc}", file=sys.stderr)
-        return 1
-    try:
-        if server.mtls_address is not None:
-            print(f"LISTENING-MTLS {server.mtls_address}", flush=True)
-        if ready_file is not None:
-            try:
-                write_ready_file(ready_file, server.address)
-            except OSError as exc:
-                print(f"{PROG}: cannot write --ready-file {ready_file}: {exc}", file=sys.stderr)
-                return 1
-        print(f"LISTENING {server.address}", flush=True)  # after the ready file: both mean "serving"
-        log.info("serving %s on %s", server.scheme, server.address)
-        await stop.wait()
-    finally:
-        await server.close()
-        if ready_file is not None:
-            with contextlib.suppress(OSError):
-                ready_file.unlink()  # a stale address must not outlive the server
-    return 0
-
-
 @dataclass(frozen=True)
 class Prepared:
     """One fake backend, checked and ready to bind: what `main` serves, and what a group serves several of."""
@@ -212,6 +179,50 @@ class Prepared:
     ssl_context: ssl.SSLContext | None
     mtls: tuple[str, int, ssl.SSLContext] | None
     log_level: str
+
+
+async def serve(backends: Sequence[Prepared], *, prog: str = PROG, named: bool = False) -> int:
+    """Bind each backend in turn and announce it, serve until SIGTERM or SIGINT, then close them all.
+
+    `named` (a group) puts each backend's name in its lines and ends the announcements with ALL-LISTENING.
+    A port that cannot be bound or a ready file that cannot be written exits 1 after closing what was bound.
+    """
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    servers: list[tuple[Prepared, RunningServer]] = []
+    try:
+        for one in backends:
+            who, tag = (f"{one.backend.name}: ", f" {one.backend.name}") if named else ("", "")
+            try:
+                server = await start_server(one.backend, one.host, one.port, ssl_context=one.ssl_context,
+                                            mtls=one.mtls)
+            except OSError as exc:
+                where = f"{one.host}:{one.port}" + (f" or {one.mtls[0]}:{one.mtls[1]}" if one.mtls is not None else "")
+                print(f"{prog}: {who}cannot listen on {where}: {exc}", file=sys.stderr)
+                return 1
+            servers.append((one, server))
+            if server.mtls_address is not None:
+                print(f"LISTENING-MTLS{tag} {server.mtls_address}", flush=True)
+            if one.ready_file is not None:
+                try:
+                    write_ready_file(one.ready_file, server.address)
+                except OSError as exc:
+                    print(f"{prog}: cannot write --ready-file {one.ready_file}: {exc}", file=sys.stderr)
+                    return 1
+            print(f"LISTENING{tag} {server.address}", flush=True)  # after the ready file: both mean "serving"
+            log.info("serving %s%s on %s", server.scheme, tag, server.address)
+        if named:
+            print("ALL-LISTENING", flush=True)
+        await stop.wait()
+    finally:
+        await asyncio.gather(*(server.close() for _, server in servers), return_exceptions=True)
+        for one, _ in servers:
+            if one.ready_file is not None:
+                with contextlib.suppress(OSError):
+                    one.ready_file.unlink()  # a stale address must not outlive the server
+    return 0
 
 
 def prepare(argv: Sequence[str] | None, parser: argparse.ArgumentParser | None = None) -> Prepared:
@@ -276,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     one = prepare(argv)
     configure_logging(one.log_level, one.backend.name)
     try:
-        return asyncio.run(_serve(one.backend, one.host, one.port, one.ready_file, one.ssl_context, one.mtls))
+        return asyncio.run(serve([one]))
     except KeyboardInterrupt:  # SIGINT before the handler was installed
         return 0
 

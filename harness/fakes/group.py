@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.fakes.cli import PROG, Prepared, build_parser, configure_logging, prepare, write_ready_file
-from harness.fakes.server import RunningServer, start_server
+from harness.fakes.cli import PROG, build_parser, configure_logging, prepare, serve
 
 GROUP_PROG = f"{PROG}-group"
 
@@ -43,42 +40,6 @@ def load_argv_lists(path: Path) -> list[list[str]]:
     return document
 
 
-async def _serve_all(backends: Sequence[Prepared]) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    servers: list[tuple[Prepared, RunningServer]] = []
-    try:
-        for one in backends:
-            try:
-                server = await start_server(one.backend, one.host, one.port, ssl_context=one.ssl_context,
-                                            mtls=one.mtls)
-            except OSError as exc:
-                print(f"{GROUP_PROG}: {one.backend.name}: cannot listen on {one.host}:{one.port}: {exc}",
-                      file=sys.stderr)
-                return 1
-            servers.append((one, server))
-            if server.mtls_address is not None:
-                print(f"LISTENING-MTLS {one.backend.name} {server.mtls_address}", flush=True)
-            if one.ready_file is not None:
-                try:
-                    write_ready_file(one.ready_file, server.address)
-                except OSError as exc:
-                    print(f"{GROUP_PROG}: cannot write --ready-file {one.ready_file}: {exc}", file=sys.stderr)
-                    return 1
-            print(f"LISTENING {one.backend.name} {server.address}", flush=True)
-        print("ALL-LISTENING", flush=True)
-        await stop.wait()
-    finally:
-        await asyncio.gather(*(server.close() for _, server in servers), return_exceptions=True)
-        for one, _ in servers:
-            if one.ready_file is not None:
-                with contextlib.suppress(OSError):
-                    one.ready_file.unlink()
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=GROUP_PROG, description="Several fake provider backends in one process.")
     parser.add_argument("backends", type=Path, metavar="FILE.json",
@@ -95,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"{args.backends}: backend names must differ; repeated: {', '.join(duplicates)}")
     configure_logging(prepared[0].log_level, ",".join(names))
     try:
-        return asyncio.run(_serve_all(prepared))
+        return asyncio.run(serve(prepared, prog=GROUP_PROG, named=True))
     except KeyboardInterrupt:
         return 0
 
