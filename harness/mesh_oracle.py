@@ -84,21 +84,22 @@ def records_of(status: Mapping[str, Any] | None, *, site: str, network: str | No
             and (provider is None or r.get("provider") == provider)]
 
 
-def member_status(status: Mapping[str, Any] | None, name: str) -> str | None:
+def _member(status: Mapping[str, Any] | None, name: str) -> Mapping[str, Any] | None:
     for member in (status or {}).get("members") or []:
         if isinstance(member, dict) and member.get("name") == name:
-            value = member.get("status")
-            return str(value).lower() if value is not None else None
+            return member
     return None
+
+
+def member_status(status: Mapping[str, Any] | None, name: str) -> str | None:
+    value = (_member(status, name) or {}).get("status")
+    return str(value).lower() if value is not None else None
 
 
 def member_age(status: Mapping[str, Any] | None, name: str) -> int | None:
     """The member's `ageSecs` as the status lists it (None when it lists no such member or no integer)."""
-    for member in (status or {}).get("members") or []:
-        if isinstance(member, dict) and member.get("name") == name:
-            value = member.get("ageSecs")
-            return value if isinstance(value, int) and not isinstance(value, bool) else None
-    return None
+    value = (_member(status, name) or {}).get("ageSecs")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def summary(rows: Sequence[Mapping[str, Any]]) -> str:

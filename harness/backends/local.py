@@ -133,7 +133,7 @@ class LocalBackend:
         clusters also listen for mTLS with a certificate from the run's CA, accepting only client
         certificates the grid CA signed."""
         argv_lists: list[list[str]] = []
-        addresses: dict[str, tuple[str, str | None, str | None]] = {}
+        listeners: list[tuple[ProviderSpec, str, str | None, str | None]] = []  # spec, address, mTLS address, SNI
         for offset, spec in enumerate(site.providers):
             host, port = self.plan.allocate(site_index, BACKEND_PORT + offset)
             argv = ["--name", spec.name, "--site", spec.site, "--listen", f"{host}:{port}"]
@@ -145,7 +145,7 @@ class LocalBackend:
                 argv += ["--mtls-listen", mtls_address, "--tls-cert", str(files.cert), "--tls-key", str(files.key),
                          "--client-ca", str(self.pki.ca_path)]
             argv_lists.append(argv)
-            addresses[spec.name] = (f"{host}:{port}", mtls_address, sni)
+            listeners.append((spec, f"{host}:{port}", mtls_address, sni))
         if not argv_lists:
             return {}
         listing = self.workdir / f"fakes-{site_index}-{site.name}.json"
@@ -153,9 +153,8 @@ class LocalBackend:
         listing.write_text(json.dumps(argv_lists, indent=1))
         proc = self.supervisor.start(f"fakes-{site.name}", self._inside(
             site_index, [sys.executable, "-m", "harness.fakes.group", str(listing)]))
-        started = {spec.name: ProviderProcess(spec, addresses[spec.name][0], proc, mtls_address=addresses[spec.name][1],
-                                              sni=addresses[spec.name][2])
-                   for spec in site.providers}
+        started = {spec.name: ProviderProcess(spec, address, proc, mtls_address=mtls_address, sni=sni)
+                   for spec, address, mtls_address, sni in listeners}
         for provider in started.values():
             self._wait_ready(provider.process, f"{provider.url}/admin/stats", f"fake backend {provider.spec.name}", 20)
         return started

@@ -257,14 +257,14 @@ def test_snapshot_gauge_counts_every_candidate(gw: Gateway, site: Site, model: s
 def test_session_table_gauge_counts_bindings(gw: Gateway, site: Site, model: str) -> None:
     """Two new session keys bound to the same provider are two entries; reusing one adds none."""
     gw.publish(site.envelope([site.candidate("provider-a", model)]), model)
-    key: tuple[str, frozenset[tuple[str, str]]] = (PREFIX + "session_table_entries", frozenset())
-    before = gw.metrics().get(key, 0.0)
+    gauge = PREFIX + "session_table_entries"
+    before = gw.metric(gauge)
     sessions = [{SESSION_HEADER: uuid.uuid4().hex} for _ in range(2)]
     for headers in sessions:
         reply = gw.request(model, headers=headers)
         assert reply.status == 200 and reply.backend == "provider-a", reply.describe()
-    bound = gw.metrics().get(key, 0.0)
+    bound = gw.metric(gauge)
     assert bound - before == 2, f"two sessions bound (both to provider-a): the gauge went from {before} to {bound}"
     assert gw.request(model, headers=sessions[0]).backend == "provider-a"
-    reused = gw.metrics().get(key, 0.0)
+    reused = gw.metric(gauge)
     assert reused == bound, f"reusing a binding adds no entry: the gauge went from {bound} to {reused}"
