@@ -194,8 +194,9 @@ def test_request_at_a_is_served_by_the_backend_of_c(scenario: MeshScenario) -> N
 
 
 @pytest.mark.conformance(id="MESH-TRUST-REVOKED-DEMOTES", profile="mesh", level="core", feature="eligibility",
-                         spec=f"{ELIGIBILITY}; Active means the fingerprint was verified against the configured "
-                              "trust policy, and only Active sites' records are routed",
+                         spec=f"{ELIGIBILITY}: \"Active indicates control-plane eligibility: the operator has "
+                              "verified the remote site's certificate fingerprint against the configured trust "
+                              "policy\"; only Active sites' records are routed",
                          statements=["OC-ELIGIBILITY-ACTIVE-MEANING", "OC-ELIGIBILITY-ACTIVE-ONLY",
                                      "OC-ELIGIBILITY-ACTIVE-AFTER-FINGERPRINT", "OC-ELIGIBILITY-GATE"])
 def test_revoked_pin_takes_an_active_site_out_of_routing(scenario: MeshScenario) -> None:
