@@ -195,7 +195,7 @@ def test_request_at_a_is_served_by_the_backend_of_c(scenario: MeshScenario) -> N
 
 @pytest.mark.conformance(id="MESH-TRUST-REVOKED-DEMOTES", profile="mesh", level="core", feature="eligibility",
                          spec=f"{ELIGIBILITY}: \"Active indicates control-plane eligibility: the operator has "
-                              "verified the remote site's certificate fingerprint against the configured trust "
+                              "verified the remote site’s certificate fingerprint against the configured trust "
                               "policy\"; only Active sites' records are routed",
                          statements=["OC-ELIGIBILITY-ACTIVE-MEANING", "OC-ELIGIBILITY-ACTIVE-ONLY",
                                      "OC-ELIGIBILITY-ACTIVE-AFTER-FINGERPRINT", "OC-ELIGIBILITY-GATE"])
