@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
 import yaml
 
-from harness import producer_oracle
+from harness import http_get, producer_oracle
 from harness.contract import ScopeSpec
 from harness.process import ManagedProcess
 from harness.resources import DEFAULT_GATEWAY, DEFAULT_NAMESPACE
@@ -325,7 +324,7 @@ class OverlaySyncProcess:
         return value if isinstance(value, str) else None
 
     def metrics_text(self) -> str:
-        return httpx.get(f"http://{self.admin}/metrics", timeout=5.0).text
+        return http_get.get(f"http://{self.admin}/metrics", timeout=5.0).text
 
 
 @dataclass

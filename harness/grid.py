@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness import contract, traffic
+from harness import contract, http_get, traffic
 from harness.backends import Backend
 from harness.backends.local import GatewayProcess, GatewayStartFailed, ProviderProcess
 from harness.control import ControlPlane
@@ -105,7 +105,7 @@ class Gateway:
         self.site = site
         self.variant = variant
         self.proc = proc
-        self.client = httpx.Client(base_url=proc.url, timeout=10.0)
+        self.client = httpx.Client(base_url=proc.url, timeout=10.0, verify=http_get.default_tls())
         self.last_overlay: bytes | None = None
 
     @property
@@ -181,7 +181,7 @@ class Gateway:
         return traffic.send(self.url, model, n, concurrency=concurrency, headers_fn=headers_fn)
 
     def metrics_text(self) -> str:
-        return httpx.get(f"{self.proc.admin_url}/metrics", timeout=5.0).text
+        return http_get.get(f"{self.proc.admin_url}/metrics", timeout=5.0).text
 
     def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
         """Samples from the admin /metrics, keyed by (sample name, labels)."""

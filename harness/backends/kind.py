@@ -46,6 +46,7 @@ import yaml
 from pytest_kubernetes.options import ClusterOptions
 from pytest_kubernetes.providers.kind import KindManagerBase
 
+from harness import http_get
 from harness.addresses import AddressPlan
 from harness.backends import OperationUnsupported
 from harness.backends.local import (
@@ -196,7 +197,7 @@ class KubeOverlaySync(OverlaySyncProcess):
 
     def ready_status(self) -> dict[str, Any]:
         """overlay-sync's /ready document: `ready` and the delivered `revision` (200 or 503 alike)."""
-        doc = httpx.get(f"http://{self.admin}/ready", timeout=5.0).json()
+        doc = http_get.get(f"http://{self.admin}/ready", timeout=5.0).json()
         return doc if isinstance(doc, dict) else {}
 
     def delivered(self) -> dict[str, Any] | None:
@@ -629,7 +630,7 @@ class KubeBackend:
                                 host_url=f"https://127.0.0.1:{ports[TLS_METRICS_PORT]}")
         self._cluster_urls[provider.host_url] = provider.cluster_url
         verify = ssl.create_default_context(cafile=str(self.pki.ca_path))
-        poll_until(lambda: httpx.get(f"{provider.url}/admin/stats", timeout=2.0, verify=verify).status_code,
+        poll_until(lambda: http_get.get(f"{provider.url}/admin/stats", timeout=2.0, verify=verify).status_code,
                    lambda s: s == 200, what=f"TLS metrics backend {spec.name} to answer 200", timeout=60,
                    interval=0.1, max_interval=1.0)
         return provider
@@ -1379,7 +1380,7 @@ class KindBackend(KubeBackend):
 
 
 def _wait_http(url: str, what: str, timeout: float) -> None:
-    poll_until(lambda: httpx.get(url, timeout=2.0).status_code, lambda s: s == 200, what=f"{what} to answer 200",
+    poll_until(lambda: http_get.get(url, timeout=2.0).status_code, lambda s: s == 200, what=f"{what} to answer 200",
                timeout=timeout, interval=0.1, max_interval=1.0)
 
 

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
+from harness import http_get
 from harness import run_as as users
 from harness.addresses import ADMIN_PORT, BACKEND_PORT, GATEWAY_PORT, AddressPlan, SiteHostPlan
 from harness.contract import ScopeSpec
@@ -303,11 +302,11 @@ class LocalBackend:
         return self.supervisor.stop(process)
 
     def _wait_ready(self, proc: ManagedProcess, url: str, what: str, timeout: float,
-                    verify: ssl.SSLContext | bool = True) -> None:
+                    verify: ssl.SSLContext | None = None) -> None:
         def probe() -> int | str:
             if not proc.running():
                 return f"exited with {proc.returncode}"
-            return httpx.get(url, timeout=1.0, verify=verify).status_code
+            return http_get.get(url, timeout=1.0, verify=verify).status_code
 
         try:
             poll_until(probe, lambda r: r == 200 or (isinstance(r, str) and r.startswith("exited")),
