@@ -116,11 +116,15 @@ def make_listener_handler(
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig, metrics: GatewayMetrics | None = None) -> None:
+    def __init__(self, config: GatewayConfig, metrics: GatewayMetrics | None = None,
+                 built: Built | None = None) -> None:
+        """`built` is what `build(config, metrics)` returned, when the caller built the filters already."""
         self.config = config
         self.metrics = metrics or GatewayMetrics()
         self.state = AdminState()
-        self.built: Built | None = None
+        self.built: Built | None = built
+        if built is not None:
+            self._warn_private_endpoints()
         self.listener_addresses: dict[str, tuple[str, int]] = {}
         self.admin_address: tuple[str, int] | None = None
         self._runners: list[web.BaseRunner] = []
@@ -250,9 +254,10 @@ class Gateway:
                 route.close()
 
 
-async def run(config: GatewayConfig, stop: asyncio.Event) -> None:
-    """Serve until `stop` is set, then shut down gracefully."""
-    gateway = Gateway(config)
+async def run(config: GatewayConfig, stop: asyncio.Event, metrics: GatewayMetrics | None = None,
+              built: Built | None = None) -> None:
+    """Serve until `stop` is set, then shut down gracefully (`built`: filters built from `config` already)."""
+    gateway = Gateway(config, metrics, built)
     gateway.build()
     await gateway.start()
     try:
