@@ -1,13 +1,16 @@
-"""Wall time of whole conformance runs: the consumer profile against the reference gateway, the producer
-profile against the reference operator, the mesh profile against three reference operators gossiping.
+"""Wall time of whole conformance runs against the reference, and where the seconds go.
 
-`agn-conformance run --profile <profile> --report <tmp>` runs as a subprocess (the installed console
-script, or the same CLI through ``python -m harness.cli`` in a checkout), in its own process group so
-everything it started is stopped with it if it overruns.
+Two runs, serial as a user runs them: the consumer profile alone, and the four profiles of the default
+run. Each is `agn-conformance run --profile <profiles> --report <tmp>` as a subprocess (the installed
+console script, or the same CLI through ``python -m harness.cli`` in a checkout), in its own process group
+so everything it started is stopped with it if it overruns, with the bench.phases plugin loaded: the
+breakdown by pytest phase, by harness activity (process start and readiness, stopping, polling waits,
+traffic) and the slowest tests come from it.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import tempfile
@@ -18,13 +21,14 @@ from typing import Any
 
 import yaml
 
+from bench import phases
 from bench.core import ROOT, BenchResult, Target, child_env, emit, table
 from harness.process import Supervisor
 
-#: Wall-time target per profile: the consumer suite judges a gateway, the producer suite an operator, the
-#: mesh suite three operators (it starts a mesh of its own for each test that crashes or cuts a site).
-TARGETS_S = {"consumer": 60.0, "producer": 90.0, "mesh": 120.0}
+#: Wall-time targets of the runs measured: the consumer profile alone, and the default four profiles.
+TARGETS_S = {"consumer": 20.0, "consumer,producer,provider,mesh": 60.0}
 TIMEOUT_S = 900.0
+SLOWEST = 10
 
 
 def command(report: Path, profile: str = "consumer") -> list[str]:
@@ -55,15 +59,52 @@ def outcomes(report: Path) -> dict[str, int]:
     return {key: counts[key] for key in OUTCOME_COLUMNS} if counts else {}
 
 
+def breakdown(doc: dict[str, Any], wall_s: float) -> dict[str, Any]:
+    """Seconds by pytest phase and by harness activity, and the slowest tests, from the phases plugin."""
+    by_phase: Counter[str] = Counter()
+    by_activity: Counter[str] = Counter()
+    for test in doc.get("tests", []):
+        by_phase.update(test["phases"])
+        by_activity.update(test["activities"])
+    session_s = float(doc.get("session_s", 0.0))
+    by_phase["outside tests (collection, report)"] = max(0.0, session_s - sum(by_phase.values()))
+    by_phase["before the session (interpreter, plugins)"] = max(0.0, wall_s - session_s)
+    slowest = sorted(doc.get("tests", []), key=lambda t: t["total_s"], reverse=True)[:SLOWEST]
+    return {"phases_s": dict(by_phase), "activities_s": dict(by_activity), "calls": doc.get("calls", {}),
+            "slowest": [{"id": t["id"], "total_s": t["total_s"], "activities": t["activities"]} for t in slowest]}
+
+
+def _print_breakdown(run: dict[str, Any]) -> None:
+    parts = run.get("breakdown")
+    if not parts:
+        return
+    wall = run["wall_s"] or 1.0
+    emit(table(f"{run['profile']}: seconds by pytest phase", ("phase", "s", "share of wall"),
+               [(name, value, f"{100 * value / wall:.0f}%") for name, value in
+                sorted(parts["phases_s"].items(), key=lambda kv: -kv[1])]))
+    emit(table(f"{run['profile']}: seconds inside tests by harness activity (outermost counts)",
+               ("activity", "s", "share of wall", "calls"),
+               [(name, value, f"{100 * value / wall:.0f}%", parts["calls"].get(name, "-")) for name, value in
+                sorted(parts["activities_s"].items(), key=lambda kv: -kv[1])]))
+    rows = []
+    for test in parts["slowest"]:
+        top = sorted(test["activities"].items(), key=lambda kv: -kv[1])[:2]
+        rows.append((test["id"].split("::", 1)[-1][:70], test["total_s"], ", ".join(f"{k} {v:.1f}" for k, v in top)))
+    emit(table(f"{run['profile']}: slowest tests", ("test", "s", "mostly"), rows))
+
+
 def run_profile(profile: str, workdir: Path) -> dict[str, Any]:
     """One `agn-conformance run --profile <profile>`: wall time, exit code (None on timeout), outcomes."""
-    report = workdir / f"{profile}-report.yaml"
-    argv = command(report, profile)
-    emit(f"conformance_wall: {' '.join(argv[-5:])} (timeout {TIMEOUT_S:.0f} s)")
-    supervisor = Supervisor(workdir / f"{profile}-logs")
+    label = profile.replace(",", "-")
+    report = workdir / f"{label}-report.yaml"
+    phases_file = workdir / f"{label}-phases.json"
+    argv = [*command(report, profile), "--", "-p", "bench.phases"]
+    emit(f"conformance_wall: {' '.join(argv[-8:])} (timeout {TIMEOUT_S:.0f} s)")
+    supervisor = Supervisor(workdir / f"{label}-logs")
+    env = {**child_env(), phases.ENV: str(phases_file)}
     try:
         started = time.perf_counter()
-        proc = supervisor.start(f"agn-conformance-{profile}", argv, env=child_env(), cwd=ROOT)
+        proc = supervisor.start(f"agn-conformance-{label}", argv, env=env, cwd=ROOT)
         code = proc.wait(TIMEOUT_S)
         wall = time.perf_counter() - started
         tail = proc.log_tail(15)
@@ -73,12 +114,18 @@ def run_profile(profile: str, workdir: Path) -> dict[str, Any]:
         emit(f"note: the {profile} run was still running after {TIMEOUT_S:.0f} s and was stopped:\n{tail}")
     elif code != 0:
         emit(f"note: the {profile} conformance run exited {code}; its output ends with:\n{tail}")
+    try:
+        parts = breakdown(json.loads(phases_file.read_text()), wall)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        emit(f"note: no phase breakdown for the {profile} run ({exc})")
+        parts = {}
+    shown = [f"<tmp>/{report.name}" if a == str(report) else a for a in argv]
     return {"profile": profile, "wall_s": wall, "exit_code": code, "outcomes": outcomes(report),
-            "command": argv[:-1] + [f"<tmp>/{report.name}"]}
+            "command": shown, "breakdown": parts}
 
 
 def run(quick: bool) -> BenchResult:
-    """Each profile runs on its own, so each wall time is judged against that profile's target."""
+    """Each run is judged against its own target; the breakdowns say where its seconds went."""
     if quick:
         emit("conformance_wall: skipped in --quick")
         return BenchResult("conformance_wall", skipped="not run in --quick")
@@ -90,6 +137,8 @@ def run(quick: bool) -> BenchResult:
         [(r["profile"], r["wall_s"], "-" if r["exit_code"] is None else r["exit_code"],
           *(r["outcomes"].get(column, "-") for column in OUTCOME_COLUMNS)) for r in runs],
     ))
+    for r in runs:
+        _print_breakdown(r)
     targets = [Target(f"{r['profile']} conformance run wall time", r["wall_s"], "<=", TARGETS_S[r["profile"]], "s")
                for r in runs]
     for target in targets:

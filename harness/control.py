@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 
-from harness import http_get, producer_oracle
+from harness import fastyaml, http_get, producer_oracle
 from harness.contract import ScopeSpec
 from harness.process import ManagedProcess
 from harness.resources import DEFAULT_GATEWAY, DEFAULT_NAMESPACE
@@ -344,7 +344,7 @@ class Chain:
 
 def _read_yaml(path: Path) -> dict[str, Any] | None:
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = fastyaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError, UnicodeDecodeError):
         return None
     return doc if isinstance(doc, dict) else None

@@ -1,4 +1,4 @@
-"""Reading the harness's own large YAML documents (the statement catalogue, reports, CRDs) quickly.
+"""Reading YAML quickly: the statement catalogue, reports and CRDs, and what operators render, polled.
 
 PyYAML's pure-Python loader spends about 0.6 s on the statement catalogue, and every pytest session that
 collects conformance tests reads it. libyaml's safe loader (when PyYAML was built with it, as its wheels
