@@ -57,11 +57,12 @@ class Mutant:
         return f"{self.module}:{self.line_number}:{self.index}"
 
 
-def mutants(module: str) -> list[Mutant]:
-    """Every mutant mutmut makes of `module`, except changes to error and log texts."""
+def mutants(module: str, source: str | None = None) -> list[Mutant]:
+    """Every mutant mutmut makes of `module` (or of `source`, as if it were that module's text), except
+    changes to error and log texts."""
     from mutmut import ALL, Context, list_mutations, mutate
 
-    source = (REPO / module).read_text()
+    source = (REPO / module).read_text() if source is None else source
     lines = source.splitlines()
     out = []
     for mutation_id in list_mutations(Context(source=source, mutation_id=ALL, filename=module)):
