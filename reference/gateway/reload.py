@@ -77,7 +77,7 @@ class OverlayReloader:
                     watch_filter=None,
                     recursive=False,
                     debounce=50,
-                    step=20,
+                    step=10,
                     stop_event=self._stop,  # type: ignore[arg-type]
                 ):
                     self._dirty.set()

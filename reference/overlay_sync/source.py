@@ -108,7 +108,7 @@ class FileConfigMapSource:
                     parent,
                     watch_filter=relevant,
                     debounce=self.debounce_ms,
-                    step=min(self.debounce_ms, 50),
+                    step=min(self.debounce_ms, 10),
                     stop_event=stop,
                     recursive=False,
                 ):
