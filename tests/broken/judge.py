@@ -7,8 +7,9 @@ the broken implementation; every target must fail inside its test body, not beca
 component could not start (unless refusing to start is the breakage). A target that passes means the
 suite cannot see that breakage, and the targets of all breakages together must cover the whole suite.
 
-Runs execute as subprocesses, a few at a time, all started when the first test of a judge module needs
-them; under pytest-xdist each worker runs its own breakages one after another instead.
+Runs are pytest sessions of their own, forked from a server that imported the suite once, a few at a
+time, all started when the first test of a judge module needs them; under pytest-xdist each worker runs
+its own breakages one after another instead.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import yaml
 from harness.impl import EXTENDED_FEATURES, Implementation, load_impl
 from harness.report.model import TestResult
 from harness.report.writer import ReportError, build_report, load_report
+from tests.broken.forkserver import ForkServer
 from tests.broken.targets import SuiteTest, Targets, expand, keyword_expression, load_ids, modules
 
 #: Targets are expected to fail; many can only fail by waiting out a deadline, so the judge halves every
@@ -153,20 +155,21 @@ def junit_cases(path: Path) -> dict[str, CaseResult]:
     return cases
 
 
-def _stop_group(proc: subprocess.Popen[bytes], grace: float = 15.0) -> None:
-    """Interrupt a run (pytest then tears its grid down), and kill it if it lingers."""
+def _stop_session(pid: int, ended: Callable[[float], bool], grace: float = 15.0) -> None:
+    """Interrupt a run (pytest then tears its grid down), and kill its group if it lingers."""
     for sig in (signal.SIGINT, signal.SIGKILL):
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=grace)
+            os.killpg(pid, sig)
+        if ended(grace):
             return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 class SuiteRuns:
-    """Runs a profile's suite against broken implementations in subprocesses, a few at a time."""
+    """Runs a profile's suite against broken implementations, a few sessions at a time.
+
+    Each run is a pytest session of its own, forked from a server that has imported the suite once
+    (tests/broken/forkserver.py), in its own process group, with its output in a file.
+    """
 
     def __init__(self, profile: Profile, workdir: Path, tests: Mapping[str, SuiteTest], jobs: int) -> None:
         self.profile = profile
@@ -174,9 +177,10 @@ class SuiteRuns:
         self.tests = dict(tests)
         self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix=f"{profile.name}-run")
         self._futures: dict[str, Future[SuiteRun]] = {}
-        self._live: set[subprocess.Popen[bytes]] = set()
+        self._live: dict[str, int] = {}  # label -> pid of the running session
         self._lock = threading.Lock()
         self._closed = False
+        self._server: ForkServer | None = None
 
     def submit(self, label: str, breakage: str, targets: Targets) -> Future[SuiteRun]:
         """Start (once per label) a run of `targets` against the implementation broken by `breakage`."""
@@ -191,47 +195,61 @@ class SuiteRuns:
             self._closed = True
             for future in self._futures.values():
                 future.cancel()
-            live = list(self._live)
-        for proc in live:
-            _stop_group(proc)
+            live = dict(self._live)
+            server = self._server
+        for label, pid in live.items():
+            if server is not None:
+                _stop_session(pid, lambda grace, label=label: server.wait(label, grace) is not None)
         self._pool.shutdown(wait=True)
+        if server is not None:
+            server.close()
+
+    def _fork_server(self) -> ForkServer:
+        """The server runs fork from, started with the first run (under the lock)."""
+        if self._server is None:
+            self._server = ForkServer(self.profile.suite, self.profile.pytest_args, REPO, env(),
+                                      self.workdir / "forkserver.log")
+        return self._server
 
     def _run(self, label: str, breakage: str, targets: Targets) -> SuiteRun:
         directory = self.workdir / label
         directory.mkdir(parents=True, exist_ok=True)
         descriptor = write_descriptor(self.profile, directory / "impl.yaml", breakage)
-        report, junit = directory / "report.yaml", directory / "junit.xml"
+        report, junit, output = directory / "report.yaml", directory / "junit.xml", directory / "output.txt"
         expected = expand(targets.ids, self.tests, self.profile.suite)
         keyword = keyword_expression(expected, self.tests)
-        # Only the suite modules holding the targets are imported; -k picks the targets inside them.
-        argv = [sys.executable, "-m", "pytest", "--pyargs", *modules(expected, self.tests), "-p", "no:cacheprovider",
+        # Only the suite modules holding the targets are collected; -k picks the targets inside them.
+        argv = ["--pyargs", *modules(expected, self.tests), "-p", "no:cacheprovider",
                 "-q", "--impl", str(descriptor), "--conformance-report", str(report), "--junitxml", str(junit),
                 "-k", keyword, "--grid-wait-scale", str(JUDGE_WAIT_SCALE), *self.profile.pytest_args]
         started = time.monotonic()
         with self._lock:
             if self._closed:
                 raise RuntimeError("the suite runs were closed before this run started")
-            proc = subprocess.Popen(argv, cwd=REPO, env=env(), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-            self._live.add(proc)
+            server = self._fork_server()
+            self._live[label] = server.start(label, argv, output)
+        stopped = ""
         try:
-            try:
-                out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                _stop_group(proc)
-                out, _ = proc.communicate()
-                out += f"\n[stopped after {RUN_TIMEOUT_S:.0f}s]".encode()
+            returncode = server.wait(label, RUN_TIMEOUT_S)
+            if returncode is None:
+                _stop_session(self._live[label], lambda grace: server.wait(label, grace) is not None)
+                returncode = server.wait(label, 1.0)
+                stopped = f"\n[stopped after {RUN_TIMEOUT_S:.0f}s]"
         finally:
             with self._lock:
-                self._live.discard(proc)
+                self._live.pop(label, None)
+        try:
+            out = output.read_text(errors="replace") + stopped
+        except OSError as exc:
+            out = f"[no output: {exc}]{stopped}"
         loaded: dict[str, Any] | None = None
         problem = ""
         try:
             loaded = load_report(report)
         except ReportError as exc:
             problem = str(exc)
-        return SuiteRun(label, expected, keyword, proc.returncode, out.decode(errors="replace"),
-                        time.monotonic() - started, loaded, problem, junit_cases(junit))
+        return SuiteRun(label, expected, keyword, returncode, out, time.monotonic() - started, loaded, problem,
+                        junit_cases(junit))
 
 
 # ------------------------------------------------------------------------------------------- judging
