@@ -67,6 +67,7 @@ class ManagedProcess:
             self._log.close()
             raise
         self.pid = self.popen.pid
+        self._terminated = False
 
     def running(self) -> bool:
         return self.popen.poll() is None
@@ -81,11 +82,17 @@ class ManagedProcess:
         except subprocess.TimeoutExpired:
             return None
 
+    def terminate(self) -> None:
+        """SIGTERM the group once, without waiting: `stop` then waits for the graceful shutdown."""
+        if not self._terminated and self.popen.poll() is None:
+            self._terminated = True
+            self._signal(signal.SIGTERM)
+
     def stop(self, grace: float = 5.0) -> int | None:
-        """SIGTERM the group, wait `grace` seconds, then SIGKILL; always closes the log."""
+        """SIGTERM the group (unless `terminate` did), wait `grace` seconds, then SIGKILL; always closes the log."""
         try:
             if self.popen.poll() is None:
-                self._signal(signal.SIGTERM)
+                self.terminate()
                 if self.wait(grace) is None:
                     self._signal(signal.SIGKILL)
                     self.wait(5.0)
@@ -141,8 +148,12 @@ class Supervisor:
         return code
 
     def stop_all(self) -> None:
+        """Stop every process: all are sent SIGTERM at once, so their graceful shutdowns overlap, then each
+        is waited for (and killed after its grace period) in reverse start order."""
         with self._lock:
             procs, self._procs = self._procs, []
+        for proc in reversed(procs):
+            proc.terminate()
         for proc in reversed(procs):
             proc.stop(grace=3.0)
 
