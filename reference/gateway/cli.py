@@ -4,7 +4,8 @@ Exit status: 0 after a graceful shutdown (SIGTERM/SIGINT), 2 for a configuration
 naming the offending key path), 1 for any other startup failure such as an address already in use.
 
 The config is loaded and the filters built (cold-start overlays validated) before the HTTP server stack
-is imported, so a gateway that refuses to start says so in a third of the time a full start takes.
+is imported, so a gateway that refuses its cold-start overlay exits before paying for aiohttp (about 0.5 s
+instead of 0.85 s on a 2-core machine).
 """
 
 from __future__ import annotations
