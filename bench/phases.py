@@ -73,7 +73,6 @@ class Clock:
                     self.by_test[self.test][activity] += elapsed
                     self.calls[activity] += 1
 
-        wrapper.__bench_wrapped__ = fn  # type: ignore[attr-defined]
         return wrapper
 
 

@@ -16,6 +16,10 @@ import httpx
 
 __all__ = ["default_tls", "get"]
 
+# No connection is kept alive: a probe must see the process listening now, not a pooled socket to an
+# earlier process on the same port.
+_ONE_SHOT = httpx.Limits(max_keepalive_connections=0)
+
 
 @functools.cache
 def default_tls() -> ssl.SSLContext:
@@ -25,14 +29,12 @@ def default_tls() -> ssl.SSLContext:
 
 @functools.cache
 def _client() -> httpx.Client:
-    # No connection is kept alive: a probe must see the process listening now, not a pooled socket to an
-    # earlier process on the same port.
-    return httpx.Client(verify=default_tls(), limits=httpx.Limits(max_keepalive_connections=0))
+    return httpx.Client(verify=default_tls(), limits=_ONE_SHOT)
 
 
 def get(url: str, *, timeout: float, verify: ssl.SSLContext | None = None) -> httpx.Response:
     """GET `url` on a new connection; `verify` is the trust for an HTTPS URL (default: the system store)."""
     if verify is None:
         return _client().get(url, timeout=timeout)
-    with httpx.Client(verify=verify, limits=httpx.Limits(max_keepalive_connections=0)) as client:
+    with httpx.Client(verify=verify, limits=_ONE_SHOT) as client:
         return client.get(url, timeout=timeout)

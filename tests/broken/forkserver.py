@@ -139,9 +139,8 @@ class ForkServer:
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "tests.broken.forkserver", package, *pytest_args], cwd=cwd, env=dict(env),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, start_new_session=True)
-        self._lock = threading.Lock()
         self._write_lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
+        self._changed = threading.Condition()  # guards the reports below; notified on each new one
         self._pids: dict[str, int] = {}
         self._exits: dict[str, int] = {}
         self._ready = False

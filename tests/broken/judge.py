@@ -197,8 +197,8 @@ class SuiteRuns:
                 future.cancel()
             live = dict(self._live)
             server = self._server
-        for label, pid in live.items():
-            if server is not None:
+        if server is not None:  # no server: no run ever started
+            for label, pid in live.items():
                 _stop_session(pid, lambda grace, label=label: server.wait(label, grace) is not None)
         self._pool.shutdown(wait=True)
         if server is not None:
