@@ -137,8 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     covering = commands.add_parser(
         "coverage", help="list each normative statement of the spec with the tests that enforce it",
         description="Collect the conformance suites and print, per spec document, every catalogued statement "
-                    "(suites/statements.yaml) with the conformance ids that enforce it, or the reason it is "
-                    "out of scope.",
+                    "(suites/statements.yaml) with the conformance ids that enforce it, the reason it is "
+                    "out of scope, or the profile not yet shipped that will judge it (pending).",
         epilog="Arguments after '--' are passed to pytest unchanged.",
     )
     _add_profile_arg(covering)
@@ -458,10 +458,9 @@ def _command_coverage(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_UNJUDGED
     for doc in by_document(rows):
         out.write(f"{doc['doc']}: {doc['statements']} statements, {doc['covered']} enforced, "
-                  f"{doc['outOfScope']} out of scope, {doc['uncovered']} not enforced\n")
+                  f"{doc['outOfScope']} out of scope, {doc['pending']} pending, {doc['uncovered']} not enforced\n")
         for row in (r for r in rows if r.statement.doc == doc["doc"]):
-            detail = ", ".join(row.tests) if row.tests else (row.statement.out_of_scope or "NOT ENFORCED")
-            out.write(f"  {row.statement.id}  {row.status}  {detail}\n")
+            out.write(f"  {row.statement.id}  {row.status}  {row.detail}\n")
     uncovered = sum(1 for row in rows if row.status == "uncovered")
     return 1 if getattr(args, "strict", False) and uncovered else 0
 

@@ -2,7 +2,8 @@
 
 The catalogue (``suites/statements.yaml``) lists every normative sentence of the spec documents with a
 stable id, its document and section, the quoted words, what it is about and what kind of rule it is. A
-statement no profile of this release can judge carries ``out_of_scope`` with the reason. Conformance
+statement no profile can judge carries ``out_of_scope`` with the reason; one a profile not yet shipped will
+judge carries ``pending`` naming that profile (one of ``PENDING_PROFILES``). Conformance
 markers name the ids they enforce (``statements=[...]``); coverage joins the two, so a statement with
 neither a test nor a reason is visible, and so is a marker naming a statement that does not exist.
 """
@@ -17,14 +18,16 @@ from typing import Any
 
 from harness import fastyaml
 
-__all__ = ["CatalogueError", "CoverageRow", "Statement", "by_document", "coverage", "load_statements",
-           "shipped_statements"]
+__all__ = ["PENDING_PROFILES", "CatalogueError", "CoverageRow", "Statement", "by_document", "coverage",
+           "load_statements", "shipped_statements"]
 
 SUBJECTS = ("consumer", "provider", "producer", "mesh", "overlay-sync", "serving", "demo", "general")
 KINDS = ("rejects", "must", "never", "only", "default", "bound", "order", "vocabulary", "metric", "behaviour",
          "startup")
 _REQUIRED = ("id", "doc", "section", "quote", "subject", "kind")
-_OPTIONAL = ("out_of_scope",)
+_OPTIONAL = ("out_of_scope", "pending")
+#: Profiles that will judge catalogued statements but do not ship yet.
+PENDING_PROFILES = ("serving", "demos")
 
 
 class CatalogueError(ValueError):
@@ -40,6 +43,7 @@ class Statement:
     subject: str
     kind: str
     out_of_scope: str | None = None
+    pending: str | None = None
 
 
 def _entry(raw: Any, index: int) -> Statement:
@@ -59,7 +63,12 @@ def _entry(raw: Any, index: int) -> Statement:
     reason = raw.get("out_of_scope")
     if reason is not None and (not isinstance(reason, str) or not reason.strip()):
         raise CatalogueError(f"{where}.out_of_scope: must be the reason, a non-empty string")
-    return Statement(**{key: raw[key] for key in _REQUIRED}, out_of_scope=reason)
+    if raw.get("pending") is not None and raw["pending"] not in PENDING_PROFILES:
+        raise CatalogueError(f"{where}.pending: {raw['pending']!r} is not one of {', '.join(PENDING_PROFILES)}")
+    if reason is not None and raw.get("pending") is not None:
+        raise CatalogueError(f"{where}.pending: a statement out of scope cannot also be pending a profile")
+    return Statement(**{key: raw[key] for key in _REQUIRED}, out_of_scope=raw.get("out_of_scope"),
+                     pending=raw.get("pending"))
 
 
 def load_statements(path: Path | None = None) -> dict[str, Statement]:
@@ -91,10 +100,22 @@ class CoverageRow:
 
     @property
     def status(self) -> str:
-        """covered, outOfScope or uncovered."""
+        """covered, outOfScope, pending (a profile not yet shipped will judge it) or uncovered."""
         if self.tests:
             return "covered"
-        return "outOfScope" if self.statement.out_of_scope else "uncovered"
+        if self.statement.out_of_scope:
+            return "outOfScope"
+        return "pending" if self.statement.pending else "uncovered"
+
+    @property
+    def detail(self) -> str:
+        """The tests that enforce the statement, or why none does."""
+        if self.tests:
+            return ", ".join(self.tests)
+        if self.statement.out_of_scope:
+            return self.statement.out_of_scope
+        return f"pending: the {self.statement.pending} profile, not yet shipped" if self.statement.pending \
+            else "NOT ENFORCED"
 
 
 def coverage(statements: Mapping[str, Statement], enforced: Mapping[str, Iterable[str]]) -> list[CoverageRow]:
@@ -112,11 +133,12 @@ def coverage(statements: Mapping[str, Statement], enforced: Mapping[str, Iterabl
 
 
 def by_document(rows: Sequence[CoverageRow]) -> list[dict[str, Any]]:
-    """Per document: how many statements, how many covered, out of scope and uncovered (and which)."""
+    """Per document: how many statements, how many covered, out of scope, pending and uncovered (and which)."""
     docs: dict[str, dict[str, Any]] = {}
     for row in rows:
         entry = docs.setdefault(row.statement.doc, {"doc": row.statement.doc, "statements": 0, "covered": 0,
-                                                    "outOfScope": 0, "uncovered": 0, "uncoveredStatements": []})
+                                                    "outOfScope": 0, "pending": 0, "uncovered": 0,
+                                                    "uncoveredStatements": []})
         entry["statements"] += 1
         entry[row.status] += 1
         if row.status == "uncovered":

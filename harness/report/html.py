@@ -166,12 +166,14 @@ def _coverage(report: Mapping[str, Any]) -> str:
     if not rows:
         return ""
     body = ["<h2>Spec coverage</h2>", '<table class="coverage"><tr><th>Document</th><th>Statements</th>'
-            "<th>Enforced</th><th>Out of scope</th><th>Not enforced by this run</th></tr>"]
+            "<th>Enforced</th><th>Out of scope</th><th>Pending a profile</th><th>Not enforced by this run</th></tr>"]
     for row in rows:
         missing = ", ".join(str(s) for s in _list(row.get("uncoveredStatements")))
         body.append(f'<tr><td>{_e(row.get("doc", "?"))}</td><td class="num">{_e(row.get("statements", 0))}</td>'
-                    f'<td class="num">{_e(row.get("covered", 0))}</td><td class="num">{_e(row.get("outOfScope", 0))}'
-                    f'</td><td>{_e(row.get("uncovered", 0))}{(": " + _e(missing)) if missing else ""}</td></tr>')
+                    f'<td class="num">{_e(row.get("covered", 0))}</td>'
+                    f'<td class="num">{_e(row.get("outOfScope", 0))}</td>'
+                    f'<td class="num">{_e(row.get("pending", 0))}</td>'
+                    f'<td>{_e(row.get("uncovered", 0))}{(": " + _e(missing)) if missing else ""}</td></tr>')
     body.append("</table>")
     return "".join(body)
 

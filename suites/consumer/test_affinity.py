@@ -42,8 +42,9 @@ def _bind(gw: Gateway, model: str, expected: str, **key: Any) -> None:
                          spec=SPEC,
                          statements=["RG-AFFINITY-REUSE-BINDING", "RG-AFFINITY-NO-BINDING-RECORD",
                                      "IR-SELECTION-AFFINITY-FIRST", "RG-AFFINITY-BEFORE-SELECTION",
-                                     "RG-NEED-SESSION-AFFINITY", "RG-INTRO-STEP-AFFINITY", "RG-AFFINITY-HEADER-CONFIG",
-                                     "RG-AFFINITY-PRAXIS-CONFIG"])
+                                     "RG-NEED-SESSION-AFFINITY", "RG-INTRO-STEP-AFFINITY",
+                                     "RG-AFFINITY-HEADER-CONFIG", "RG-AFFINITY-PRAXIS-CONFIG",
+                                     "RG-ADMISSION-NEW-AND-EXISTING"])
 def test_header_session_survives_a_reorder(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(_ordered(site, model, "provider-a", "provider-b"), model)
     session = _session()

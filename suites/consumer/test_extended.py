@@ -43,7 +43,7 @@ def test_management_paths_go_to_management_cluster(site: Site, model: str) -> No
                          feature="clustersAllowlist", spec=SPEC + ": a reload naming a cluster outside clusters "
                          "is rejected and the previous snapshot retained",
                          statements=["IR-SCOPE-CLUSTERS-LIST-RELOAD-REJECTED",
-                                     "IR-CONFIG-CLUSTERS-AUTHORITATIVE-RELOAD"])
+                                     "IR-CONFIG-CLUSTERS-AUTHORITATIVE-RELOAD", "RG-RELOAD-NO-NEW-CLUSTERS"])
 def test_reload_outside_allowlist_is_rejected(site: Site, model: str) -> None:
     gw = site.gateway("allowlist")
     reloads = ReloadProbe(gw, "prometheusMetrics" in site.grid.features)

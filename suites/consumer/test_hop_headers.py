@@ -37,7 +37,8 @@ def test_hop_headers_replaced_from_serving_snapshot(gw: Gateway, site: Site, mod
 
 @pytest.mark.conformance(id="CONS-HOP-MTLS", profile="consumer", level="core", feature="hopHeaders",
                          spec=MTLS_SPEC,
-                         statements=["IR-METADATA-HOP-HEADERS-MTLS-ONLY", "OC-MULTI-REMOTE-MTLS"])
+                         statements=["IR-METADATA-HOP-HEADERS-MTLS-ONLY", "OC-MULTI-REMOTE-MTLS",
+                                     "IR-SCOPE-RELOAD-NO-CLUSTER-CHANGES", "PS-BOUNDARY-PRAXIS-DURING-REQUEST"])
 def test_hop_clusters_are_reached_over_mtls_with_the_client_certificate(gw: Gateway, site: Site, model: str) -> None:
     client = gw.hop_client
     assert client is not None, "the harness gave the gateway no client certificate for its hop clusters"

@@ -24,9 +24,10 @@ SPEC = "routing-architecture-and-overlay-contract: Routing overlay format, Revis
 COLD = "; intelligent-route-filter: \"Invalid cold-start envelopes fail filter construction.\""
 RELOAD = "; intelligent-route-filter: \"Unreadable or invalid files retain the previous snapshot.\""
 #: The statements a refusal judges on each path, besides those of its case (contract.Case.statements).
-COLD_STATEMENTS = ("IR-ENVELOPE-COLD-START-FAILS", "OC-LIFECYCLE-COLD-START-FAILS-CLOSED")
+COLD_STATEMENTS = ("IR-ENVELOPE-COLD-START-FAILS", "OC-LIFECYCLE-COLD-START-FAILS-CLOSED",
+                   "IR-ENVELOPE-LIFECYCLE-ACCEPTED", "OC-FORMAT-ENVELOPE-AUTHORITATIVE")
 RELOAD_STATEMENTS = ("IR-RELOAD-INVALID-RETAINS", "IR-ENVELOPE-RELOAD-RETAINS-LKG", "OC-LIFECYCLE-INVALID-UPDATE-LKG",
-                     "OC-DELIVERY-INVALID-LKG", "RG-RELOAD-INVALID-LKG")
+                     "OC-DELIVERY-INVALID-LKG", "RG-RELOAD-INVALID-LKG", "IR-ENVELOPE-LIFECYCLE-ACCEPTED")
 BASE_MODEL = "validation-model"
 #: Conformance id suffix and feature of a case, by the feature that gates it (None: core).
 _LEVELS: dict[str | None, tuple[str, str, str]] = {
@@ -114,7 +115,8 @@ def cold(site: Site) -> Iterator[ColdStarts]:
 
 @pytest.mark.conformance(
     id="CONS-COLD-ACCEPT", profile="consumer", level="core", feature="overlayValidation", spec=SPEC,
-    statements=["IR-MODES-OVERLAY-ENVELOPE", "OC-INTRO-PRAXIS-CONSUMES"],
+    statements=["IR-MODES-OVERLAY-ENVELOPE", "OC-INTRO-PRAXIS-CONSUMES", "OC-FORMAT-ENVELOPE-AUTHORITATIVE",
+                "OC-EDGE-SAME-PATH", "RG-INTRO-PRAXIS-LOCAL-CHOICE"],
 )
 def test_valid_envelope_at_cold_start_serves_its_revision(site: Site, fresh_gateway: Any) -> None:
     doc = site.envelope([site.candidate("provider-a", BASE_MODEL), site.candidate("provider-b", BASE_MODEL)])
@@ -146,7 +148,7 @@ def _scoped(site: Site, field: str | None) -> dict[str, Any]:
     spec="overlay contract, Scope and provenance: \"Praxis AI deployments configure the scope they expect and reject "
          "a validly encoded overlay intended for a different gateway.\"" + COLD,
     statements=["OC-SCOPE-WRONG-GATEWAY-REJECTED", "OC-SCOPE-BINDS", "IR-ENVELOPE-COLD-START-FAILS",
-                "OC-LIFECYCLE-COLD-START-FAILS-CLOSED"],
+                "OC-LIFECYCLE-COLD-START-FAILS-CLOSED", "IR-ENVELOPE-LIFECYCLE-ACCEPTED", "OC-EDGE-IDENTICAL-ROUTE"],
 )
 @pytest.mark.parametrize("field", ["gateway", "namespace"])
 def test_cold_start_with_another_gateways_scope_fails(site: Site, cold: ColdStarts, field: str) -> None:
@@ -248,7 +250,8 @@ def test_invalid_reload_keeps_last_known_good(gw: Gateway, reloads: ReloadProbe,
     spec="intelligent-route-filter: \"Unknown additive envelope, provenance, and candidate fields are accepted for "
          "forward compatibility\"; overlay contract: \"Timestamps, provenance, Kubernetes metadata, and envelope "
          "annotations are not part of the semantic payload.\"",
-    statements=["IR-ENVELOPE-UNKNOWN-FIELDS-ACCEPTED", "OC-FIELDS-OVERLAY-FORWARD-COMPATIBLE"],
+    statements=["IR-ENVELOPE-UNKNOWN-FIELDS-ACCEPTED", "OC-FIELDS-OVERLAY-FORWARD-COMPATIBLE",
+                "OC-FORMAT-ENVELOPE-AUTHORITATIVE"],
 )
 @pytest.mark.parametrize("case_name", ["valid", "unknown-additive-fields", "unknown-candidate-field"])
 def test_acceptable_variants_reload_to_their_revision(gw: Gateway, site: Site, model: str, case_name: str) -> None:
@@ -289,7 +292,7 @@ def test_valid_reload_after_rejection_is_served(gw: Gateway, site: Site, model: 
          "gateway\"" + RELOAD,
     statements=["OC-SCOPE-WRONG-GATEWAY-REJECTED", "OC-SCOPE-BINDS", "IR-RELOAD-INVALID-RETAINS",
                 "IR-ENVELOPE-RELOAD-RETAINS-LKG", "OC-LIFECYCLE-INVALID-UPDATE-LKG", "OC-DELIVERY-INVALID-LKG",
-                "RG-RELOAD-INVALID-LKG"],
+                "RG-RELOAD-INVALID-LKG", "IR-ENVELOPE-LIFECYCLE-ACCEPTED", "OC-EDGE-IDENTICAL-ROUTE"],
 )
 @pytest.mark.parametrize("field", ["gateway", "namespace", "network", "local_site"])
 def test_reload_for_another_scope_is_rejected(gw: Gateway, site: Site, reloads: ReloadProbe,

@@ -107,7 +107,8 @@ def test_rerender_after_rejected_update_keeps_round_robin_state(gw: Gateway, sit
                          statements=["IR-MODES-OVERLAY", "IR-RELOAD-SYMLINK-SWAP-DETECTED",
                                      "IR-RELOAD-SWAP-ON-REVISION-CHANGE", "RG-RELOAD-NEW-AFTER-VALIDATION",
                                      "RG-RELOAD-CONFIG", "OC-REGEN-PRAXIS-INSTALLS-NO-RESTART",
-                                     "OC-DELIVERY-DIRECT-MOUNT"])
+                                     "OC-DELIVERY-DIRECT-MOUNT", "OC-EDGE-SAME-PATH",
+                                     "RG-INTRO-PRAXIS-LOCAL-CHOICE"])
 def test_new_revision_serves_within_deadline(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([site.candidate("provider-a", model)]), model)
     newer = site.envelope([site.candidate("provider-b", model)])
@@ -171,7 +172,8 @@ def test_in_flight_request_completes_across_a_reload(gw: Gateway, site: Site, mo
                          feature="hotReload",
                          spec="intelligent-route-filter, Scope: without a clusters list \"such a reload is accepted "
                               "and the request fails when the load_balancer cannot resolve the cluster.\"",
-                         statements=["IR-SCOPE-NO-CLUSTERS-LIST-RELOAD-ACCEPTED"])
+                         statements=["IR-SCOPE-NO-CLUSTERS-LIST-RELOAD-ACCEPTED",
+                                     "IR-SCOPE-RELOAD-NO-CLUSTER-CHANGES", "RG-RELOAD-NO-NEW-CLUSTERS"])
 def test_reload_naming_an_undeclared_cluster_is_accepted_without_a_clusters_list(gw: Gateway, site: Site,
                                                                                   model: str) -> None:
     """The core gateway has no clusters list: a revision with one candidate on a cluster its load_balancer does

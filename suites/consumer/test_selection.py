@@ -41,7 +41,8 @@ def _serve_all(gw: Gateway, model: str, n: int) -> list[str | None]:
                          feature="deterministic", spec=FILTER + ": missing policy uses deterministic first-admitted",
                          statements=["IR-SELECTION-MISSING-METADATA-DETERMINISTIC",
                                      "OC-FORMAT-SELECTION-POLICY-DEFAULT", "RG-NEED-SELECTION-POLICY-DEFAULT",
-                                     "OC-CONSUMER-MATCH-PRE-RENDERED"])
+                                     "OC-CONSUMER-MATCH-PRE-RENDERED", "PS-BOUNDARY-PRAXIS-DURING-REQUEST",
+                                     "OC-OVERVIEW-PRAXIS-LOCAL"])
 def test_no_policy_serves_first_admitted(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([
         site.candidate("provider-a", model, admission_state="existing_only"),
@@ -54,8 +55,11 @@ def test_no_policy_serves_first_admitted(gw: Gateway, site: Site, model: str) ->
 
 @pytest.mark.conformance(id="CONS-SEL-DETERMINISTIC", profile="consumer", level="core", feature="deterministic",
                          spec=GUIDE + " 2. Deterministic selection",
-                         statements=["RG-DETERMINISTIC-FIRST", "RG-NEED-DETERMINISTIC", "RG-DETERMINISTIC-PRAXIS-FIRST",
-                                     "OC-MULTI-FIRST-MATCHING", "OC-CONSUMER-MATCH-PRE-RENDERED"])
+                         statements=["RG-DETERMINISTIC-FIRST", "RG-NEED-DETERMINISTIC",
+                                     "RG-DETERMINISTIC-PRAXIS-FIRST", "OC-MULTI-FIRST-MATCHING",
+                                     "OC-CONSUMER-MATCH-PRE-RENDERED", "OC-EDGE-IDENTICAL-ROUTE",
+                                     "RG-INTRO-PRAXIS-LOCAL-CHOICE", "RG-LOADAWARE-MODE-STILL-PICKS",
+                                     "RG-PROFILES-GEOGRAPHY-FIRST"])
 def test_deterministic_mode_always_first_of_group(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([
         site.candidate("provider-c", model, selection_group=0),
@@ -99,7 +103,12 @@ def test_groups_without_policy_are_deterministic(gw: Gateway, site: Site, model:
                                      "OC-FORMAT-FIRST-VIABLE-GROUP", "RG-GROUPS-LOWER-FALLBACK",
                                      "RG-FAILOVER-GROUP0-WHILE-ELIGIBLE", "RG-PROFILES-FIRST-VIABLE-ONLY",
                                      "RG-NOTMEAN-PICKER-FIRST-VIABLE", "RG-INTRO-MODE-INSIDE-GROUP",
-                                     "RG-GROUPS-SAME-GROUP-SHARE"])
+                                     "RG-GROUPS-SAME-GROUP-SHARE", "OC-OVERVIEW-PRAXIS-LOCAL",
+                                     "RG-INTRO-PRAXIS-LOCAL-CHOICE", "RG-INTRO-GROUPS-DECIDE-COMPETITION",
+                                     "RG-GEO-LOCAL-ROTATE", "RG-GEO-REMOTE-FALLBACK",
+                                     "RG-LOADAWARE-MODE-STILL-PICKS", "RG-PROFILES-GEOGRAPHY-FIRST",
+                                     "RG-PROFILES-SCORE-FIRST", "RG-PROFILES-LOCAL-EVEN-RESULT",
+                                     "RG-PROFILES-CROSS-SITE-RESULT"])
 def test_round_robin_exact_cycle_never_touches_fallback(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([
         site.candidate("provider-a", model, selection_group=0),
@@ -115,7 +124,9 @@ def test_round_robin_exact_cycle_never_touches_fallback(gw: Gateway, site: Site,
                          spec=GUIDE + " 3. Round robin in the first viable group",
                          statements=["RG-RR-EQUAL-TURNS", "RG-RR-NO-FALLBACK-MIX", "RG-FAILOVER-FALL-THROUGH",
                                      "RG-INTRO-STEP-FIRST-VIABLE", "RG-INTRO-STEP-MODE",
-                                     "IR-SELECTION-FIRST-VIABLE-GROUP", "OC-FORMAT-FIRST-VIABLE-GROUP"])
+                                     "IR-SELECTION-FIRST-VIABLE-GROUP", "OC-FORMAT-FIRST-VIABLE-GROUP",
+                                     "RG-GEO-REMOTE-FALLBACK", "RG-PROFILES-GEOGRAPHY-FIRST",
+                                     "RG-PROFILES-LOCAL-EVEN-RESULT"])
 def test_round_robin_in_first_viable_group(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([
         site.candidate("provider-a", model, selection_group=0, admission_state="existing_only"),
@@ -129,7 +140,7 @@ def test_round_robin_in_first_viable_group(gw: Gateway, site: Site, model: str) 
 
 @pytest.mark.conformance(id="CONS-SEL-ROUND-ROBIN-PER-CAPABILITY", profile="consumer", level="core",
                          feature="roundRobin", spec=ROUND_ROBIN + "; " + GROUP_PER_CAPABILITY,
-                         statements=["RG-RR-EQUAL-TURNS"])
+                         statements=["RG-RR-EQUAL-TURNS", "RG-GEO-LOCAL-ROTATE"])
 def test_round_robin_turns_are_per_capability(gw: Gateway, site: Site, model: str) -> None:
     """Groups belong to a capability, so do their turns: requests for two models, interleaved, rotate each."""
     other = model + "-other"
@@ -155,7 +166,9 @@ def test_round_robin_turns_are_per_capability(gw: Gateway, site: Site, model: st
                                      "IR-SELECTION-FIRST-VIABLE-GROUP", "OC-FORMAT-FIRST-VIABLE-GROUP",
                                      "RG-GROUPS-LOWER-FALLBACK", "RG-FAILOVER-GROUP0-WHILE-ELIGIBLE",
                                      "RG-PROFILES-FIRST-VIABLE-ONLY", "RG-NOTMEAN-PICKER-FIRST-VIABLE",
-                                     "RG-INTRO-MODE-INSIDE-GROUP", "RG-GROUPS-SAME-GROUP-SHARE"])
+                                     "RG-INTRO-MODE-INSIDE-GROUP", "RG-GROUPS-SAME-GROUP-SHARE",
+                                     "RG-INTRO-GROUPS-DECIDE-COMPETITION", "RG-LOADAWARE-MODE-STILL-PICKS",
+                                     "RG-PROFILES-GEOGRAPHY-FIRST", "RG-PROFILES-SCORE-FIRST"])
 def test_random_is_uniform_within_group(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([
         site.candidate("provider-a", model, selection_group=0),
@@ -189,7 +202,9 @@ WEIGHTS = {
                                      "OC-FORMAT-FIRST-VIABLE-GROUP", "RG-GROUPS-LOWER-FALLBACK",
                                      "RG-FAILOVER-GROUP0-WHILE-ELIGIBLE", "RG-PROFILES-FIRST-VIABLE-ONLY",
                                      "RG-NOTMEAN-PICKER-FIRST-VIABLE", "RG-INTRO-MODE-INSIDE-GROUP",
-                                     "RG-GROUPS-SAME-GROUP-SHARE"])
+                                     "RG-GROUPS-SAME-GROUP-SHARE", "RG-WEIGHTED-GEO-REMOTE-FALLBACK",
+                                     "RG-SCORES-NOT-WEIGHTS", "RG-PROFILES-GEOGRAPHY-FIRST",
+                                     "RG-PROFILES-SCORE-FIRST"])
 @pytest.mark.parametrize("weights", list(WEIGHTS), ids=list(WEIGHTS))
 def test_weighted_random_shares_within_group(gw: Gateway, site: Site, model: str, weights: str) -> None:
     chosen = WEIGHTS[weights]
@@ -210,7 +225,8 @@ def test_weighted_random_shares_within_group(gw: Gateway, site: Site, model: str
                          spec=GUIDE + " 1. Selection groups; 9. Admission and failover",
                          statements=["RG-FAILOVER-FALL-THROUGH", "IR-SELECTION-FIRST-VIABLE-GROUP",
                                      "OC-FORMAT-FIRST-VIABLE-GROUP", "RG-PROFILES-FIRST-VIABLE-ONLY",
-                                     "RG-NOTMEAN-PICKER-FIRST-VIABLE"])
+                                     "RG-NOTMEAN-PICKER-FIRST-VIABLE", "PS-BOUNDARY-PRAXIS-DURING-REQUEST",
+                                     "OC-API-FALLBACK-SELECTED"])
 def test_group_without_new_work_falls_back(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([
         site.candidate("provider-a", model, selection_group=0, admission_state="existing_only"),
@@ -249,7 +265,7 @@ def test_failed_upstream_answer_is_not_retried_elsewhere(gw: Gateway, site: Site
                          spec=FALLBACK_GROUPS + "; " + FIRST_VIABLE,
                          statements=["RG-FAILOVER-FALL-THROUGH", "RG-INTRO-STEP-FIRST-VIABLE", "RG-GROUPS-BOUNDARY",
                                      "RG-NOTMEAN-GROUPS-BOUNDARIES", "IR-SELECTION-FIRST-VIABLE-GROUP",
-                                     "OC-FORMAT-FIRST-VIABLE-GROUP"])
+                                     "OC-FORMAT-FIRST-VIABLE-GROUP", "OC-API-FALLBACK-SELECTED"])
 def test_fallback_passes_every_group_without_new_work(gw: Gateway, site: Site, model: str) -> None:
     """The first viable group may come after several that take no new work, not only after one."""
     other = model + "-other"
@@ -269,7 +285,7 @@ def test_fallback_passes_every_group_without_new_work(gw: Gateway, site: Site, m
                          spec=FILTER + ": admission_state=none is never eligible",
                          statements=["IR-SELECTION-NONE-NEVER-ELIGIBLE", "RG-ADMISSION-NONE",
                                      "RG-FAILOVER-FALL-THROUGH", "IR-SELECTION-FIRST-VIABLE-GROUP",
-                                     "OC-FORMAT-FIRST-VIABLE-GROUP"])
+                                     "OC-FORMAT-FIRST-VIABLE-GROUP", "OC-API-FALLBACK-SELECTED"])
 def test_excluded_group_falls_back(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([
         site.candidate("provider-a", model, selection_group=0, admission_state="none"),
@@ -295,7 +311,8 @@ def test_stale_candidate_is_served_when_it_is_the_only_one(gw: Gateway, site: Si
 @pytest.mark.conformance(id="CONS-STALE-PRODUCER-ORDER", profile="consumer", level="core", feature="admission",
                          spec="intelligent-route-filter, Selection: \"Praxis AI does not recompute source geography, "
                               "load, or score.\"; " + STALE,
-                         statements=["IR-SELECTION-NO-RECOMPUTE", "OC-LOCALITY-REQUEST-TIME-PRESORTED"])
+                         statements=["IR-SELECTION-NO-RECOMPUTE", "OC-LOCALITY-REQUEST-TIME-PRESORTED",
+                                     "OC-OVERVIEW-PRAXIS-LOCAL", "OC-CONSUMER-NO-CALLS-NO-RESCORE"])
 def test_consumer_keeps_the_producer_order_of_stale_candidates(gw: Gateway, site: Site, model: str) -> None:
     """The producer put a stale candidate first (it orders freshness, the consumer does not): without groups
     the first admitted candidate, the stale one, serves."""
@@ -309,7 +326,7 @@ def test_consumer_keeps_the_producer_order_of_stale_candidates(gw: Gateway, site
 @pytest.mark.conformance(id="CONS-ADMISSION-NONE-NEVER", profile="consumer", level="core", feature="admission",
                          spec=FILTER + ": admission_state=none is never eligible",
                          statements=["IR-SELECTION-NONE-NEVER-ELIGIBLE", "RG-ADMISSION-NONE",
-                                     "RG-ADMISSION-NONE-IN-CONTRACT"])
+                                     "RG-ADMISSION-NONE-IN-CONTRACT", "PS-BOUNDARY-PRAXIS-DURING-REQUEST"])
 def test_only_excluded_candidates_give_404(gw: Gateway, site: Site, model: str) -> None:
     other = model + "-other"
     doc = site.envelope([
@@ -326,7 +343,7 @@ def test_only_excluded_candidates_give_404(gw: Gateway, site: Site, model: str) 
 
 @pytest.mark.conformance(id="CONS-ADMISSION-EXISTING-ONLY-NEW", profile="consumer", level="core", feature="admission",
                          spec=FILTER + ": existing_only is eligible only through an already-bound session",
-                         statements=["IR-SELECTION-EXISTING-ONLY-AFFINITY"])
+                         statements=["IR-SELECTION-EXISTING-ONLY-AFFINITY", "RG-ADMISSION-NEW-AND-EXISTING"])
 def test_existing_only_never_takes_new_requests(gw: Gateway, site: Site, model: str) -> None:
     other = model + "-other"
     gw.publish(site.envelope([

@@ -49,7 +49,8 @@ def test_records_travel_both_ways_through_the_middle_site(scenario: MeshScenario
 @pytest.mark.conformance(id="MESH-GATE-ABSENT-BEFORE-ACTIVE", profile="mesh", level="core", feature="eligibility",
                          spec=f"{ELIGIBILITY}; GridSite without trust material stays out of routing (fails closed)",
                          statements=["OC-ELIGIBILITY-GATE", "OC-ELIGIBILITY-ACTIVE-ONLY",
-                                     "OC-ELIGIBILITY-MEMBERSHIP-NOT-SUFFICIENT", "OC-ELIGIBILITY-LOCAL-ALWAYS"])
+                                     "OC-ELIGIBILITY-MEMBERSHIP-NOT-SUFFICIENT", "OC-ELIGIBILITY-LOCAL-ALWAYS",
+                                     "OC-RERANKING-LIST-ELIGIBLE", "RG-NOTMEAN-NOMETRICS-STILL-APPLY"])
 def test_remote_provider_absent_until_its_site_is_active(scenario: MeshScenario) -> None:
     """site-c's record and GridSite reached site-a, but with no pins the site is not Active: not routable."""
     scenario.network()
@@ -73,7 +74,8 @@ def test_remote_provider_absent_until_its_site_is_active(scenario: MeshScenario)
                                      "OC-ELIGIBILITY-ACTIVE-CONTROL-PLANE", "OC-ELIGIBILITY-ACTIVE-ENOUGH-INFO",
                                      "OC-ELIGIBILITY-THREE-NODE-VALIDATION", "OC-ELIGIBILITY-TRANSITIVE-ABSENT",
                                      "OC-INPUTS-REMOTE-CRDT", "OC-RENDER-READ-REMOTE-CRDT",
-                                     "OC-RERANKING-CANDIDATE-SET-REMOTE"])
+                                     "OC-RERANKING-CANDIDATE-SET-REMOTE", "OC-REGEN-CURRENT-STATE",
+                                     "RG-RELOAD-AGN-PUBLISHES"])
 def test_remote_provider_appears_once_its_site_is_active(scenario: MeshScenario) -> None:
     scenario.network()
     model = scenario.model("c")
@@ -174,7 +176,8 @@ def test_own_records_coming_back_are_not_remote_candidates(scenario: MeshScenari
 
 @pytest.mark.conformance(id="MESH-REMOTE-REQUEST-SERVED", profile="mesh", level="core", feature="providerHop",
                          spec=f"{ARCH}#consumer-gateway-selection; provider hop over mTLS",
-                         statements=["OC-MULTI-REMOTE-MTLS", "RG-INTRO-STEP-FORWARD"])
+                         statements=["OC-MULTI-REMOTE-MTLS", "RG-INTRO-STEP-FORWARD", "OC-ORDERING-ENRICHMENT",
+                                     "OC-FORWARD-AGN-CHOOSES-SITE"])
 def test_request_at_a_is_served_by_the_backend_of_c(scenario: MeshScenario) -> None:
     """From site-a's rendered overlay, through its consumer gateway and the mTLS hop, to site-c's backend."""
     scenario.network()
@@ -224,7 +227,7 @@ def test_revoked_pin_takes_an_active_site_out_of_routing(scenario: MeshScenario)
                          spec=f"{CRDT}; routing guide, weighted random: \"AGN copies it directly to the overlay's "
                               "relative traffic_weight; it does not normalize the value\"",
                          statements=["RG-WEIGHTED-COPIED-UNNORMALIZED", "OC-INPUTS-REMOTE-CRDT",
-                                     "OC-INPUTS-SAME-SCORING-MODEL"])
+                                     "OC-INPUTS-SAME-SCORING-MODEL", "OC-FORMAT-CANDIDATE-FIELDS"])
 def test_remote_provider_keeps_its_capacity_weight(scenario: MeshScenario) -> None:
     """Weighted random over static placement: site-c's provider (capacityWeight 7) reaches site-a's overlay
     with traffic_weight 7, as site-a's own provider (capacityWeight 3) does with 3."""

@@ -39,7 +39,10 @@ def _fresh_flags(world: MeshScenario, model: str) -> list[Any]:
 
 @pytest.mark.conformance(id="MESH-FAILURE-DETECTION-BOUNDED", profile="mesh", level="core", feature="gossip",
                          spec=f"{STALE}; SWIM member age; failure detection within the configured timing",
-                         statements=["OC-LOCALITY-DEGRADED-STALE", "OC-STALE-RETAINED", "OC-REGEN-REMOTE-DISAPPEARS"])
+                         statements=["OC-LOCALITY-DEGRADED-STALE", "OC-STALE-RETAINED",
+                                     "OC-REGEN-REMOTE-DISAPPEARS", "OC-STALE-OBSERVABILITY",
+                                     "OC-REGEN-CURRENT-STATE", "RG-RELOAD-AGN-PUBLISHES",
+                                     "RG-NOTMEAN-NOMETRICS-STILL-APPLY"])
 def test_crash_is_detected_within_the_swim_bound_and_degrades_candidates(fresh: MeshScenario) -> None:
     remote, _local = _remote_live(fresh, ttl=3600)
     timing = fresh.mesh.timing
@@ -64,9 +67,10 @@ def test_crash_is_detected_within_the_swim_bound_and_degrades_candidates(fresh: 
 
 @pytest.mark.conformance(id="MESH-STALE-TTL-EVICTION", profile="mesh", level="core", feature="staleness",
                          spec=f"{STALE}; Per-GridNetwork TTL: degraded remote candidates removed after the TTL",
-                         statements=["OC-TTL-FIELD", "OC-TTL-ONLY-DEGRADED-REMOTE", "OC-TTL-LOCAL-AVAILABLE-RETAINED",
-                                     "OC-GC-EVICT-AFTER-TTL-ONLY", "OC-GC-NO-HARD-EXCLUSION", "OC-STALE-RETAINED",
-                                     "OC-LOCALITY-DEGRADED-STALE"])
+                         statements=["OC-TTL-FIELD", "OC-TTL-ONLY-DEGRADED-REMOTE",
+                                     "OC-TTL-LOCAL-AVAILABLE-RETAINED", "OC-GC-EVICT-AFTER-TTL-ONLY",
+                                     "OC-GC-NO-HARD-EXCLUSION", "OC-STALE-RETAINED", "OC-LOCALITY-DEGRADED-STALE",
+                                     "OC-TTL-AFTER-SWIM-OVERRIDE", "OC-TTL-AT-RENDER-TIME"])
 def test_degraded_candidates_stay_until_the_ttl_then_go(fresh: MeshScenario) -> None:
     ttl = 3
     remote, local = _remote_live(fresh, ttl=ttl)
@@ -117,8 +121,10 @@ def test_graceful_leave_removes_the_site_without_waiting_for_the_ttl(fresh: Mesh
 
 @pytest.mark.conformance(id="MESH-PARTITION-DEGRADE-EVICT-HEAL", profile="mesh", level="core", feature="staleness",
                          spec=f"{STALE}; partition: fresh: false, removal after the TTL, restored on heal",
-                         statements=["OC-LOCALITY-DEGRADED-STALE", "OC-STALE-RETAINED", "OC-GC-EVICT-AFTER-TTL-ONLY",
-                                     "OC-REGEN-REMOTE-DISAPPEARS"])
+                         statements=["OC-LOCALITY-DEGRADED-STALE", "OC-STALE-RETAINED",
+                                     "OC-GC-EVICT-AFTER-TTL-ONLY", "OC-REGEN-REMOTE-DISAPPEARS",
+                                     "OC-STALE-OBSERVABILITY", "OC-TTL-AFTER-SWIM-OVERRIDE",
+                                     "OC-TTL-AT-RENDER-TIME"])
 def test_partition_degrades_then_evicts_and_healing_restores(cut: MeshScenario) -> None:
     ttl = 3
     remote, _local = _remote_live(cut, ttl=ttl)

@@ -80,7 +80,9 @@ def set_queue(scenario: Scenario, queue: float | None) -> None:
                          feature="admission", spec=ADMISSION,
                          statements=["OC-ORDERING-NONE-REMOVED", "RG-ADMISSION-AGN-REMOVES-EXCLUDED",
                                      "RG-ADMISSION-AGN-NO-NONE", "RG-ADMISSION-TRANSITION-HARD-FAILURE",
-                                     "RG-ADMISSION-TRANSITION-READMIT"])
+                                     "RG-ADMISSION-TRANSITION-READMIT", "OC-RERANKING-NORMALIZE",
+                                     "OC-ORDERING-AFTER-HARD-CONSTRAINTS", "RG-ADMISSION-HARD-FAILURE-IMMEDIATE",
+                                     "RG-NOTMEAN-NOMETRICS-STILL-APPLY"])
 @pytest.mark.parametrize("strategy", ["queueDepth", "noMetrics"])
 def test_unhealthy_provider_is_removed_at_once(scenario: Scenario, strategy: str) -> None:
     """Zero ready pods is a hard health failure: admission none, removed from the overlay at the next reconcile.
@@ -109,7 +111,7 @@ def test_unhealthy_provider_is_removed_at_once(scenario: Scenario, strategy: str
 
 @pytest.mark.conformance(id="PROD-ADM-INSTANT-PRESSURE", profile="producer", level="core", feature="admission",
                          spec=ADMISSION,
-                         statements=[])
+                         statements=["OC-ORDERING-ENRICHMENT", "OC-ORDERING-ADMISSION-PRIORITY"])
 @pytest.mark.parametrize("routing", ["scoreFirst", "geographyFirst"])
 def test_pressure_restricts_to_existing_only(scenario: Scenario, routing: str) -> None:
     """Normalized pressure at or over 0.85 publishes existing_only, after every admitted candidate, in its own group.
@@ -132,7 +134,7 @@ def test_pressure_restricts_to_existing_only(scenario: Scenario, routing: str) -
 @pytest.mark.conformance(id="PROD-ADM-INSTANT-RECOVERY", profile="producer", level="core", feature="admission",
                          spec=ADMISSION,
                          statements=["OC-ADMISSION-OMITTED-LEGACY", "RG-ADMISSION-OMITTED-INSTANTANEOUS",
-                                     "RG-ADMISSION-TRANSITION-PRESSURE"])
+                                     "RG-ADMISSION-TRANSITION-PRESSURE", "PS-LIMITS-STABILIZED-ADMISSION"])
 def test_instantaneous_admission_follows_each_sample(scenario: Scenario) -> None:
     """Without admissionPolicy every reconcile decides from its own sample: no hysteresis either way.
 
@@ -177,7 +179,9 @@ def enter_existing_only(scenario: Scenario, rendered: float, minimum: float, fai
 @pytest.mark.conformance(id="PROD-ADM-STAB-ENTER-COUNT", profile="producer", level="extended",
                          feature="stabilizedAdmission", spec=ADMISSION,
                          statements=["OC-ADMISSION-STABILIZED-ENTER", "RG-ADMISSION-TRANSITION-PRESSURE",
-                                     "RG-ADMISSION-MODE-STABILIZED", "OC-ADMISSION-WIRE-STATES"])
+                                     "RG-ADMISSION-MODE-STABILIZED", "OC-ADMISSION-WIRE-STATES",
+                                     "PS-LIMITS-STABILIZED-ADMISSION", "OC-ADMISSION-KEYED-BY-IDENTITY",
+                                     "RG-ADMISSION-HARD-FAILURE-IMMEDIATE"])
 def test_stabilized_enters_after_failure_threshold(scenario: Scenario) -> None:
     """existing_only only after failureThreshold pressured observations, not after one fewer.
 
@@ -198,7 +202,7 @@ def test_stabilized_enters_after_failure_threshold(scenario: Scenario) -> None:
 
 @pytest.mark.conformance(id="PROD-ADM-STAB-EXIT-HOLD-DOWN", profile="producer", level="extended",
                          feature="stabilizedAdmission", spec=ADMISSION,
-                         statements=["RG-ADMISSION-TRANSITION-RECOVERY"])
+                         statements=["RG-ADMISSION-TRANSITION-RECOVERY", "PS-LIMITS-STABILIZED-ADMISSION"])
 def test_stabilized_exit_waits_for_hold_down(scenario: Scenario) -> None:
     """Back to new_and_existing only after successThreshold low samples AND recoveryHoldDown since recovery began.
 
@@ -242,7 +246,7 @@ def test_stabilized_exit_waits_for_hold_down(scenario: Scenario) -> None:
 
 @pytest.mark.conformance(id="PROD-ADM-STAB-EXIT-COUNT", profile="producer", level="extended",
                          feature="stabilizedAdmission", spec=ADMISSION,
-                         statements=["RG-ADMISSION-TRANSITION-RECOVERY"])
+                         statements=["RG-ADMISSION-TRANSITION-RECOVERY", "PS-LIMITS-STABILIZED-ADMISSION"])
 def test_stabilized_exit_needs_success_threshold(scenario: Scenario) -> None:
     """With the hold-down and minimum state duration over, recovery still needs successThreshold low samples.
 
@@ -264,7 +268,7 @@ def test_stabilized_exit_needs_success_threshold(scenario: Scenario) -> None:
 
 @pytest.mark.conformance(id="PROD-ADM-STAB-RELAPSE-RESTARTS-RECOVERY", profile="producer", level="extended",
                          feature="stabilizedAdmission", spec=RELAPSE,
-                         statements=["RG-ADMISSION-TRANSITION-RECOVERY"])
+                         statements=["RG-ADMISSION-TRANSITION-RECOVERY", "OC-ADMISSION-KEYED-BY-IDENTITY"])
 def test_relapse_restarts_the_recovery_count(scenario: Scenario) -> None:
     """A pressured sample in the middle of a recovery starts the count of low samples again.
 
@@ -347,7 +351,8 @@ def lose_signal(scenario: Scenario, how: str) -> None:
                          feature="stabilizedAdmission", spec=GUIDE_ADMISSION,
                          statements=["OC-ADMISSION-HARD-FAILURE-NONE", "RG-ADMISSION-TRANSITION-HARD-FAILURE",
                                      "RG-ADMISSION-TRANSITION-EXISTING-HARD-FAILURE",
-                                     "RG-ADMISSION-AGN-REMOVES-EXCLUDED", "RG-ADMISSION-AGN-NO-NONE"])
+                                     "RG-ADMISSION-AGN-REMOVES-EXCLUDED", "RG-ADMISSION-AGN-NO-NONE",
+                                     "RG-ADMISSION-HARD-FAILURE-IMMEDIATE"])
 @pytest.mark.parametrize("start", [NEW, EXISTING])
 def test_hard_failure_removes_at_once_despite_hysteresis(scenario: Scenario, start: str) -> None:
     """Zero ready pods removes the provider at the next reconcile, whatever the pressure counters say.

@@ -65,7 +65,13 @@ def _stages(scenario: Scenario, chain: Chain, envelope: dict[str, Any]) -> None:
 @pytest.mark.conformance(id="PROD-E2E-METRIC-MOVES-TRAFFIC", profile="producer", level="core", feature="metrics",
                          spec=f"{ARCH}#how-re-ranking-updates",
                          statements=["OC-RERANK-ON-RECONCILE", "OC-RERANKING-SCRAPE", "RG-NEED-QUEUE-DEPTH",
-                                     "OC-DEMO-ANNOTATION-IMMEDIATE-RECONCILE", "OC-RERANK-PRAXIS-MOST-RECENT-ACCEPTED"])
+                                     "OC-DEMO-ANNOTATION-IMMEDIATE-RECONCILE",
+                                     "OC-RERANK-PRAXIS-MOST-RECENT-ACCEPTED", "PS-BOUNDARY-OPERATOR-BEFORE-REQUEST",
+                                     "OC-FORWARD-AGN-CHOOSES-SITE", "OC-REGEN-ON-RECONCILE",
+                                     "OC-REGEN-RECONCILE-DRIVEN", "RG-INTRO-AGN-ASYNC-PUBLISH",
+                                     "RG-DETERMINISTIC-AGN-RANKS", "RG-LOADAWARE-SEPARATE-DIMENSION",
+                                     "RG-LOADAWARE-MODE-STILL-PICKS", "RG-RELOAD-AGN-PUBLISHES",
+                                     "RG-PROFILES-SCORE-FIRST"])
 def test_metric_change_moves_traffic(scenario: Scenario) -> None:
     """With scoreFirst + queueDepth + deterministic, swapping the queues moves every new request to the other pool.
 
@@ -106,7 +112,8 @@ def test_metric_change_moves_traffic(scenario: Scenario) -> None:
                                      "OC-LIFECYCLE-FOUR-STAGES", "OC-LIFECYCLE-SUCCESS-MATCH",
                                      "OC-RENDER-REPORT-REVISIONS", "OC-RERANKING-APPLY-RECORD-STATUS",
                                      "OC-MULTI-CLUSTER-NAME", "OC-OVERVIEW-AGN-WRITES-OVERLAY",
-                                     "OC-INTRO-OPERATOR-RENDERS"])
+                                     "OC-INTRO-OPERATOR-RENDERS", "OC-REGEN-DISTRIBUTED-NOT-ACCEPTED",
+                                     "RG-INTRO-AGN-ASYNC-PUBLISH"])
 def test_revision_moves_through_all_four_stages(scenario: Scenario) -> None:
     """rendered (ConfigMap annotation), distributed (status), accepted (overlay-sync), serving (gateway header).
 

@@ -73,7 +73,8 @@ def _has(clusters: list[str]) -> Callable[[dict[str, Any]], bool]:
                                      "OC-FORMAT-NESTED-OVERLAY", "OC-REVISION-DIGEST-DEFINITION",
                                      "OC-REVISION-INCLUDES-SELECTION-POLICY", "OC-REVISION-EXCLUDES-METADATA",
                                      "OC-REVISION-VALUES-IDENTICAL", "OC-PROVENANCE-IDENTIFIES",
-                                     "OC-RENDER-BUILD-ENVELOPE"])
+                                     "OC-RENDER-BUILD-ENVELOPE", "OC-FORMAT-CANDIDATE-FIELDS",
+                                     "OC-REVISION-CONTENT-CHANGES", "RG-INTRO-AGN-ASYNC-PUBLISH"])
 def test_envelope_meets_the_v1_contract(scenario: Scenario) -> None:
     """A rendered envelope is a valid v1 envelope for the gateway's scope, with a content-addressed revision.
 
@@ -269,7 +270,9 @@ CHANGES = [
 
 @pytest.mark.conformance(id="PROD-ENV-REVISION-CHANGES", profile="producer", level="core", feature="envelope",
                          spec=f"{ARCH}#revision-semantics",
-                         statements=["OC-REVISION-INCLUDES-SELECTION-POLICY", "OC-RENDER-KEYS-SAME-STATE"])
+                         statements=["OC-REVISION-INCLUDES-SELECTION-POLICY", "OC-RENDER-KEYS-SAME-STATE",
+                                     "OC-REVISION-CONTENT-CHANGES", "OC-REGEN-ON-RECONCILE",
+                                     "OC-REGEN-CURRENT-STATE", "RG-RELOAD-AGN-PUBLISHES"])
 @pytest.mark.parametrize("change", CHANGES, ids=[c.name for c in CHANGES])
 def test_routing_relevant_change_changes_revision(scenario: Scenario, change: Change) -> None:
     """Membership, weight, order, selection mode, locality, credential reference and freshness are all revisioned.
@@ -327,7 +330,7 @@ def test_provenance_follows_generation_outside_the_revision(scenario: Scenario) 
 
 @pytest.mark.conformance(id="PROD-ENV-SELECTION-POLICY", profile="producer", level="core", feature="envelope",
                          spec=f"{GUIDE}#start-with-the-routing-need",
-                         statements=["RG-NEED-NOMETRICS-NOT-SHARING"])
+                         statements=["RG-NEED-NOMETRICS-NOT-SHARING", "RG-NOTMEAN-NOMETRICS-STILL-APPLY"])
 @pytest.mark.parametrize("mode", ["deterministic", "roundRobin", "random", "weightedRandom", None],
                          ids=["deterministic", "roundRobin", "random", "weightedRandom", "omitted"])
 def test_selection_policy_is_published(scenario: Scenario, mode: str | None) -> None:
@@ -380,7 +383,7 @@ def test_each_gateway_gets_its_own_configmap(scenario: Scenario) -> None:
 @pytest.mark.conformance(id="PROD-ENV-MULTI-GATEWAY-PERSPECTIVE", profile="producer", level="core",
                          feature="envelope", spec=f"{ARCH}#what-happens-during-re-ranking",
                          statements=["OC-RERANKING-PER-GATEWAY-RANKING", "OC-EDGE-PER-GATEWAY-OVERLAY",
-                                     "OC-RERANKING-PER-GATEWAY-OVERLAY"])
+                                     "OC-RERANKING-PER-GATEWAY-OVERLAY", "RG-NOTMEAN-NOMETRICS-STILL-APPLY"])
 def test_each_gateway_ranks_from_its_local_site(scenario: Scenario) -> None:
     """Gateways with different local sites get different rankings and revisions for the same providers.
 
@@ -409,7 +412,7 @@ def test_each_gateway_ranks_from_its_local_site(scenario: Scenario) -> None:
                          spec=f"{ARCH}#revision-lifecycle",
                          statements=["OC-LIFECYCLE-SUCCESS-MATCH", "OC-RENDER-REPORT-REVISIONS",
                                      "OC-RERANKING-APPLY-RECORD-STATUS", "IR-ENVELOPE-LIFECYCLE-RENDERED",
-                                     "IR-ENVELOPE-LIFECYCLE-DISTRIBUTED"])
+                                     "IR-ENVELOPE-LIFECYCLE-DISTRIBUTED", "OC-REGEN-DISTRIBUTED-NOT-ACCEPTED"])
 def test_status_reports_rendered_and_distributed_revision(scenario: Scenario) -> None:
     """After a successful apply the status entry names the ConfigMap and matching rendered/distributed revisions.
 
@@ -623,7 +626,8 @@ def test_rotating_the_token_keeps_the_revision(scenario: Scenario) -> None:
 @pytest.mark.conformance(id="PROD-WEIGHT-STATIC", profile="producer", level="core", feature="weights",
                          spec=f"{GUIDE}#5-weighted-random-selection",
                          statements=["RG-WEIGHTED-CAPACITY-DEFAULT", "RG-WEIGHTED-COPIED-UNNORMALIZED",
-                                     "RG-WEIGHTED-NOT-FROM-SCORE", "OC-FORMAT-TRAFFIC-WEIGHT-FROM-CAPACITY"])
+                                     "RG-WEIGHTED-NOT-FROM-SCORE", "OC-FORMAT-TRAFFIC-WEIGHT-FROM-CAPACITY",
+                                     "OC-FORMAT-CANDIDATE-FIELDS", "RG-SCORES-NOT-WEIGHTS"])
 def test_static_weights_are_copied(scenario: Scenario) -> None:
     """Static placement + weightedRandom copies capacityWeight to traffic_weight as is; omitted means 1.
 

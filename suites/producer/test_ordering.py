@@ -88,7 +88,10 @@ def _assert_groups_valid(env: Mapping[str, Any]) -> None:
 @pytest.mark.conformance(id="PROD-ORD-GEO-TIERS", profile="producer", level="core", feature="ordering",
                          spec=LOCALITY,
                          statements=["OC-ORDERING-GEOGRAPHY-FIRST-DEFAULT", "RG-GEO-TIERS", "OC-LOCALITY-DERIVED",
-                                     "OC-ORDERING-BEFORE-WRITE"])
+                                     "OC-ORDERING-BEFORE-WRITE", "OC-RERANKING-LIST-ELIGIBLE",
+                                     "OC-ORDERING-TWO-PHASES", "OC-ORDERING-ENRICHMENT",
+                                     "OC-ORDERING-GEOGRAPHY-FIRST-KEYS", "RG-GEO-ORDER-KEYS",
+                                     "RG-GEO-REMOTE-FALLBACK", "RG-PROFILES-GEOGRAPHY-FIRST"])
 def test_geography_first_orders_by_locality_tier(scenario: Scenario) -> None:
     """Default routing (geographyFirst) puts same site, same zone, same region, cross region, unknown in that order,
     each its own group.
@@ -129,7 +132,8 @@ def test_selection_tier_values_name_the_locality(scenario: Scenario) -> None:
 
 @pytest.mark.conformance(id="PROD-ORD-GEO-SCORE-WITHIN-TIER", profile="producer", level="core", feature="ordering",
                          spec=ORDERING,
-                         statements=["RG-NEED-GEOGRAPHY-FIRST", "RG-GROUPS-SCORE-NO-JOIN"])
+                         statements=["RG-NEED-GEOGRAPHY-FIRST", "RG-GROUPS-SCORE-NO-JOIN",
+                                     "OC-ORDERING-GEOGRAPHY-FIRST-KEYS", "RG-GEO-ORDER-KEYS"])
 def test_geography_first_orders_by_score_within_a_tier(scenario: Scenario) -> None:
     """Inside one locality tier candidates are ordered by score descending; tiers still come first.
 
@@ -152,7 +156,9 @@ def test_geography_first_orders_by_score_within_a_tier(scenario: Scenario) -> No
 @pytest.mark.conformance(id="PROD-ORD-SCORE-FIRST-CROSS-SITE", profile="producer", level="core",
                          feature="ordering", spec=ORDERING,
                          statements=["OC-ORDERING-SCORE-FIRST-REMOTE-AHEAD", "RG-SCOREFIRST-LOCALITY-TIE-BREAK",
-                                     "RG-SCOREFIRST-CROSS-SITE-GROUP", "RG-NEED-SCORE-FIRST"])
+                                     "RG-SCOREFIRST-CROSS-SITE-GROUP", "RG-NEED-SCORE-FIRST",
+                                     "OC-ORDERING-TWO-PHASES", "OC-ORDERING-SCORE-FIRST-KEYS",
+                                     "RG-PROFILES-SCORE-FIRST", "RG-PROFILES-CROSS-SITE-RESULT"])
 def test_score_first_moves_a_better_remote_ahead(scenario: Scenario) -> None:
     """scoreFirst: a better-scored cross-region provider precedes the local one; locality only breaks score ties.
 
@@ -174,7 +180,8 @@ def test_score_first_moves_a_better_remote_ahead(scenario: Scenario) -> None:
 
 @pytest.mark.conformance(id="PROD-ORD-TIE-BREAK", profile="producer", level="core", feature="ordering",
                          spec=ORDERING,
-                         statements=["PS-STALE-NOMETRICS-NO-ENDPOINT"])
+                         statements=["PS-STALE-NOMETRICS-NO-ENDPOINT", "OC-ORDERING-GEOGRAPHY-FIRST-KEYS",
+                                     "OC-ORDERING-TIE-BREAK", "OC-LOCALITY-UNKNOWN-TIER", "RG-GEO-ORDER-KEYS"])
 def test_equal_candidates_are_ordered_by_site_name_cluster(scenario: Scenario) -> None:
     """Equal admission, tier, freshness and score fall back to (site, name, cluster).
 
@@ -195,8 +202,10 @@ def test_equal_candidates_are_ordered_by_site_name_cluster(scenario: Scenario) -
 
 @pytest.mark.conformance(id="PROD-ORD-ADMISSION-FIRST", profile="producer", level="core", feature="admission",
                          spec=ORDERING,
-                         statements=["OC-ORDERING-ADMISSION-BEFORE-LOCALITY-EXAMPLE", "RG-SCOREFIRST-STALE-SEPARATE",
-                                     "OC-RERANKING-SCORE-ADMISSION-ORDER"])
+                         statements=["OC-ORDERING-ADMISSION-BEFORE-LOCALITY-EXAMPLE",
+                                     "RG-SCOREFIRST-STALE-SEPARATE", "OC-RERANKING-SCORE-ADMISSION-ORDER",
+                                     "OC-ORDERING-GEOGRAPHY-FIRST-KEYS", "OC-ORDERING-SCORE-FIRST-KEYS",
+                                     "OC-ORDERING-ADMISSION-PRIORITY", "RG-GEO-ORDER-KEYS"])
 @pytest.mark.parametrize("policy", POLICIES)
 def test_healthy_remote_ranks_before_overloaded_near(scenario: Scenario, policy: str) -> None:
     """Under both policies a healthy cross-region provider ranks before an overloaded same-region one.
@@ -229,7 +238,9 @@ def test_healthy_remote_ranks_before_overloaded_near(scenario: Scenario, policy:
 @pytest.mark.conformance(id="PROD-ORD-FRESHNESS", profile="producer", level="core", feature="ordering",
                          spec=ORDERING,
                          statements=["OC-LOCALITY-DEGRADED-STALE", "OC-STALE-RETAINED",
-                                     "OC-ORDERING-POLICY-VOCABULARY"])
+                                     "OC-ORDERING-POLICY-VOCABULARY", "OC-RERANKING-NORMALIZE",
+                                     "OC-FORMAT-CANDIDATE-FIELDS", "OC-ORDERING-GEOGRAPHY-FIRST-KEYS",
+                                     "OC-ORDERING-SCORE-FIRST-KEYS", "OC-STALE-OBSERVABILITY", "RG-GEO-ORDER-KEYS"])
 @pytest.mark.parametrize("policy", POLICIES)
 def test_degraded_providers_stay_but_follow_fresh_ones(scenario: Scenario, policy: str) -> None:
     """A Degraded provider stays with fresh: false, behind fresh ones of its admission state as the table orders.
@@ -258,7 +269,7 @@ def test_degraded_providers_stay_but_follow_fresh_ones(scenario: Scenario, polic
 @pytest.mark.conformance(id="PROD-ORD-UNKNOWN-GEOGRAPHY", profile="producer", level="core", feature="ordering",
                          spec=LOCALITY + "; \"When no GridSite geography is configured, all candidates receive "
                          "unknown tier and ordering falls through to score-based ranking\"",
-                         statements=[])
+                         statements=["OC-LOCALITY-UNKNOWN-TIER"])
 def test_without_geography_remote_tiers_are_unknown(scenario: Scenario) -> None:
     """Without GridSite geography remote candidates are unknown tier, grouped together and ordered by score.
 
@@ -337,7 +348,10 @@ def test_same_zone_name_in_another_region_is_not_same_zone(scenario: Scenario) -
 @pytest.mark.conformance(id="PROD-GRP-GEO-BOUNDARIES", profile="producer", level="core", feature="groups",
                          spec=CANDIDATE_FIELDS,
                          statements=["RG-GEO-GROUP-SEPARATION", "OC-OVERVIEW-AGN-ORDERS-GROUPS",
-                                     "RG-INTRO-STEP-ORDER-GROUPS"])
+                                     "RG-INTRO-STEP-ORDER-GROUPS", "OC-ORDERING-GEOGRAPHY-FIRST-KEYS",
+                                     "RG-INTRO-GROUPS-DECIDE-COMPETITION", "RG-GEO-LOCAL-ROTATE",
+                                     "RG-GEO-REMOTE-FALLBACK", "RG-WEIGHTED-GEO-REMOTE-FALLBACK",
+                                     "RG-PROFILES-GEOGRAPHY-FIRST", "RG-PROFILES-LOCAL-EVEN-RESULT"])
 def test_geography_first_groups_split_on_admission_tier_and_freshness(scenario: Scenario) -> None:
     """geographyFirst starts a new selection group at each change of admission, locality tier or freshness.
 
@@ -361,7 +375,9 @@ def test_geography_first_groups_split_on_admission_tier_and_freshness(scenario: 
 @pytest.mark.conformance(id="PROD-GRP-SCORE-FIRST-SHARED", profile="producer", level="core", feature="groups",
                          spec=CANDIDATE_FIELDS,
                          statements=["RG-SCOREFIRST-GROUPING", "RG-SCOREFIRST-CROSS-SITE-GROUP",
-                                     "RG-SCOREFIRST-STALE-SEPARATE", "RG-NEED-SCORE-FIRST"])
+                                     "RG-SCOREFIRST-STALE-SEPARATE", "RG-NEED-SCORE-FIRST",
+                                     "OC-ORDERING-SCORE-FIRST-KEYS", "RG-INTRO-GROUPS-DECIDE-COMPETITION",
+                                     "RG-PROFILES-SCORE-FIRST", "RG-PROFILES-CROSS-SITE-RESULT"])
 def test_score_first_groups_split_only_on_admission_and_freshness(scenario: Scenario) -> None:
     """scoreFirst groups ignore locality: fresh admitted providers of every tier share group 0.
 
@@ -411,7 +427,8 @@ def test_scores_never_split_a_group(scenario: Scenario) -> None:
 @pytest.mark.conformance(id="PROD-GRP-PER-CAPABILITY", profile="producer", level="core", feature="groups",
                          spec=CANDIDATE_FIELDS,
                          statements=["OC-FORMAT-SELECTION-GROUP-CONTIGUOUS", "OC-MULTI-ONE-CANDIDATE-PER-PAIR",
-                                     "OC-MULTI-MODELS-DECLARED"])
+                                     "OC-MULTI-MODELS-DECLARED", "OC-FORMAT-CANDIDATE-FIELDS",
+                                     "RG-PROFILES-LOCAL-EVEN-RESULT", "RG-NOTMEAN-NOMETRICS-STILL-APPLY"])
 def test_groups_are_numbered_per_capability(scenario: Scenario) -> None:
     """selection_group restarts at 0 for each model and is contiguous within it.
 
@@ -436,7 +453,8 @@ def test_groups_are_numbered_per_capability(scenario: Scenario) -> None:
 
 @pytest.mark.conformance(id="PROD-ORD-RANKS", profile="producer", level="core", feature="ordering",
                          spec=ORDERING,
-                         statements=["OC-RERANKING-RANK-ZERO-BASED"])
+                         statements=["OC-RERANKING-RANK-ZERO-BASED", "OC-ORDERING-ENRICHMENT",
+                                     "RG-DETERMINISTIC-AGN-RANKS"])
 def test_ranks_are_list_positions(scenario: Scenario) -> None:
     """Each candidate's rank is its zero-based position in the whole candidate list.
 
@@ -485,7 +503,8 @@ def test_ranks_stay_contiguous_when_a_candidate_repeats(scenario: Scenario) -> N
                          feature="admission", spec=LOCALITY,
                          statements=["OC-LOCALITY-UNAVAILABLE-EXCLUDED", "OC-ORDERING-NONE-REMOVED",
                                      "RG-ADMISSION-AGN-REMOVES-EXCLUDED", "RG-ADMISSION-AGN-NO-NONE",
-                                     "RG-INTRO-STEP-ELIGIBLE"])
+                                     "RG-INTRO-STEP-ELIGIBLE", "OC-RERANKING-LIST-ELIGIBLE",
+                                     "OC-ORDERING-AFTER-HARD-CONSTRAINTS"])
 def test_unavailable_and_unhealthy_providers_are_excluded(scenario: Scenario) -> None:
     """Unavailable providers and unhealthy ones (no ready pods) are absent; a Degraded one stays.
 
@@ -508,7 +527,7 @@ def test_unavailable_and_unhealthy_providers_are_excluded(scenario: Scenario) ->
 
 @pytest.mark.conformance(id="PROD-ACCESS-SITE-SELECTOR", profile="producer", level="core", feature="access",
                          spec=ACCESS,
-                         statements=[])
+                         statements=["OC-RECONCILE-WATCH-EARLIER"])
 def test_site_selector_matches_the_consumer_site_labels(scenario: Scenario) -> None:
     """A siteSelector provider is visible only while the consumer (local) site's GridSite labels match.
 

@@ -94,7 +94,8 @@ def fail_metrics(scenario: Scenario, backend: str) -> float:
 @pytest.mark.conformance(id="PROD-SCORE-NO-METRICS-NEUTRAL", profile="producer", level="core", feature="scoring",
                          spec=SCORING_NO_METRICS,
                          statements=["PS-NOMETRICS-ZERO-SCORE", "PS-NOMETRICS-OMITTED-SAME",
-                                     "PS-CONFIG-DEFAULT-NO-METRICS", "RG-NOTMEAN-NOMETRICS-DISABLES-SCORING"])
+                                     "PS-CONFIG-DEFAULT-NO-METRICS", "RG-NOTMEAN-NOMETRICS-DISABLES-SCORING",
+                                     "OC-ORDERING-SCORE-FIRST-KEYS"])
 @pytest.mark.parametrize("strategy", ["noMetrics", "omitted"])
 def test_no_metrics_orders_by_tie_break_only(scenario: Scenario, strategy: str) -> None:
     """noMetrics (or no scoringPolicy) gives every admitted candidate score 0: live queues change nothing.
@@ -116,8 +117,12 @@ def test_no_metrics_orders_by_tie_break_only(scenario: Scenario, strategy: str) 
                          spec=SCORING_QUEUE,
                          statements=["PS-QUEUE-PREFERS-SHORTEST", "RG-QUEUE-LOWER-PRESSURE-HIGHER",
                                      "PS-CONFIG-ONE-STRATEGY", "RG-LOADAWARE-STRATEGY-CHANGES-ORDER",
-                                     "RG-DYNAMIC-MAINLINE-ORDER", "RG-INTRO-SCORING-ORDER", "RG-NOTMEAN-SCORES-ORDER",
-                                     "OC-RENDER-SCORE-ORDER", "OC-RENDER-CONVERT-CANDIDATES"])
+                                     "RG-DYNAMIC-MAINLINE-ORDER", "RG-INTRO-SCORING-ORDER",
+                                     "RG-NOTMEAN-SCORES-ORDER", "OC-RENDER-SCORE-ORDER",
+                                     "OC-RENDER-CONVERT-CANDIDATES", "PS-BOUNDARY-OPERATOR-BEFORE-REQUEST",
+                                     "PS-QUEUE-FORMULA", "PS-COMBINE-SINGLE-SIGNAL", "OC-ORDERING-TWO-PHASES",
+                                     "RG-LOADAWARE-SEPARATE-DIMENSION", "RG-LOADAWARE-STRATEGIES",
+                                     "RG-QUEUE-FORMULA"])
 @pytest.mark.parametrize("routing", ["scoreFirst", "geographyFirst"])
 def test_queue_depth_score_orders_shortest_queue_first(scenario: Scenario, routing: str) -> None:
     """score = 1 - queue/queueCapacity, ordered descending (same site, so both policies reduce to score).
@@ -135,7 +140,8 @@ def test_queue_depth_score_orders_shortest_queue_first(scenario: Scenario, routi
 
 @pytest.mark.conformance(id="PROD-SCORE-QUEUE-CLAMP", profile="producer", level="core", feature="scoring",
                          spec=NORMALIZATION,
-                         statements=["PS-QUEUE-NORMALIZE-CLAMP", "OC-NORMALIZE-QUEUE-CAPACITY"])
+                         statements=["PS-QUEUE-NORMALIZE-CLAMP", "OC-NORMALIZE-QUEUE-CAPACITY",
+                                     "OC-RERANKING-NORMALIZE"])
 def test_queue_ratio_is_clamped(scenario: Scenario) -> None:
     """queue/queueCapacity is clamped to [0, 1]: 25 and 12 of 10 both score 0, -5 and 0 both score 1.
 
@@ -156,7 +162,8 @@ def test_queue_ratio_is_clamped(scenario: Scenario) -> None:
 
 @pytest.mark.conformance(id="PROD-SCORE-QUEUE-CAPACITY", profile="producer", level="core", feature="scoring",
                          spec=NORMALIZATION,
-                         statements=["PS-LIMITS-QUEUE-CAPACITY", "RG-ADMISSION-QUEUE-CAPACITY"])
+                         statements=["PS-LIMITS-QUEUE-CAPACITY", "RG-ADMISSION-QUEUE-CAPACITY", "PS-QUEUE-FORMULA",
+                                     "OC-RERANKING-NORMALIZE", "RG-QUEUE-FORMULA"])
 def test_queue_is_normalised_by_each_providers_capacity(scenario: Scenario) -> None:
     """Each provider's raw queue is divided by its own queueCapacity: 10 of 40 (0.75) beats 4 of 10 (0.6).
 
@@ -176,7 +183,9 @@ def test_queue_is_normalised_by_each_providers_capacity(scenario: Scenario) -> N
 @pytest.mark.conformance(id="PROD-SCORE-QUEUE-RERANK", profile="producer", level="core", feature="scoring",
                          spec=SCORING_QUEUE,
                          statements=["OC-RERANKING-SCRAPE", "OC-RERANK-ON-RECONCILE", "RG-NEED-QUEUE-DEPTH",
-                                     "PS-INTRO-SCORED-AT-RENDER"])
+                                     "PS-INTRO-SCORED-AT-RENDER", "PS-BOUNDARY-OPERATOR-BEFORE-REQUEST",
+                                     "OC-REGEN-ON-RECONCILE", "OC-REGEN-CURRENT-STATE", "OC-REGEN-RECONCILE-DRIVEN",
+                                     "RG-DETERMINISTIC-AGN-RANKS", "RG-RELOAD-AGN-PUBLISHES"])
 def test_queue_change_reorders(scenario: Scenario) -> None:
     """A new queue sample reorders the candidates at the first reconcile after it.
 
@@ -194,7 +203,10 @@ def test_queue_change_reorders(scenario: Scenario) -> None:
 @pytest.mark.conformance(id="PROD-SCORE-KV-RERANK", profile="producer", level="extended", feature="kvCachePressure",
                          spec=SCORING_KV,
                          statements=["PS-KV-PREFERS-MOST-AVAILABLE", "PS-KV-LOWER-UTILIZATION-HIGHER",
-                                     "RG-NEED-KV-CACHE", "PS-CONFIG-ONE-STRATEGY", "OC-RERANKING-SCRAPE"])
+                                     "RG-NEED-KV-CACHE", "PS-CONFIG-ONE-STRATEGY", "OC-RERANKING-SCRAPE",
+                                     "PS-COMBINE-SINGLE-SIGNAL", "OC-RERANKING-NORMALIZE",
+                                     "OC-KVAFFINITY-SIGNAL-SCORING-ONLY", "RG-LOADAWARE-SEPARATE-DIMENSION",
+                                     "RG-LOADAWARE-STRATEGIES", "RG-KV-FORMULA"])
 def test_kv_cache_pressure_orders_and_reorders(scenario: Scenario) -> None:
     """kvCachePressure scores 1 - kv_cache_utilization; a new sample reorders at the next reconcile.
 
@@ -216,7 +228,9 @@ def test_kv_cache_pressure_orders_and_reorders(scenario: Scenario) -> None:
 
 @pytest.mark.conformance(id="PROD-METRICS-MISSING-NEUTRAL", profile="producer", level="core", feature="metrics",
                          spec=MISSING_DEFAULTS,
-                         statements=["OC-ORDERING-NO-METRICS-NEUTRAL", "PS-STALE-NEUTRAL-COMPETITIVE"])
+                         statements=["OC-ORDERING-NO-METRICS-NEUTRAL", "PS-STALE-NEUTRAL-COMPETITIVE",
+                                     "PS-QUEUE-FORMULA", "PS-STALE-NEUTRAL-FALLBACK", "OC-MISSING-NEUTRAL-DEFAULTS",
+                                     "RG-QUEUE-FORMULA"])
 @pytest.mark.parametrize("missing", ["no-metrics-config", "series-absent"])
 def test_missing_metrics_score_neutral(scenario: Scenario, missing: str) -> None:
     """A provider without live metrics scores the neutral 0.5: between a 0.6 and a 0.4 provider, and stays.
@@ -261,7 +275,8 @@ def test_non_finite_samples_are_discarded(scenario: Scenario) -> None:
 
 @pytest.mark.conformance(id="PROD-METRICS-NAN-HEALTH-ABSENT", profile="producer", level="core", feature="metrics",
                          spec=NAN_HEALTH,
-                         statements=["OC-NAN-SCRAPE-DROPS", "PS-STALE-NAN-DISCARDED", "OC-ORDERING-NONE-REMOVED"])
+                         statements=["OC-NAN-SCRAPE-DROPS", "PS-STALE-NAN-DISCARDED", "OC-ORDERING-NONE-REMOVED",
+                                     "OC-MISSING-NEUTRAL-DEFAULTS"])
 def test_non_finite_health_sample_is_absent(scenario: Scenario) -> None:
     """A NaN or infinite ready-pods sample is dropped: the health signal is absent, so no evidence of failure.
 
@@ -287,8 +302,9 @@ def test_non_finite_health_sample_is_absent(scenario: Scenario) -> None:
 
 @pytest.mark.conformance(id="PROD-METRICS-STALE-WINDOW", profile="producer", level="core", feature="metrics",
                          spec=STALE,
-                         statements=["PS-STALE-REUSE-WITHIN-WINDOW", "OC-GRACE-CACHE", "OC-GRACE-CACHED-WITHIN-WINDOW",
-                                     "OC-GRACE-EXPIRED-NEUTRAL"])
+                         statements=["PS-STALE-REUSE-WITHIN-WINDOW", "OC-GRACE-CACHE",
+                                     "OC-GRACE-CACHED-WITHIN-WINDOW", "OC-GRACE-EXPIRED-NEUTRAL",
+                                     "OC-RERANKING-NORMALIZE", "OC-GRACE-ONLY-EXTENDS"])
 def test_stale_sample_reused_only_within_window(scenario: Scenario) -> None:
     """A failed plaintext scrape reuses the last good sample for staleMetricsSeconds, then falls back to neutral.
 
@@ -394,7 +410,9 @@ def test_signal_names_select_the_metric(scenario: Scenario, custom_metric: str) 
 
 @pytest.mark.conformance(id="PROD-METRICS-PLAINTEXT-FAILURE-NEUTRAL", profile="producer", level="core",
                          feature="metrics", spec=STALE,
-                         statements=["PS-STALE-NEUTRAL-COMPETITIVE", "OC-GRACE-OPTIONAL"])
+                         statements=["PS-STALE-NEUTRAL-COMPETITIVE", "OC-GRACE-OPTIONAL",
+                                     "PS-STALE-NEUTRAL-FALLBACK", "OC-MISSING-NEUTRAL-DEFAULTS",
+                                     "OC-GRACE-PLAINTEXT-NEUTRAL", "OC-GRACE-ABSENT-DEFAULT"])
 def test_plaintext_scrape_failure_scores_neutral(scenario: Scenario) -> None:
     """Without TLS and without staleMetricsSeconds a failed scrape scores neutral 0.5 at the next reconcile.
 
@@ -453,7 +471,7 @@ def test_tls_metrics_are_scraped(scenario: Scenario) -> None:
 
 @pytest.mark.conformance(id="PROD-METRICS-TLS-NO-SAMPLE-EXCLUDED", profile="producer", level="extended",
                          feature="tlsMetrics", spec=TLS_FAILS_CLOSED,
-                         statements=["OC-RERANKING-SCRAPE"])
+                         statements=["OC-RERANKING-SCRAPE", "OC-GRACE-TLS-UNHEALTHY", "OC-GRACE-ABSENT-DEFAULT"])
 @pytest.mark.parametrize("way", TLS_WAYS)
 def test_tls_scrape_failure_without_a_sample_excludes(scenario: Scenario, way: str) -> None:
     """A TLS-configured provider whose scrape fails with no earlier sample is excluded; once it answers, it is in.
@@ -480,7 +498,8 @@ def test_tls_scrape_failure_without_a_sample_excludes(scenario: Scenario, way: s
 
 @pytest.mark.conformance(id="PROD-METRICS-TLS-FAILS-CLOSED", profile="producer", level="extended",
                          feature="tlsMetrics", spec=TLS_FAILS_CLOSED,
-                         statements=["PS-STALE-TLS-UNHEALTHY", "OC-GRACE-CACHED-WITHIN-WINDOW"])
+                         statements=["PS-STALE-TLS-UNHEALTHY", "OC-GRACE-CACHED-WITHIN-WINDOW",
+                                     "OC-GRACE-TLS-UNHEALTHY", "OC-GRACE-ONLY-EXTENDS"])
 @pytest.mark.parametrize("way", TLS_WAYS)
 def test_tls_scrape_failure_fails_closed_after_window(scenario: Scenario, way: str) -> None:
     """A failing TLS metrics endpoint reuses its last good sample within staleMetricsSeconds, then is excluded.

@@ -41,7 +41,8 @@ SERVER_CERTS: dict[str, tuple[Callable[[ProviderHop], ServerFiles], str]] = {
 
 @pytest.mark.conformance(id="PROV-HOP-PROVIDER-CERT-VERIFIED", profile="provider", level="core",
                          feature="providerHop", spec=SPEC_HOP + "; the provider gateway's certificate is verified",
-                         statements=["IR-METADATA-HOP-HEADERS-MTLS-ONLY", "OC-MULTI-REMOTE-MTLS"])
+                         statements=["IR-METADATA-HOP-HEADERS-MTLS-ONLY", "OC-MULTI-REMOTE-MTLS",
+                                     "OC-ELIGIBILITY-DATA-PLANE-SEPARATE"])
 @pytest.mark.parametrize("case", list(SERVER_CERTS))
 def test_hop_to_unverifiable_provider_gateway_is_not_served(
         hop: ProviderHop, start_provider: Callable[..., ProviderGateway], start_edge: Callable[..., Gateway],

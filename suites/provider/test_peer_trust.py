@@ -27,7 +27,7 @@ SITE_A = "site-a's grid certificate"
 @pytest.mark.conformance(id="PROV-MTLS-NO-CLIENT-CERT", profile="provider", level="core", feature="providerMtls",
                          spec=SPEC_MTLS,
                          statements=["OC-TRUST-TERMINATE-MTLS", "OC-TRUST-CLIENT-CERT-REQUIRED",
-                                     "OC-LIFECYCLE-HEADERS-CORRELATION-ONLY"])
+                                     "OC-LIFECYCLE-HEADERS-CORRELATION-ONLY", "OC-ELIGIBILITY-DATA-PLANE-SEPARATE"])
 def test_client_without_certificate_is_refused(hop: ProviderHop) -> None:
     hop.assert_refused_with_twin(lambda: hop.direct(client=None), lambda: hop.direct(),
                                  what="a client without a certificate", fixed=SITE_A)
@@ -76,7 +76,8 @@ def test_organization_differing_in_letter_case_is_refused(hop: ProviderHop) -> N
 
 @pytest.mark.conformance(id="PROV-TRUST-UNLISTED-DIGEST", profile="provider", level="core",
                          feature="peerIdentityTrust", spec=SPEC_TRUST + "; cert_digest entries match exactly",
-                         statements=["OC-TRUST-UNTRUSTED-403", "OC-TRUST-CLIENT-CERT-REQUIRED"])
+                         statements=["OC-TRUST-UNTRUSTED-403", "OC-TRUST-CLIENT-CERT-REQUIRED",
+                                     "OC-ELIGIBILITY-DATA-PLANE-SEPARATE"])
 def test_unlisted_digest_is_refused(hop: ProviderHop) -> None:
     unlisted = hop.pki.unlisted_client("unlisted-digest")
     hop.assert_refused_with_twin(lambda: hop.direct(client=unlisted, gateway=hop.pinned),
@@ -126,7 +127,7 @@ PROBES: dict[str, dict[str, Any]] = {
                          feature="peerIdentityTrust", spec=SPEC_ORDER,
                          statements=["OC-TRUST-UNTRUSTED-403", "OC-FORWARD-PROVIDER-CONSUMES-AFTER-TRUST",
                                      "IR-METADATA-PROVIDER-PEER-TRUST-FIRST", "OC-FORWARD-FIRST-POSITION-NO-BYPASS",
-                                     "OC-FORWARD-PROVIDER-PATH"])
+                                     "OC-FORWARD-PROVIDER-PATH", "OC-ELIGIBILITY-DATA-PLANE-SEPARATE"])
 @pytest.mark.parametrize("probe", list(PROBES))
 def test_untrusted_peer_gets_403_before_routing_answers(hop: ProviderHop, probe: str) -> None:
     kwargs = PROBES[probe]
