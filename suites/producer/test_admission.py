@@ -250,7 +250,9 @@ def test_stabilized_exit_waits_for_hold_down(scenario: Scenario) -> None:
 def test_stabilized_exit_needs_success_threshold(scenario: Scenario) -> None:
     """With the hold-down and minimum state duration over, recovery still needs successThreshold low samples.
 
-    Fails if the provider returns after fewer low samples once the timers have run, or not at the count.
+    Then one pressured sample (failureThreshold 2) must not restrict the recovered provider again: the count
+    into existing_only starts afresh in the new state. Fails if the provider returns after fewer low samples
+    once the timers have run, not at the count, or if pressure counted before the recovery carries over.
     """
     minimum, hold, successes = 1.0, 1.0, 3
     rendered = two_providers(scenario, resources.stabilized(failures=2, successes=successes, minimum="1s",
@@ -264,6 +266,8 @@ def test_stabilized_exit_needs_success_threshold(scenario: Scenario) -> None:
         expect(scenario, scenario.reconcile(), {"a": EXISTING, "b": NEW},
                f"{count} of {successes} low samples, timers over")
     expect(scenario, scenario.reconcile(), {"a": NEW, "b": NEW}, f"{successes} of {successes} low samples")
+    set_queue(scenario, 9)
+    expect(scenario, scenario.reconcile(), {"a": NEW, "b": NEW}, "1 of 2 pressured samples after the recovery")
 
 
 @pytest.mark.conformance(id="PROD-ADM-STAB-RELAPSE-RESTARTS-RECOVERY", profile="producer", level="extended",
@@ -304,7 +308,7 @@ def test_relapse_restarts_the_recovery_count(scenario: Scenario) -> None:
 
 @pytest.mark.conformance(id="PROD-ADM-STAB-MISSING-EXISTING-ONLY", profile="producer", level="extended",
                          feature="stabilizedAdmission", spec=ADMISSION,
-                         statements=[])
+                         statements=["OC-ADMISSION-MISSING-FAILS-CLOSED"])
 @pytest.mark.parametrize("missing", ["series-absent", "scrape-failed"])
 def test_missing_signal_fails_closed_to_existing_only(scenario: Scenario,
                                                       missing: str) -> None:
@@ -324,7 +328,7 @@ def test_missing_signal_fails_closed_to_existing_only(scenario: Scenario,
 
 @pytest.mark.conformance(id="PROD-ADM-STAB-MISSING-EXCLUDED", profile="producer", level="extended",
                          feature="stabilizedAdmission", spec=ADMISSION,
-                         statements=["RG-ADMISSION-MISSING-EXCLUDED"])
+                         statements=["RG-ADMISSION-MISSING-EXCLUDED", "OC-ADMISSION-MISSING-FAILS-CLOSED"])
 @pytest.mark.parametrize("missing", ["series-absent", "scrape-failed"])
 def test_missing_signal_excluded_when_configured(scenario: Scenario,
                                                  missing: str) -> None:
@@ -391,3 +395,67 @@ def test_reused_stale_sample_counts_once(scenario: Scenario) -> None:
         expect(scenario, envelope, {"a": NEW, "b": NEW}, f"failed scrape {attempt} reusing the pressured sample")
     scenario.restore_metrics(scenario.metrics_backend)
     expect(scenario, scenario.reconcile(), {"a": EXISTING, "b": NEW}, "a second, new pressured sample")
+
+
+# ------------------------------------------------------------------------------------------ defaults
+
+GUIDE_DEFAULTS = (f"{GUIDE_ADMISSION}: \"If pressure is omitted, AGN uses the six values shown below as defaults.\" "
+                  "(enterThreshold: 0.85, failureThreshold: 2, minimumStateDuration: 10s)")
+#: The guide's default minimumStateDuration, waited out before pressure so only threshold and count decide.
+DEFAULT_MINIMUM = 10.0
+
+
+@pytest.mark.conformance(id="PROD-ADM-STAB-DEFAULT-PRESSURE", profile="producer", level="extended",
+                         feature="stabilizedAdmission", spec=GUIDE_DEFAULTS,
+                         statements=["RG-ADMISSION-PRESSURE-DEFAULTS", "RG-ADMISSION-DEFAULT-ENTER",
+                                     "RG-ADMISSION-DEFAULT-FAILURE-THRESHOLD"])
+def test_omitted_pressure_enters_at_the_guide_defaults(scenario: Scenario) -> None:
+    """mode stabilized with pressure omitted: 0.86 twice restricts, 0.86 once and 0.84 ever after do not.
+
+    Provider a goes from 0.1 to 0.86 once the default minimum state duration (10 s) has run; provider c sits
+    at 0.84 throughout. Fails if the omitted block means a lower enterThreshold than 0.85 (c restricted), a
+    higher one or a larger failureThreshold than 2 (a still admitted after two pressured samples), or a
+    failureThreshold of 1 (a restricted at the first).
+    """
+    scenario.set_pools({"c": {"queueDepth": 8.4, "healthy": 1}})
+    scenario.provider("c", metrics=True)
+    rendered = two_providers(scenario, {"mode": "stabilized"})
+    expect(scenario, scenario.envelope(what="a first overlay"), {"a": NEW, "b": NEW, "c": NEW}, "before pressure")
+    wait_until_elapsed(rendered, DEFAULT_MINIMUM + CLOCK_SLACK)
+    set_queue(scenario, 8.6)
+    expect(scenario, scenario.reconcile(), {"a": NEW, "b": NEW, "c": NEW}, "a at 0.86 once, c at 0.84")
+    envelope = scenario.reconcile()
+    expect(scenario, envelope, {"a": EXISTING, "b": NEW, "c": NEW}, "a at 0.86 twice, c at 0.84 throughout")
+
+
+@pytest.mark.conformance(id="PROD-ADM-STAB-NOT-CONFIGURED", profile="producer", level="extended",
+                         feature="stabilizedAdmission",
+                         spec=f"{ADMISSION}: \"With no active signal configured, AGN treats the observation as "
+                              "NotConfigured and keeps otherwise healthy providers new_and_existing.\"",
+                         statements=["OC-ADMISSION-NOT-CONFIGURED", "RG-ADMISSION-NOT-CONFIGURED"])
+@pytest.mark.parametrize("unconfigured", ["signal-unmapped", "no-strategy"])
+def test_pressure_without_a_configured_signal_never_restricts(scenario: Scenario, unconfigured: str) -> None:
+    """A stabilized policy whose signal is not configured keeps pressured healthy providers new_and_existing.
+
+    a and c both sit at queue 9 of 10 for three reconciles after the minimum state duration (failureThreshold
+    2). signal-unmapped: a's metricsConfig maps no queueDepth name, c maps it, under queueDepth; c is the
+    twin that shows the pressure counts where the signal is configured. no-strategy: the network scores
+    noMetrics, so neither has an active signal. Fails if "not configured" is treated as a missing signal
+    (existing_only, or removed) or a pressured sample is counted without a configured signal.
+    """
+    scenario.set_pools({"a": {"queueDepth": 9, "healthy": 1}, "c": {"queueDepth": 9, "healthy": 1}})
+    scenario.set_pools({"b": {"queueDepth": 5, "healthy": 1}}, OTHER_BACKEND)
+    unmapped = unconfigured == "signal-unmapped"
+    scenario.provider("a", metrics={"signals": ("kvCacheUtilization", "healthy")} if unmapped else True)
+    scenario.provider("c", metrics=True)
+    scenario.provider("b", metrics={"url": scenario.site.backend(OTHER_BACKEND).url})
+    scenario.network(routing="scoreFirst", scoring="queueDepth" if unmapped else "noMetrics",
+                     admission=resources.stabilized(failures=2, successes=2, minimum="1s", hold_down="1s"))
+    scenario.settled(scenario.envelope(what="a first overlay"))
+    rendered = time.monotonic()
+    wait_until_elapsed(rendered, 1.0 + CLOCK_SLACK)
+    for count in range(1, 3):
+        envelope = scenario.reconcile()
+        assert state(envelope, "a") == NEW, f"{unconfigured}: a after {count} pressured reconciles: {states(envelope)}"
+    expect(scenario, scenario.reconcile(), {"a": NEW, "b": NEW, "c": EXISTING if unmapped else NEW},
+           f"{unconfigured}: 3 reconciles at queue 9 of 10 after the minimum state duration")

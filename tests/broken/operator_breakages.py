@@ -854,6 +854,17 @@ def _missing_metrics_ignored() -> None:
     _observed_as(lambda o: dataclasses.replace(o, kind=NOT_CONFIGURED) if o.kind == MISSING else None)
 
 
+@breakage("pressure-defaults-own", "an omitted pressure block means enterThreshold 0.80 and failureThreshold 1")
+def _pressure_defaults_own() -> None:
+    _patch(admission, "_DEFAULT_PRESSURE", {**admission._DEFAULT_PRESSURE, "enterThreshold": 0.80,
+                                            "failureThreshold": 1})
+
+
+@breakage("not-configured-as-missing", "a stabilized provider with no configured signal counts as missing metrics")
+def _not_configured_as_missing() -> None:
+    _observed_as(lambda o: dataclasses.replace(o, kind=MISSING) if o.kind == NOT_CONFIGURED else None)
+
+
 @breakage("sample-counted-twice", "a sample reused inside the stale window counts as a new stabilized observation")
 def _sample_counted_twice() -> None:
     _observed_as(lambda o: dataclasses.replace(o, revision=None) if o.kind == FRESH else None)

@@ -109,4 +109,6 @@ TARGETS: dict[str, Targets] = {
     "hold-down-ignored": must_fail("PROD-ADM-STAB-EXIT-HOLD-DOWN"),
     "missing-metrics-ignored": must_fail("PROD-ADM-STAB-MISSING-EXISTING-ONLY[*]", "PROD-ADM-STAB-MISSING-EXCLUDED[*]"),
     "sample-counted-twice": must_fail("PROD-ADM-STAB-SAMPLE-ONCE"),
+    "pressure-defaults-own": must_fail("PROD-ADM-STAB-DEFAULT-PRESSURE"),
+    "not-configured-as-missing": must_fail("PROD-ADM-STAB-NOT-CONFIGURED[*]"),
 }
