@@ -250,9 +250,10 @@ def test_stabilized_exit_waits_for_hold_down(scenario: Scenario) -> None:
 def test_stabilized_exit_needs_success_threshold(scenario: Scenario) -> None:
     """With the hold-down and minimum state duration over, recovery still needs successThreshold low samples.
 
-    Then one pressured sample (failureThreshold 2) must not restrict the recovered provider again: the count
-    into existing_only starts afresh in the new state. Fails if the provider returns after fewer low samples
-    once the timers have run, not at the count, or if pressure counted before the recovery carries over.
+    Then, the minimum state duration over again, the count into existing_only starts afresh: one pressured
+    sample (failureThreshold 2) leaves the recovered provider admitted, the second restricts it. Fails if the
+    provider returns after fewer low samples once the timers have run, or not at the count, or if pressure
+    counted before the recovery carries over, or the count is lost after it.
     """
     minimum, hold, successes = 1.0, 1.0, 3
     rendered = two_providers(scenario, resources.stabilized(failures=2, successes=successes, minimum="1s",
@@ -266,8 +267,10 @@ def test_stabilized_exit_needs_success_threshold(scenario: Scenario) -> None:
         expect(scenario, scenario.reconcile(), {"a": EXISTING, "b": NEW},
                f"{count} of {successes} low samples, timers over")
     expect(scenario, scenario.reconcile(), {"a": NEW, "b": NEW}, f"{successes} of {successes} low samples")
+    wait_until_elapsed(time.monotonic(), minimum + CLOCK_SLACK)
     set_queue(scenario, 9)
     expect(scenario, scenario.reconcile(), {"a": NEW, "b": NEW}, "1 of 2 pressured samples after the recovery")
+    expect(scenario, scenario.reconcile(), {"a": EXISTING, "b": NEW}, "2 of 2 pressured samples after the recovery")
 
 
 @pytest.mark.conformance(id="PROD-ADM-STAB-RELAPSE-RESTARTS-RECOVERY", profile="producer", level="extended",
@@ -459,3 +462,41 @@ def test_pressure_without_a_configured_signal_never_restricts(scenario: Scenario
         assert state(envelope, "a") == NEW, f"{unconfigured}: a after {count} pressured reconciles: {states(envelope)}"
     expect(scenario, scenario.reconcile(), {"a": NEW, "b": NEW, "c": EXISTING if unmapped else NEW},
            f"{unconfigured}: 3 reconciles at queue 9 of 10 after the minimum state duration")
+
+
+GUIDE_RECOVERY_DEFAULTS = (f"{GUIDE_ADMISSION}: \"If pressure is omitted, AGN uses the six values shown below as "
+                           "defaults.\" (exitThreshold: 0.70, successThreshold: 3, recoveryHoldDown: 30s)")
+DEFAULT_HOLD_DOWN = 30.0
+
+
+@pytest.mark.conformance(id="PROD-ADM-STAB-DEFAULT-RECOVERY", profile="producer", level="extended",
+                         feature="stabilizedAdmission", spec=GUIDE_RECOVERY_DEFAULTS,
+                         statements=["RG-ADMISSION-DEFAULT-EXIT", "RG-ADMISSION-DEFAULT-SUCCESS-THRESHOLD",
+                                     "RG-ADMISSION-DEFAULT-HOLD-DOWN"])
+def test_omitted_pressure_recovers_at_the_guide_defaults(scenario: Scenario) -> None:
+    """mode stabilized with pressure omitted: back after 3 samples at or under 0.70 and the 30 s hold-down.
+
+    a and c enter existing_only together (0.9 twice, after the default 10 s minimum state duration). Then a
+    drops to 0.69 and c to 0.71 for good: one sample, then none until a's hold-down (from its first low
+    sample) is over, then a second (a still held: two of three) and a third (a back). Fails if the omitted
+    block means an exitThreshold above 0.71 or under 0.69, a successThreshold other than 3, no hold-down, or
+    one over 30 s. (A shorter hold-down than 30 s is not seen: the samples that could show it would also
+    count towards the success threshold.)
+    """
+    scenario.set_pools({"c": {"queueDepth": 1, "healthy": 1}})
+    scenario.provider("c", metrics=True)
+    rendered = two_providers(scenario, {"mode": "stabilized"})
+    wait_until_elapsed(rendered, DEFAULT_MINIMUM + CLOCK_SLACK)
+    scenario.set_pools({short: {"queueDepth": 9} for short in ("a", "c")})
+    scenario.reconcile()
+    restricted = {"a": EXISTING, "b": NEW, "c": EXISTING}
+    expect(scenario, scenario.reconcile(), restricted, "a and c at 0.9 twice")
+
+    scenario.set_pools({"a": {"queueDepth": 6.9}, "c": {"queueDepth": 7.1}})
+    expect(scenario, scenario.reconcile(), restricted, "a at 0.69 once, c at 0.71")
+    first_low = time.monotonic()  # the operator took a's first low sample before this instant
+    wait_until_elapsed(first_low, DEFAULT_HOLD_DOWN + CLOCK_SLACK)
+    expect(scenario, scenario.reconcile(), restricted, "a at 0.69 twice, the 30s hold-down over")
+    envelope = scenario.reconcile()
+    expect(scenario, envelope, {**restricted, "a": NEW}, "a at 0.69 three times, c at 0.71, the hold-down over")
+    assert order(scenario, envelope) == ["b", "a", "c"], "admitted b (0.5) and a (0.31) before restricted c"

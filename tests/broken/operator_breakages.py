@@ -860,6 +860,11 @@ def _pressure_defaults_own() -> None:
                                             "failureThreshold": 1})
 
 
+@breakage("recovery-defaults-own", "an omitted pressure block means successThreshold 2")
+def _recovery_defaults_own() -> None:
+    _patch(admission, "_DEFAULT_PRESSURE", {**admission._DEFAULT_PRESSURE, "successThreshold": 2})
+
+
 @breakage("not-configured-as-missing", "a stabilized provider with no configured signal counts as missing metrics")
 def _not_configured_as_missing() -> None:
     _observed_as(lambda o: dataclasses.replace(o, kind=MISSING) if o.kind == NOT_CONFIGURED else None)

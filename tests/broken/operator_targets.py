@@ -111,4 +111,5 @@ TARGETS: dict[str, Targets] = {
     "sample-counted-twice": must_fail("PROD-ADM-STAB-SAMPLE-ONCE"),
     "pressure-defaults-own": must_fail("PROD-ADM-STAB-DEFAULT-PRESSURE"),
     "not-configured-as-missing": must_fail("PROD-ADM-STAB-NOT-CONFIGURED[*]"),
+    "recovery-defaults-own": must_fail("PROD-ADM-STAB-DEFAULT-RECOVERY"),
 }
