@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from harness.backends.local import GatewayStartFailed
 from harness.grid import Gateway, Site
 
 SPEC = "intelligent-route-filter: Behavior"
@@ -103,3 +106,48 @@ def test_static_candidates_route_in_configured_order(site: Site, fresh_gateway: 
     replies = [gateway.request(model) for _ in range(5)]
     assert {r.backend for r in replies} == {"provider-d"}, [r.describe() for r in replies]
     assert "x-ai-routing-revision" not in replies[0].forwarded_headers, "static mode has no revision"
+
+
+@pytest.mark.conformance(id="CONS-STATIC-UNKNOWN-FIELD", profile="consumer", level="core", feature="staticMode",
+                         spec="overlay contract, Candidate fields: \"The generated Praxis static intelligent_route "
+                              "configuration intentionally strips stable_id, admission_state, selection_tier, rank, "
+                              "and generated_at because current static intelligent_route candidate config rejects "
+                              "unknown fields.\"",
+                         statements=["OC-FIELDS-STATIC-REJECTS-UNKNOWN"])
+def test_static_candidate_with_an_overlay_only_field_fails_startup(site: Site, fresh_gateway: Any,
+                                                                   model: str) -> None:
+    """An inline candidate carrying `rank` (an overlay field the static config does not know): no start.
+
+    The same candidates without it (the twin) start and serve. Fails if static config ignores unknown fields.
+    """
+    candidates = [site.candidate("provider-d", model), site.candidate("provider-a", model)]
+    with pytest.raises(GatewayStartFailed) as failure:
+        fresh_gateway("static", None, static_candidates=[{**candidates[0], "rank": 0}, candidates[1]])
+    assert failure.value.exit_code not in (None, 0), f"the gateway must exit non-zero; it {failure.value}"
+    twin = fresh_gateway("static", None, static_candidates=candidates)
+    reply = twin.request(model)
+    assert reply.status == 200 and reply.backend == "provider-d", f"the twin serves: {reply.describe()}"
+
+
+@pytest.mark.conformance(id="CONS-STATIC-NO-WEIGHTED", profile="consumer", level="core", feature="staticMode",
+                         spec="intelligent-route-filter, Selection: \"weightedRandom is overlay-only\"; \"Inline "
+                              "static candidates cannot enable weighted selection.\"",
+                         statements=["IR-SELECTION-STATIC-NO-WEIGHTED"])
+def test_static_candidates_cannot_select_by_weight(site: Site, fresh_gateway: Any, model: str) -> None:
+    """Inline candidates with one group and traffic weights 1 and 1000: refused at start, or never weighted.
+
+    The spec allows either outcome; what it rules out is weighted selection. When the gateway starts, 40
+    requests must all go to the first candidate (deterministic, the only static order the spec gives): a
+    weighted draw sends each to the weight-1000 candidate with probability 1000/1001, so a weighted gateway
+    passes with probability (1/1001)^40, effectively never. Fails if static weights are honoured.
+    """
+    light, heavy = (site.candidate("provider-d", model, selection_group=0, traffic_weight=1),
+                    site.candidate("provider-a", model, selection_group=0, traffic_weight=1000))
+    try:
+        gateway = fresh_gateway("static", None, static_candidates=[light, heavy])
+    except GatewayStartFailed as failure:
+        assert failure.exit_code not in (None, 0), f"a refused gateway must exit non-zero; it {failure}"
+        return
+    replies = [gateway.request(model) for _ in range(40)]
+    backends = sorted({str(r.backend) for r in replies})
+    assert backends == ["provider-d"], f"static candidates must be served in order, first first: {backends}"

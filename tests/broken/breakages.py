@@ -26,7 +26,7 @@ from reference.gateway import build, hop_headers, proxy, reload, routing_input, 
 from reference.gateway import config as gateway_config
 from reference.gateway.affinity import SessionTable
 from reference.gateway.context import Reject, RequestContext
-from reference.gateway.filters import intelligent_route
+from reference.gateway.filters import intelligent_route, intelligent_route_config
 from reference.gateway.filters.intelligent_route import IntelligentRouteFilter
 from reference.gateway.filters.mcp import METHOD_KEY, McpFilter
 from reference.gateway.metrics import GatewayMetrics
@@ -431,6 +431,48 @@ def _static_reversed() -> None:
         return Snapshot(reversed_overlay, built.semantic_key)
 
     _patch(build, "initial_snapshot", initial)
+
+
+_STATIC_WEIGHT_KEYS = ("selection_group", "traffic_weight")
+
+
+def _static_parse(fix: Callable[[Any, Callable[[Any], Overlay]], Overlay]) -> None:
+    """Wrap the static candidate parser the filter config calls; `fix(raw, parse)` decides what it returns."""
+    original = intelligent_route_config.parse_static_candidates
+
+    def parse(raw: Any, local_site: str, allowed_clusters: Iterable[str] | None = None) -> Overlay:
+        return fix(raw, lambda items: original(items, local_site, allowed_clusters))
+
+    _patch(intelligent_route_config, "parse_static_candidates", parse)
+
+
+def _without(raw: Any, keys: Callable[[str], bool]) -> Any:
+    if not isinstance(raw, list):
+        return raw
+    return [{k: v for k, v in item.items() if not keys(k)} if isinstance(item, dict) else item for item in raw]
+
+
+@breakage("static-unknown-fields-ignored", "inline static candidates drop fields they do not know instead of failing")
+def _static_unknown_fields_ignored() -> None:
+    known = ("kind", "name", "site", "cluster", "fresh", "credential")
+    _static_parse(lambda raw, parse: parse(_without(raw, lambda key: key not in known)))
+
+
+@breakage("static-weights-honoured", "inline static candidates with groups and traffic weights select weighted")
+def _static_weights_honoured() -> None:
+    def fix(raw: Any, parse: Callable[[Any], Overlay]) -> Overlay:
+        overlay = parse(_without(raw, lambda key: key in _STATIC_WEIGHT_KEYS))
+        if not isinstance(raw, list) or not any(isinstance(i, dict) and "traffic_weight" in i for i in raw):
+            return overlay
+        weighted = tuple(dataclasses.replace(c, **{k: raw[n][k] for k in _STATIC_WEIGHT_KEYS if k in raw[n]})
+                         for n, c in enumerate(overlay.candidates))
+        by_capability: dict[tuple[str, str], tuple[Candidate, ...]] = {}
+        for c in weighted:
+            by_capability[(c.kind, c.name)] = (*by_capability.get((c.kind, c.name), ()), c)
+        return dataclasses.replace(overlay, candidates=weighted, selection_mode="weightedRandom",
+                                   by_capability=by_capability)
+
+    _static_parse(fix)
 
 
 # ------------------------------------------------------------------------------------ session affinity
