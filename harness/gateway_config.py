@@ -35,6 +35,7 @@ class Variant:
     mcp: bool = False
     static: bool = False
     hop: bool = True
+    reload_block: bool = True  # False: no `reload` key, so the filter's own default applies
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -51,6 +52,7 @@ VARIANTS: dict[str, Variant] = {
         Variant("allowlist", feature="clustersAllowlist", allowlist=True),
         Variant("mcp", feature="mcpToolRouting", affinity=None, mcp=True),
         Variant("static", expected_scope=False, static=True, affinity=None),
+        Variant("default-reload", reload_block=False, affinity=None),
     )
 }
 
@@ -84,7 +86,8 @@ def render_gateway_config(
         route["candidates"] = [dict(c) for c in static_candidates]
     else:
         route["overlay_file"] = overlay_file
-        route["reload"] = {"enabled": True, "debounce_ms": RELOAD_DEBOUNCE_MS}
+        if variant.reload_block:
+            route["reload"] = {"enabled": True, "debounce_ms": RELOAD_DEBOUNCE_MS}
         if variant.expected_scope:
             route["expected_overlay_scope"] = scope.as_dict()
     if variant.affinity == "header":

@@ -208,6 +208,27 @@ def test_empty_legacy_payload_fails_startup(site: Site, cold: ColdStarts) -> Non
     cold.serves("legacy", contract.encode(twin), BASE_MODEL, "a legacy payload with one candidate")
 
 
+@pytest.mark.conformance(
+    id="CONS-COLD-NO-LEGACY-FALLBACK",
+    profile="consumer",
+    level="core",
+    feature="legacyPayload",
+    spec="intelligent-route-filter, Envelope contract: \"Any reserved envelope field selects strict envelope parsing; "
+         "malformed envelopes never fall back to legacy.\"",
+    statements=["IR-ENVELOPE-NO-LEGACY-FALLBACK", "OC-LIFECYCLE-COLD-START-FAILS-CLOSED"],
+)
+def test_legacy_payload_with_an_envelope_field_is_parsed_as_an_envelope(site: Site, cold: ColdStarts) -> None:
+    """A valid legacy payload plus schema_version (a reserved envelope field) is a malformed envelope: refused.
+
+    The gateway expects no scope, so the same payload without schema_version (the twin) serves as legacy.
+    Fails if a document that fails envelope parsing is retried, or detected, as a legacy payload.
+    """
+    twin = contract.legacy([site.candidate("provider-b", BASE_MODEL)], site.spec.name)
+    cold.refused("legacy", contract.encode({**twin, "schema_version": contract.SCHEMA_VERSION}),
+                 "a legacy payload carrying schema_version and no other envelope field")
+    cold.serves("legacy", contract.encode(twin), BASE_MODEL, "the same legacy payload without schema_version")
+
+
 # ------------------------------------------------------------------------------------------------ reload
 
 

@@ -102,6 +102,24 @@ def test_rerender_after_rejected_update_keeps_round_robin_state(gw: Gateway, sit
     _cycle_across_rerenders(gw, site, model, reject_then_rerender)
 
 
+@pytest.mark.conformance(id="CONS-RELOAD-DEFAULT-ENABLED", profile="consumer", level="core", feature="hotReload",
+                         spec="intelligent-route-filter, Hot reload: \"when reload.enabled is true (the default in "
+                              "overlay mode), the filter watches the overlay file's parent directory for filesystem "
+                              "events.\"",
+                         statements=["IR-RELOAD-DEFAULT-ENABLED-WATCH-DIR"])
+def test_overlay_mode_reloads_without_a_reload_block(site: Site, fresh_gateway: Any, model: str) -> None:
+    """A gateway whose overlay-mode config has no `reload` key serves a new revision written after it started.
+
+    The filter's default debounce applies (the public code's is 500 ms), well inside the deadline. Fails if
+    reload is off unless enabled explicitly.
+    """
+    gateway = fresh_gateway("default-reload", contract.encode(site.envelope([site.candidate("provider-a", model)])))
+    assert gateway.request(model).backend == "provider-a", "the cold-start overlay serves"
+    newer = site.envelope([site.candidate("provider-b", model)])
+    gateway.write_overlay(newer)
+    gateway.wait_serving(contract.revision_of(newer), model, timeout=RELOAD_DEADLINE_S)
+
+
 @pytest.mark.conformance(id="CONS-RELOAD-DEADLINE", profile="consumer", level="core", feature="hotReload",
                          spec=SPEC + ": a new revision serves after a ..data symlink swap",
                          statements=["IR-MODES-OVERLAY", "IR-RELOAD-SYMLINK-SWAP-DETECTED",

@@ -69,6 +69,37 @@ def _empty_snapshot(local_site: str, key: str) -> Snapshot:
 # --------------------------------------------------------------------------------- overlay validation
 
 
+@breakage("malformed-envelope-as-legacy", "a payload that fails envelope parsing is retried as a legacy payload")
+def _malformed_envelope_as_legacy() -> None:
+    original = snapshot_store.parse_overlay
+
+    def parse(data: bytes, expected_scope: Mapping[str, str] | None = None,
+              allowed_clusters: Iterable[str] | None = None) -> Overlay:
+        try:
+            return original(data, expected_scope, allowed_clusters)
+        except OverlayRejected:
+            if expected_scope:
+                raise
+            doc = json.loads(data)
+            if not isinstance(doc, dict):
+                raise
+            legacy = {key: value for key, value in doc.items() if key in ("local_site", "network", "candidates")}
+            return original(json.dumps(legacy).encode(), expected_scope, allowed_clusters)
+
+    _patch(snapshot_store, "parse_overlay", parse)
+
+
+@breakage("reload-off-by-default", "overlay mode hot-reloads only when reload.enabled is set explicitly")
+def _reload_off_by_default() -> None:
+    original = gateway_config.PARSERS[intelligent_route_config.TYPE]
+
+    def parse(raw: dict[str, Any], path: str) -> Any:
+        parsed = original(raw, path)
+        return parsed if "reload" in raw else dataclasses.replace(parsed, reload_enabled=False)
+
+    gateway_config.PARSERS[intelligent_route_config.TYPE] = parse
+
+
 @breakage("accept-any-cold-start", "a cold-start overlay that fails validation serves an empty snapshot")
 def _accept_any_cold_start() -> None:
     original = build.load_cold_start

@@ -90,6 +90,8 @@ TARGETS: dict[str, Targets] = {
     "policy-without-groups-applies": _t("CONS-SEL-POLICY-WITHOUT-GROUPS"),
     "affinity-overrides-admission": _t("CONS-AFFINITY-FAILOVER-EXCLUDED"),
     "static-reversed": _t("CONS-STATIC-DETERMINISTIC"),
+    "reload-off-by-default": _t("CONS-RELOAD-DEFAULT-ENABLED"),
+    "malformed-envelope-as-legacy": _t("CONS-COLD-NO-LEGACY-FALLBACK"),
     "static-unknown-fields-ignored": _t("CONS-STATIC-UNKNOWN-FIELD"),
     "static-weights-honoured": _t("CONS-STATIC-NO-WEIGHTED"),
     "no-affinity": _t("CONS-AFFINITY-HEADER-REUSE", "CONS-AFFINITY-EXISTING-ONLY", "CONS-AFFINITY-FAILOVER-GONE",
