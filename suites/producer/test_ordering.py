@@ -658,3 +658,29 @@ def test_tool_access_fails_closed_for_an_unknown_consumer(scenario: Scenario) ->
     env = scenario.envelope(until=lambda e: ("search", "gold") in _tools(e), force=True,
                             what="the gold-only tool once the consumer site is known as gold")
     assert _tools(env) == {("search", "gold"), ("list", "open")}
+
+
+@pytest.mark.conformance(id="PROD-ORD-LOCAL-NOT-PHASE-FILTERED", profile="producer", level="core",
+                         feature="ordering",
+                         spec="routing-architecture-and-overlay-contract, Site eligibility: \"Local providers (from "
+                              "InferenceProvider resources in the same cluster) are always eligible. They are not "
+                              "filtered by GridSite.status.phase.\"",
+                         statements=["OC-ELIGIBILITY-LOCAL-NOT-PHASE-FILTERED"])
+@pytest.mark.parametrize("phase", ["Pending", "Unreachable"])
+def test_local_providers_ignore_their_gridsite_phase(scenario: Scenario, phase: str) -> None:
+    """Local providers hosted at sites whose GridSite is not Active are published all the same.
+
+    p1 is hosted at site b and p2 at the local site a; both GridSites carry `phase`, and a third local
+    provider p3 at site c (Active) is the control. Fails if the remote-site eligibility gate (Active only)
+    is applied to InferenceProviders of this cluster.
+    """
+    scenario.grid_site("a", region="r1", zone="z1", phase=phase)
+    scenario.grid_site("b", region="r1", zone="z2", phase=phase)
+    scenario.grid_site("c", region="r1", zone="z3")
+    _metered(scenario, "p1", 2, site="b")
+    _metered(scenario, "p2", 2)
+    _metered(scenario, "p3", 2, site="c")
+    scenario.network(scoring="queueDepth")
+    env = _render(scenario, ["p3"], what="the control provider p3 at Active site c")
+    assert sorted(oracle.names(env)) == ["p1", "p2", "p3"], f"GridSites a and b {phase}: {oracle.names(env)}"
+    _assert_groups_valid(env)

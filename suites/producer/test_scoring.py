@@ -529,3 +529,72 @@ def test_tls_scrape_failure_fails_closed_after_window(scenario: Scenario, way: s
     wait_until_elapsed(failing_since, window + CLOCK_SLACK)
     envelope = scenario.reconcile()
     assert_order(scenario, envelope, ["b", "a"], "past the stale window a failing TLS endpoint is excluded")
+
+
+# ------------------------------------------------------------------------ fresh samples, strategy, ratios
+
+
+@pytest.mark.conformance(id="PROD-METRICS-STALE-FRESH-WINS", profile="producer", level="core", feature="metrics",
+                         spec=f"{STALE}: \"staleMetricsSeconds has no effect on successful scrapes: fresh scraped "
+                              "values always win.\"",
+                         statements=["OC-GRACE-FRESH-WINS"])
+def test_fresh_sample_wins_over_the_stale_cache(scenario: Scenario) -> None:
+    """With staleMetricsSeconds 60, a changed value on a scrape that succeeds ranks at the next reconcile.
+
+    c (q=1, 0.9) leads b (0.6) and a (0.4, on another backend); c's queue rises to 8 (0.2) while its endpoint
+    keeps answering. Fails if the cached sample is served while it is younger than the window.
+    """
+    scenario.set_pools({"c": {"queueDepth": 1, "healthy": 1}})
+    scenario.provider("c", metrics={"stale_seconds": 60})
+    set_other(scenario, {"b": {"queueDepth": 4, "healthy": 1}, "a": {"queueDepth": 6, "healthy": 1}})
+    scenario.provider("b", metrics=other_backend_metrics(scenario))
+    scenario.provider("a", metrics=other_backend_metrics(scenario))
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    assert_order(scenario, first_render(scenario), ["c", "b", "a"], "fresh samples 0.9, 0.6, 0.4")
+    scenario.set_pools({"c": {"queueDepth": 8}})
+    next_order(scenario, ["b", "a", "c"], "c's queue rose to 8 of 10 on a scrape that succeeds")
+
+
+@pytest.mark.conformance(id="PROD-SCORE-STRATEGY-CHANGE", profile="producer", level="core", feature="scoring",
+                         spec="provider-scoring, Current limits: \"Strategy changes alter the overlay on the next "
+                              "successful reconciliation.\"",
+                         statements=["PS-LIMITS-STRATEGY-CHANGE-NEXT-RECONCILE"])
+def test_strategy_change_reorders_the_published_overlay(scenario: Scenario) -> None:
+    """noMetrics, then queueDepth, then noMetrics again on one live network: each change reorders the overlay.
+
+    Queues 8, 5 and 1 of 10 for a, b and c: the tie-break order a, b, c without metrics, c, b, a by queue.
+    Fails if the strategy a network started with is kept (cached per network), in either direction.
+    """
+    scenario.set_pools({"a": {"queueDepth": 8, "healthy": 1}, "b": {"queueDepth": 5, "healthy": 1},
+                        "c": {"queueDepth": 1, "healthy": 1}})
+    for short in ("a", "b", "c"):
+        scenario.provider(short, metrics=True)
+    scenario.network(routing="scoreFirst", scoring="noMetrics")
+    assert_order(scenario, first_render(scenario), ["a", "b", "c"], "noMetrics: the tie-break order")
+    for strategy, expected in (("queueDepth", ["c", "b", "a"]), ("noMetrics", ["a", "b", "c"])):
+        scenario.network(routing="scoreFirst", scoring=strategy)
+
+        def reordered(env: dict[str, Any], want: list[str] = expected) -> bool:
+            return order(scenario, env) == want
+
+        scenario.envelope(reordered, force=True, what=f"the order {expected} after the strategy changed to {strategy}")
+
+
+@pytest.mark.conformance(id="PROD-METRICS-DESTINATION-RATIO", profile="producer", level="core", feature="metrics",
+                         spec=f"{NORMALIZATION}: \"the Prometheus exporter (or a recording rule on the destination) "
+                              "converts raw queue depths to a [0.0, 1.0] ratio\"; \"When an llm-d EPP exposes an "
+                              "absolute average queue size, set metricsConfig.queueCapacity\"",
+                         statements=["OC-NORMALIZE-DESTINATION-RATIO"])
+def test_queue_ratio_without_capacity_is_used_as_published(scenario: Scenario) -> None:
+    """Without queueCapacity the series is the destination's own ratio: 0.5 and 0.2 score 0.5 and 0.8.
+
+    p and r publish ratios (no capacity); q publishes a raw 3 with capacity 10 (0.3, score 0.7). Fails if a
+    capacity is assumed where none is set (every value divided again) or the ratio is ignored (neutral).
+    """
+    scenario.set_pools({"p": {"queueDepth": 0.5, "healthy": 1}, "q": {"queueDepth": 3, "healthy": 1},
+                        "r": {"queueDepth": 0.2, "healthy": 1}})
+    scenario.provider("p", metrics={"queue_capacity": None})
+    scenario.provider("q", metrics=True)
+    scenario.provider("r", metrics={"queue_capacity": None})
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    assert_order(scenario, first_render(scenario), ["r", "q", "p"], "ratios 0.2 and 0.5, raw 3 of 10")

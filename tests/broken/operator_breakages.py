@@ -636,6 +636,35 @@ def _no_clamp() -> None:
     _patch(render, "normalise_queue", normalise_queue)
 
 
+@breakage("queue-capacity-assumed", "a queue series without queueCapacity is divided by a default capacity of 10")
+def _queue_capacity_assumed() -> None:
+    original = render.normalise_queue
+    _patch(render, "normalise_queue", lambda raw, queue_capacity: original(raw, queue_capacity or 10))
+
+
+@breakage("strategy-cached", "a network keeps the scoring strategy it was first rendered with")
+def _strategy_cached() -> None:
+    first: dict[str, str] = {}
+
+    def fix(spec: GridNetworkSpec) -> GridNetworkSpec:
+        strategy = first.setdefault(spec.name, spec.scoring_strategy)
+        return dataclasses.replace(spec, scoring_strategy=strategy)
+
+    _network(fix)
+
+
+@breakage("local-phase-filtered", "local providers hosted at a site whose GridSite is not Active are left out")
+def _local_phase_filtered() -> None:
+    original = candidates.local_entries
+
+    def local_entries(network: GridNetworkSpec, gateway: GatewayRef, providers: list[model.ProviderSpec],
+                      states: Mapping[str, Any], sites: Mapping[str, GridSiteSpec]) -> list[Entry]:
+        return [e for e in original(network, gateway, providers, states, sites)
+                if e.site not in sites or sites[e.site].phase == "Active"]
+
+    _patch(candidates, "local_entries", local_entries)
+
+
 @breakage("nan-kept", "NaN and infinite samples are used as values instead of being discarded")
 def _nan_kept() -> None:
     def finite(value: float | None) -> float | None:
@@ -689,6 +718,19 @@ OnFailure = Callable[[Scraper, ScrapeTarget], MetricSample | None]
 def _on_failure(fix: Callable[[OnFailure, Scraper, ScrapeTarget], MetricSample | None]) -> None:
     original: OnFailure = Scraper._on_failure
     _patch(Scraper, "_on_failure", lambda self, target: fix(original, self, target))
+
+
+@breakage("stale-cache-wins", "inside staleMetricsSeconds the cached sample is served even when a scrape succeeds")
+def _stale_cache_wins() -> None:
+    original = Scraper.scrape_one
+
+    async def scrape_one(self: Scraper, client: Any, target: ScrapeTarget) -> MetricSample | None:
+        cached = self._cache.get(target.provider)
+        if cached is not None and cached.good_until is not None and self._clock.now() <= cached.good_until:
+            return dataclasses.replace(cached.sample, expires_at=cached.good_until)
+        return await original(self, client, target)
+
+    _patch(Scraper, "scrape_one", scrape_one)
 
 
 @breakage("stale-sample-reused", "after a failed scrape the last good sample is reused forever")

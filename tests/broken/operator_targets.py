@@ -112,4 +112,8 @@ TARGETS: dict[str, Targets] = {
     "pressure-defaults-own": must_fail("PROD-ADM-STAB-DEFAULT-PRESSURE"),
     "not-configured-as-missing": must_fail("PROD-ADM-STAB-NOT-CONFIGURED[*]"),
     "recovery-defaults-own": must_fail("PROD-ADM-STAB-DEFAULT-RECOVERY"),
+    "queue-capacity-assumed": must_fail("PROD-METRICS-DESTINATION-RATIO"),
+    "strategy-cached": must_fail("PROD-SCORE-STRATEGY-CHANGE"),
+    "local-phase-filtered": must_fail("PROD-ORD-LOCAL-NOT-PHASE-FILTERED[*]"),
+    "stale-cache-wins": must_fail("PROD-METRICS-STALE-FRESH-WINS"),
 }
