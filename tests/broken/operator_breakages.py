@@ -665,6 +665,17 @@ def _local_phase_filtered() -> None:
     _patch(candidates, "local_entries", local_entries)
 
 
+@breakage("periodic-ignored", "the operator reconciles on resource changes and forced refreshes only")
+def _periodic_ignored() -> None:
+    original = triggers.Triggers.due
+
+    def due(self: triggers.Triggers, interval: float, current_fingerprint: str,
+            tokens: Mapping[str, str]) -> list[str]:
+        return [reason for reason in original(self, interval, current_fingerprint, tokens) if reason != "periodic"]
+
+    _patch(triggers.Triggers, "due", due)
+
+
 @breakage("nan-kept", "NaN and infinite samples are used as values instead of being discarded")
 def _nan_kept() -> None:
     def finite(value: float | None) -> float | None:

@@ -116,4 +116,5 @@ TARGETS: dict[str, Targets] = {
     "strategy-cached": must_fail("PROD-SCORE-STRATEGY-CHANGE"),
     "local-phase-filtered": must_fail("PROD-ORD-LOCAL-NOT-PHASE-FILTERED[*]"),
     "stale-cache-wins": must_fail("PROD-METRICS-STALE-FRESH-WINS"),
+    "periodic-ignored": must_fail("PROD-RECONCILE-PERIODIC"),
 }
