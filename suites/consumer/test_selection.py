@@ -294,6 +294,38 @@ def test_excluded_group_falls_back(gw: Gateway, site: Site, model: str) -> None:
     assert set(_serve_all(gw, model, 10)) == {"provider-d"}
 
 
+@pytest.mark.conformance(id="CONS-ADMISSION-DRAWS-SKIP-INELIGIBLE", profile="consumer", level="core",
+                         feature="admission",
+                         spec="routing-guide, 9. Admission and failover: \"Admission is a harder boundary than score "
+                              "or weight.\" \"Neither a high score nor a high static weight can make an excluded "
+                              "provider eligible.\"; 4. Random selection: groups first",
+                         statements=["RG-ADMISSION-HARDER-BOUNDARY", "RG-ADMISSION-EXCLUDED-NEVER-ELIGIBLE",
+                                     "RG-RANDOM-GROUPS-FIRST"])
+@pytest.mark.parametrize("state", ["none", "existing_only"])
+@pytest.mark.parametrize("mode", ["weightedRandom", "random"])
+def test_drawing_modes_skip_a_group_without_new_work(gw: Gateway, site: Site, model: str, mode: str,
+                                                    state: str) -> None:
+    """Group 0 holds two `state` candidates (weight 1000 each), group 1 two admitted ones (weight 1 each).
+
+    Every new request without a session goes to group 1. A draw that lets group 0's members in picks one of
+    them with probability at least 1/2 per request (1 when group 0 is taken as the viable group), so a
+    broken gateway sends all 20 requests to group 1 with probability under 1e-6. Fails if a drawing mode
+    treats a group as viable before the admission filter, or lets a weight outrank admission.
+    """
+    weighted = mode == "weightedRandom"
+
+    def member(provider: str, group: int, weight: int, **extra: str) -> dict[str, object]:
+        return site.candidate(provider, model, selection_group=group,
+                              **({"traffic_weight": weight} if weighted else {}), **extra)
+
+    gw.publish(site.envelope([member("provider-a", 0, 1000, admission_state=state),
+                              member("provider-c", 0, 1000, admission_state=state),
+                              member("provider-b", 1, 1), member("provider-d", 1, 1)], mode=mode), model)
+    served = _serve_all(gw, model, 20)
+    seen = sorted(str(backend) for backend in set(served))
+    assert set(served) <= {"provider-b", "provider-d"}, f"{mode}, group 0 {state}: served {seen}"
+
+
 STALE = ("routing-architecture-and-overlay-contract, Stale candidate retention: \"if no healthy candidate exists "
          "for a model, a stale candidate is better than a hard 404.\"")
 

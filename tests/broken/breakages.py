@@ -445,6 +445,19 @@ def _fresh_first() -> None:
     _wrap_plan_init(after)
 
 
+@breakage("draws-ignore-admission", "random and weightedRandom draw from the first group with any member")
+def _draws_ignore_admission() -> None:
+    original = snapshot._first_viable_group
+
+    def first_viable(candidates: tuple[Candidate, ...], grouped: bool, mode: str) -> ActiveGroup | None:
+        if not grouped or mode not in ("random", "weightedRandom"):
+            return original(candidates, grouped, mode)
+        first = min(c.selection_group for c in candidates if c.selection_group is not None)
+        return ActiveGroup(first, tuple(c for c in candidates if c.selection_group == first))
+
+    _patch(snapshot, "_first_viable_group", first_viable)
+
+
 @breakage("static-reversed", "static candidates are served from the last one")
 def _static_reversed() -> None:
     original = build.initial_snapshot
