@@ -684,3 +684,37 @@ def test_local_providers_ignore_their_gridsite_phase(scenario: Scenario, phase: 
     env = _render(scenario, ["p3"], what="the control provider p3 at Active site c")
     assert sorted(oracle.names(env)) == ["p1", "p2", "p3"], f"GridSites a and b {phase}: {oracle.names(env)}"
     _assert_groups_valid(env)
+
+
+@pytest.mark.conformance(id="PROD-RENDER-PER-NETWORK", profile="producer", level="core", feature="ordering",
+                         spec="routing-architecture-and-overlay-contract, Rendering: \"Lists local "
+                              "InferenceProvider resources for the network.\"; routing-guide, MCP tool discovery: "
+                              "\"An AgentToolProvider references a GridNetwork and an MCP endpoint.\"",
+                         statements=["OC-RENDER-LIST-LOCAL-PROVIDERS", "RG-TOOLS-REFERENCES"])
+@pytest.mark.parametrize("kind", ["inference", "tool"])
+def test_each_network_lists_only_its_own_providers(scenario: Scenario, kind: str) -> None:
+    """Two networks on one operator, one provider each: each overlay holds its own provider only.
+
+    Fails if providers (or tool providers) are listed by namespace or site rather than by gridNetworkRef.
+    """
+    other = scenario.name("other-net")
+    gateway = resources.gateway_ref(scenario.local, name=resources.DEFAULT_GATEWAY)
+    if kind == "inference":
+        scenario.provider("p1")
+        scenario.apply(resources.inference_provider(scenario.name("p2"), other, site=scenario.local, cluster="p2",
+                                                    models=(scenario.model,)))
+    else:
+        scenario.tool_provider("p1", discovered=["search"])
+        scenario.apply(resources.tool_provider(scenario.name("p2"), other, cluster="p2", allow=(),
+                                               discovered=["search"], site=scenario.local))
+    scenario.apply(resources.grid_network(other, [gateway]))
+    scenario.network()
+
+    def clusters(env: Mapping[str, Any]) -> list[str]:
+        return sorted(str(c.get("cluster")) for c in oracle.candidates(env, kind=None))
+
+    mine = scenario.envelope(lambda env: "p1" in clusters(env), what=f"{kind} provider p1 in its own network")
+    theirs = scenario.control.wait_envelope(other, lambda env: "p2" in clusters(env), gateway=resources.DEFAULT_GATEWAY,
+                                            what=f"{kind} provider p2 in the other network", timeout=20.0)
+    assert clusters(mine) == ["p1"], f"{scenario.net} lists {clusters(mine)}"
+    assert clusters(theirs) == ["p2"], f"{other} lists {clusters(theirs)}"

@@ -626,3 +626,29 @@ def test_metric_change_alone_is_published_by_the_periodic_reconcile(scenario: Sc
     scenario.set_pools({"a": {"queueDepth": 6}, "b": {"queueDepth": 1}})
     scenario.envelope(lambda env: order(scenario, env) == ["b", "a"], timeout=PERIODIC_BOUND,
                       what=f"b first by the periodic reconcile ({PERIODIC_INTERVAL:.0f}s interval), unforced")
+
+
+@pytest.mark.conformance(id="PROD-METRICS-SIGNAL-NAME-UNMATCHED", profile="producer", level="core",
+                         feature="metrics",
+                         spec="routing-guide, Queue depth: \"Names vary between scheduler versions and metric "
+                              "adapters; a wrong name can leave AGN without the selected signal.\"; "
+                              f"{MISSING_DEFAULTS}: \"scored signals default to neutral values\"",
+                         statements=["RG-QUEUE-WRONG-NAME"])
+def test_signal_name_matching_no_series_leaves_the_signal_missing(scenario: Scenario) -> None:
+    """b maps queueDepth to a name its pool does not export; the usual series says q=1. b scores neutral.
+
+    c (q=3, 0.7) then leads b (0.5) and a (q=6, 0.4). Fails if the operator falls back to the default series
+    name (b would lead with 0.9) or treats the missing signal as the worst or best score.
+    """
+    pool_b = scenario.name("b")
+    scenario.set_pools({"a": {"queueDepth": 6, "healthy": 1}, "b": {"queueDepth": 1, "healthy": 1},
+                        "c": {"queueDepth": 3, "healthy": 1}})
+    scenario.provider("a", metrics=True)
+    scenario.provider("c", metrics=True)
+    provider_b = resources.inference_provider(
+        pool_b, scenario.net, site=scenario.local, cluster="b", models=(scenario.model,),
+        metrics=resources.metrics_config(scenario.metrics_url(), pool_b))
+    provider_b["spec"]["metricsConfig"]["signalNames"]["queueDepth"] = "agn_conformance_no_such_queue_series"
+    scenario.apply(provider_b)
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    assert_order(scenario, first_render(scenario), ["c", "b", "a"], "b's configured queue series is absent")

@@ -676,6 +676,36 @@ def _periodic_ignored() -> None:
     _patch(triggers.Triggers, "due", due)
 
 
+@breakage("providers-across-networks", "every network lists every provider and tool provider, whatever it references")
+def _providers_across_networks() -> None:
+    original = cli.render
+
+    def everywhere(resources: model.Resources, *args: Any, **kwargs: Any) -> Any:
+        nets = [n.name for n in resources.networks]
+        spread = dataclasses.replace(
+            resources,
+            providers=tuple(dataclasses.replace(p, network=n) for p in resources.providers for n in nets),
+            tool_providers=tuple(dataclasses.replace(t, network=n) for t in resources.tool_providers for n in nets))
+        return original(spread, *args, **kwargs)
+
+    _patch(cli, "render", everywhere)
+
+
+@breakage("signal-name-falls-back", "a configured signal name that matches no series falls back to the default name")
+def _signal_name_falls_back() -> None:
+    original = scrape.extract
+
+    def extract(text: str, target: ScrapeTarget) -> dict[str, float]:
+        found = original(text, target)
+        missing = {s: _DEFAULT_NAMES[s] for s in target.signal_names if s not in found and s in _DEFAULT_NAMES}
+        if missing:
+            found.update({k: v for k, v in original(text, dataclasses.replace(target, signal_names=missing)).items()
+                          if k not in found})
+        return found
+
+    _patch(scrape, "extract", extract)
+
+
 @breakage("nan-kept", "NaN and infinite samples are used as values instead of being discarded")
 def _nan_kept() -> None:
     def finite(value: float | None) -> float | None:

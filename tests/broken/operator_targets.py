@@ -117,4 +117,6 @@ TARGETS: dict[str, Targets] = {
     "local-phase-filtered": must_fail("PROD-ORD-LOCAL-NOT-PHASE-FILTERED[*]"),
     "stale-cache-wins": must_fail("PROD-METRICS-STALE-FRESH-WINS"),
     "periodic-ignored": must_fail("PROD-RECONCILE-PERIODIC"),
+    "providers-across-networks": must_fail("PROD-RENDER-PER-NETWORK[*]"),
+    "signal-name-falls-back": must_fail("PROD-METRICS-SIGNAL-NAME-UNMATCHED"),
 }
