@@ -120,6 +120,36 @@ def test_round_robin_exact_cycle_never_touches_fallback(gw: Gateway, site: Site,
     assert_round_robin(sequence, {"provider-a", "provider-b", "provider-c"})
 
 
+#: A site label no provider of the consumer grid uses: candidates carrying it are "remote" to the gateway.
+REMOTE_SITE = "site-remote"
+
+
+@pytest.mark.conformance(id="CONS-SEL-CROSS-SITE-GROUP", profile="consumer", level="core", feature="groups",
+                         spec="routing-guide, 6. Score-first: equal selections across fresh, admitted providers of "
+                              "the active cross-site group; \"Praxis AI does not recompute source geography\"",
+                         statements=["RG-SCOREFIRST-EQUAL-ACROSS-SITES", "RG-WEIGHTED-SCOREFIRST-SHARED-DRAW"])
+@pytest.mark.parametrize("mode", ["roundRobin", "weightedRandom"])
+def test_group_members_of_other_sites_compete_equally(gw: Gateway, site: Site, model: str, mode: str) -> None:
+    """One group holding a remote candidate first and a local one second: the site plays no part.
+
+    roundRobin: the exact cycle over both. weightedRandom: remote weight 1000, local 1, so
+    remote serves at least 25 of 30 requests; a correct gateway fails that with probability below 1e-9,
+    one that prefers its own site passes it never. Fails if the gateway re-applies locality inside the
+    group (local first, or local only).
+    """
+    weights = {"traffic_weight": 1000}, {"traffic_weight": 1}
+    remote = site.candidate("provider-a", model, selection_group=0, **(weights[0] if mode != "roundRobin" else {}))
+    remote["site"] = REMOTE_SITE
+    local = site.candidate("provider-b", model, selection_group=0, **(weights[1] if mode != "roundRobin" else {}))
+    assert local["site"] == site.scope.local_site, "the second candidate is hosted at the gateway's own site"
+    gw.publish(site.envelope([remote, local], mode=mode), model)
+    served = _serve_all(gw, model, 30)
+    if mode == "roundRobin":
+        assert_round_robin([b or "<none>" for b in served], {"provider-a", "provider-b"})
+    else:
+        assert served.count("provider-a") >= 25, f"remote (weight 1000) served {served.count('provider-a')} of 30"
+
+
 @pytest.mark.conformance(id="CONS-SEL-ROUND-ROBIN-FALLBACK", profile="consumer", level="core", feature="roundRobin",
                          spec=GUIDE + " 3. Round robin in the first viable group",
                          statements=["RG-RR-EQUAL-TURNS", "RG-RR-NO-FALLBACK-MIX", "RG-FAILOVER-FALL-THROUGH",

@@ -458,6 +458,21 @@ def _draws_ignore_admission() -> None:
     _patch(snapshot, "_first_viable_group", first_viable)
 
 
+@breakage("local-site-preferred", "inside the active group the gateway draws only among its own site's members")
+def _local_site_preferred() -> None:
+    original = Snapshot.__init__
+
+    def init(self: Snapshot, overlay: Overlay, semantic_key: str) -> None:
+        original(self, overlay, semantic_key)
+        for plan in self.plans.values():
+            group = plan.group
+            local = tuple(c for c in group.members if c.site == overlay.local_site) if group else ()
+            if group is not None and local and len(local) < len(group.members):
+                plan.group = ActiveGroup(group.number, local)
+
+    _patch(Snapshot, "__init__", init)
+
+
 @breakage("static-reversed", "static candidates are served from the last one")
 def _static_reversed() -> None:
     original = build.initial_snapshot

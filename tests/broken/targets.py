@@ -90,6 +90,7 @@ TARGETS: dict[str, Targets] = {
     "policy-without-groups-applies": _t("CONS-SEL-POLICY-WITHOUT-GROUPS"),
     "affinity-overrides-admission": _t("CONS-AFFINITY-FAILOVER-EXCLUDED"),
     "static-reversed": _t("CONS-STATIC-DETERMINISTIC"),
+    "local-site-preferred": _t("CONS-SEL-CROSS-SITE-GROUP[*]"),
     "draws-ignore-admission": _t("CONS-ADMISSION-DRAWS-SKIP-INELIGIBLE[*]"),
     "reload-off-by-default": _t("CONS-RELOAD-DEFAULT-ENABLED"),
     "malformed-envelope-as-legacy": _t("CONS-COLD-NO-LEGACY-FALLBACK"),
