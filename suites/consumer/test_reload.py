@@ -186,6 +186,28 @@ def test_in_flight_request_completes_across_a_reload(gw: Gateway, site: Site, mo
     assert after.backend == "provider-b", f"the next request follows revision {second}: {after.describe()}"
 
 
+@pytest.mark.conformance(id="CONS-COLD-UNDECLARED-CLUSTER-NOT-VALIDATED", profile="consumer", level="core",
+                         feature="hotReload",
+                         spec="intelligent-route-filter, Scope: \"Overlay candidates are never reported on their own, "
+                              "so an overlay revision the running gateway accepted cannot fail the next restart.\"",
+                         statements=["IR-SCOPE-OVERLAY-CANDIDATES-NOT-REPORTED"])
+def test_restart_on_an_overlay_naming_an_undeclared_cluster_starts(site: Site, fresh_gateway: Any,
+                                                                   model: str) -> None:
+    """A gateway without a clusters list starts on the kind of revision it accepts by reload (one candidate on a
+    cluster its load_balancer lacks), and serves the rest of it.
+
+    Fails if cold start hands overlay candidates to pipeline validation, so that restarting a gateway on an
+    overlay it had accepted while running exits.
+    """
+    elsewhere = model + "-undeclared"
+    doc = site.envelope([site.candidate("provider-a", model),
+                         contract.candidate(elsewhere, site.scope.local_site, "cluster-not-declared")])
+    gateway = fresh_gateway("core", contract.encode(doc))
+    served = gateway.request(model)
+    assert served.status == 200 and served.backend == "provider-a", \
+        f"the restarted gateway serves {model} from its overlay: {served.describe()}"
+
+
 @pytest.mark.conformance(id="CONS-RELOAD-UNDECLARED-CLUSTER-WITHOUT-LIST", profile="consumer", level="core",
                          feature="hotReload",
                          spec="intelligent-route-filter, Scope: without a clusters list \"such a reload is accepted "

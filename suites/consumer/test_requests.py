@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from harness import contract
 from harness.backends.local import GatewayStartFailed
 from harness.grid import Gateway, Site
 
@@ -151,3 +152,43 @@ def test_static_candidates_cannot_select_by_weight(site: Site, fresh_gateway: An
     replies = [gateway.request(model) for _ in range(40)]
     backends = sorted({str(r.backend) for r in replies})
     assert backends == ["provider-d"], f"static candidates must be served in order, first first: {backends}"
+
+
+@pytest.mark.conformance(id="CONS-STATIC-UNDECLARED-CLUSTER", profile="consumer", level="core", feature="staticMode",
+                         spec="intelligent-route-filter, Scope: \"Pipeline validation checks the clusters this filter "
+                              "reports: the clusters list when configured, otherwise static candidates (they live in "
+                              "the same configuration), always plus management_cluster.\"",
+                         statements=["IR-SCOPE-PIPELINE-VALIDATION-CLUSTERS"])
+def test_static_candidate_on_an_undeclared_cluster_fails_startup(site: Site, fresh_gateway: Any,
+                                                                 model: str) -> None:
+    """Without a clusters list, a static candidate naming a cluster the load_balancer lacks: no start.
+
+    The same candidates on declared clusters (the twin) start and serve. Fails if static candidates are not
+    checked at startup (the gateway would start and fail only the requests that need that cluster).
+    """
+    declared = site.candidate("provider-d", model)
+    undeclared = contract.candidate(model + "-elsewhere", site.scope.local_site, "cluster-not-declared")
+    with pytest.raises(GatewayStartFailed) as failure:
+        fresh_gateway("static", None, static_candidates=[declared, undeclared])
+    assert failure.value.exit_code not in (None, 0), f"the gateway must exit non-zero; it {failure.value}"
+    twin = fresh_gateway("static", None,
+                         static_candidates=[declared, site.candidate("provider-a", model + "-elsewhere")])
+    reply = twin.request(model)
+    assert reply.status == 200 and reply.backend == "provider-d", f"the twin serves: {reply.describe()}"
+
+
+@pytest.mark.conformance(id="CONS-STATIC-EMPTY", profile="consumer", level="core", feature="staticMode",
+                         spec="intelligent-route-filter, Selection: \"Static candidate lists and legacy flat overlays "
+                              "remain non-empty.\"",
+                         statements=["IR-SELECTION-STATIC-LEGACY-NON-EMPTY"])
+def test_empty_static_candidate_list_fails_startup(site: Site, fresh_gateway: Any, model: str) -> None:
+    """An intelligent_route with `candidates: []`: no start. One candidate (the twin) starts and serves.
+
+    Fails if an empty static list is taken like an empty versioned overlay (start, answer 404).
+    """
+    with pytest.raises(GatewayStartFailed) as failure:
+        fresh_gateway("static", None, static_candidates=[])
+    assert failure.value.exit_code not in (None, 0), f"the gateway must exit non-zero; it {failure.value}"
+    twin = fresh_gateway("static", None, static_candidates=[site.candidate("provider-d", model)])
+    reply = twin.request(model)
+    assert reply.status == 200 and reply.backend == "provider-d", f"the twin serves: {reply.describe()}"

@@ -150,6 +150,33 @@ def test_group_members_of_other_sites_compete_equally(gw: Gateway, site: Site, m
         assert served.count("provider-a") >= 25, f"remote (weight 1000) served {served.count('provider-a')} of 30"
 
 
+#: provider-a's hold in the concurrent round-robin test: long enough for requests to pile up on it.
+SLOW_MS = 300
+
+
+@pytest.mark.conformance(id="CONS-SEL-ROUND-ROBIN-CONCURRENT", profile="consumer", level="core",
+                         feature="roundRobin",
+                         spec="routing-guide, 3. Round-robin selection: \"It balances request selections, not token "
+                              "count, request cost, latency, or concurrent work.\"",
+                         statements=["RG-RR-BALANCES-SELECTIONS"])
+def test_round_robin_counts_turns_not_load(gw: Gateway, site: Site, model: str) -> None:
+    """Two members, provider-a slow (300 ms), 16 requests 8 at a time: exactly 8 each.
+
+    Sixteen consecutive selections of a two-member rotation give each member eight, however the requests
+    overlap. Fails if roundRobin is a least-request, latency-aware or power-of-two balancer, which gives the
+    slow member fewer turns.
+    """
+    gw.publish(site.envelope([site.candidate("provider-a", model, selection_group=0),
+                              site.candidate("provider-b", model, selection_group=0)], mode="roundRobin"), model)
+    site.set_backend_latency("provider-a", SLOW_MS)
+    try:
+        tally = gw.send(model, 16, concurrency=8)
+    finally:
+        site.set_backend_latency("provider-a", 0)
+    assert tally.statuses == {200: 16}, tally.describe()
+    assert dict(tally.backends) == {"provider-a": 8, "provider-b": 8}, tally.describe()
+
+
 @pytest.mark.conformance(id="CONS-SEL-ROUND-ROBIN-FALLBACK", profile="consumer", level="core", feature="roundRobin",
                          spec=GUIDE + " 3. Round robin in the first viable group",
                          statements=["RG-RR-EQUAL-TURNS", "RG-RR-NO-FALLBACK-MIX", "RG-FAILOVER-FALL-THROUGH",

@@ -500,3 +500,24 @@ def test_omitted_pressure_recovers_at_the_guide_defaults(scenario: Scenario) -> 
     envelope = scenario.reconcile()
     expect(scenario, envelope, {**restricted, "a": NEW}, "a at 0.69 three times, c at 0.71, the hold-down over")
     assert order(scenario, envelope) == ["b", "a", "c"], "admitted b (0.5) and a (0.31) before restricted c"
+
+
+@pytest.mark.conformance(id="PROD-ADM-KV-SIGNAL", profile="producer", level="extended",
+                         feature="kvCachePressure",
+                         spec=f"{GUIDE_ADMISSION}: \"For KV-cache pressure, map kvCacheUtilization.\"; {ADMISSION}: "
+                              "the pressure signal is the one scoringPolicy selects",
+                         statements=["RG-ADMISSION-KV-SIGNAL"])
+def test_kv_cache_strategy_admits_by_kv_utilization(scenario: Scenario) -> None:
+    """Under kvCachePressure, KV utilization 0.9 restricts a provider and a queue of 9 of 10 does not.
+
+    a has KV 0.9 and an empty queue, b KV 0.2 and a full queue. Fails if admission reads queue depth whatever
+    the strategy (a admitted, b restricted) or ignores pressure under kvCachePressure.
+    """
+    scenario.set_pools({"a": {"queueDepth": 0, "kvCacheUtilization": 0.9, "healthy": 1},
+                        "b": {"queueDepth": 9, "kvCacheUtilization": 0.2, "healthy": 1}})
+    scenario.provider("a", metrics=True)
+    scenario.provider("b", metrics=True)
+    scenario.network(routing="scoreFirst", scoring="kvCachePressure")
+    envelope = scenario.envelope(lambda env: set(states(env)) == {"a", "b"}, what="a first overlay with a and b")
+    expect(scenario, envelope, {"a": EXISTING, "b": NEW}, "KV 0.9 and 0.2, queues 0 and 9 of 10")
+    assert order(scenario, envelope) == ["b", "a"], "admitted b before restricted a"

@@ -718,3 +718,22 @@ def test_each_network_lists_only_its_own_providers(scenario: Scenario, kind: str
                                             what=f"{kind} provider p2 in the other network", timeout=20.0)
     assert clusters(mine) == ["p1"], f"{scenario.net} lists {clusters(mine)}"
     assert clusters(theirs) == ["p2"], f"{other} lists {clusters(theirs)}"
+
+
+@pytest.mark.conformance(id="PROD-TOOL-SAME-NAME-AS-PROVIDER", profile="producer", level="extended",
+                         feature="toolCandidates",
+                         spec="routing-guide, MCP tool discovery: \"This keeps an AgentToolProvider distinct from an "
+                              "InferenceProvider with the same Kubernetes name.\"",
+                         statements=["RG-TOOLS-DISTINCT-IDENTITY"])
+def test_tool_provider_and_inference_provider_may_share_a_name(scenario: Scenario) -> None:
+    """An InferenceProvider and an AgentToolProvider both called x: both are published, each on its cluster.
+
+    Fails if providers are keyed by Kubernetes name alone, so one kind hides or overwrites the other.
+    """
+    scenario.provider("x", cluster="x-inference")
+    scenario.tool_provider("x", discovered=["search"], cluster="x-tool")
+    scenario.network()
+    env = scenario.envelope(lambda e: bool(_tools(e)) and bool(oracle.names(e)),
+                            what="the inference and the tool candidate of x")
+    assert oracle.names(env) == ["x-inference"], f"inference candidates: {oracle.names(env)}"
+    assert _tools(env) == {("search", "x-tool")}, f"tool candidates: {_tools(env)}"

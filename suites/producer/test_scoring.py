@@ -555,6 +555,10 @@ def test_fresh_sample_wins_over_the_stale_cache(scenario: Scenario) -> None:
     next_order(scenario, ["b", "a", "c"], "c's queue rose to 8 of 10 on a scrape that succeeds")
 
 
+#: Forced reconciles run every second while waiting; the first after the apply must already reorder.
+STRATEGY_CHANGE_TIMEOUT = 10.0
+
+
 @pytest.mark.conformance(id="PROD-SCORE-STRATEGY-CHANGE", profile="producer", level="core", feature="scoring",
                          spec="provider-scoring, Current limits: \"Strategy changes alter the overlay on the next "
                               "successful reconciliation.\"",
@@ -577,7 +581,8 @@ def test_strategy_change_reorders_the_published_overlay(scenario: Scenario) -> N
         def reordered(env: dict[str, Any], want: list[str] = expected) -> bool:
             return order(scenario, env) == want
 
-        scenario.envelope(reordered, force=True, what=f"the order {expected} after the strategy changed to {strategy}")
+        scenario.envelope(reordered, force=True, timeout=STRATEGY_CHANGE_TIMEOUT,
+                          what=f"the order {expected} after the strategy changed to {strategy}")
 
 
 @pytest.mark.conformance(id="PROD-METRICS-DESTINATION-RATIO", profile="producer", level="core", feature="metrics",
@@ -652,3 +657,23 @@ def test_signal_name_matching_no_series_leaves_the_signal_missing(scenario: Scen
     scenario.apply(provider_b)
     scenario.network(routing="scoreFirst", scoring="queueDepth")
     assert_order(scenario, first_render(scenario), ["c", "b", "a"], "b's configured queue series is absent")
+
+
+@pytest.mark.conformance(id="PROD-SCORE-KV-FORMULA", profile="producer", level="extended",
+                         feature="kvCachePressure",
+                         spec=f"{SCORING_KV}: \"score = 1 - kv_cache_utilization\"; {MISSING_DEFAULTS}: \"scored "
+                              "signals default to neutral values\"",
+                         statements=["PS-KV-FORMULA", "RG-KV-FORMULA"])
+def test_kv_score_is_one_minus_utilization(scenario: Scenario) -> None:
+    """KV 0.49 scores 0.51, above a provider without the series (neutral 0.5), and KV 0.51 scores 0.49, below it.
+
+    Fails if KV utilization is scored by another decreasing function (1 - kv^2, 1 / (1 + kv), a percentage),
+    each of which puts both measured providers on the same side of the neutral one.
+    """
+    scenario.set_pools({"lo": {"queueDepth": 1, "kvCacheUtilization": 0.49, "healthy": 1},
+                        "hi": {"queueDepth": 1, "kvCacheUtilization": 0.51, "healthy": 1},
+                        "n": {"queueDepth": 1, "kvCacheUtilization": None, "healthy": 1}})
+    for short in ("hi", "lo", "n"):
+        scenario.provider(short, metrics=True)
+    scenario.network(routing="scoreFirst", scoring="kvCachePressure")
+    assert_order(scenario, first_render(scenario), ["lo", "n", "hi"], "KV 0.49, no KV series, KV 0.51")

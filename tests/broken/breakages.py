@@ -100,6 +100,19 @@ def _reload_off_by_default() -> None:
     gateway_config.PARSERS[intelligent_route_config.TYPE] = parse
 
 
+@breakage("static-clusters-unchecked", "static candidates' clusters are not reported to pipeline validation")
+def _static_clusters_unchecked() -> None:
+    original = gateway_config.PARSERS[intelligent_route_config.TYPE]
+
+    def parse(raw: dict[str, Any], path: str) -> Any:
+        parsed = original(raw, path)
+        if parsed.static is None or parsed.clusters is not None:
+            return parsed
+        return dataclasses.replace(parsed, reported=tuple(r for r in parsed.reported if ".candidates[" not in r[0]))
+
+    gateway_config.PARSERS[intelligent_route_config.TYPE] = parse
+
+
 @breakage("accept-any-cold-start", "a cold-start overlay that fails validation serves an empty snapshot")
 def _accept_any_cold_start() -> None:
     original = build.load_cold_start
@@ -473,6 +486,54 @@ def _local_site_preferred() -> None:
     _patch(Snapshot, "__init__", init)
 
 
+@breakage("rr-least-request", "roundRobin sends each request to the member with the fewest requests in flight")
+def _rr_least_request() -> None:
+    in_flight: dict[str, int] = {}
+    original_pick = intelligent_route.pick
+    original_forward = proxy.Forwarder.forward
+
+    def pick(plan: CapabilityPlan, rng: Any) -> Candidate | None:
+        chosen = original_pick(plan, rng)
+        if plan.mode != "roundRobin" or plan.group is None or chosen is None:
+            return chosen
+        members = plan.group.members
+        start = members.index(chosen)
+        rotated = members[start:] + members[:start]  # ties keep the rotation's own choice
+        return min(rotated, key=lambda c: in_flight.get(c.cluster, 0))
+
+    async def forward(self: proxy.Forwarder, request: Any, ctx: RequestContext) -> Any:
+        cluster = ctx.cluster or ""
+        in_flight[cluster] = in_flight.get(cluster, 0) + 1
+        try:
+            return await original_forward(self, request, ctx)
+        finally:
+            in_flight[cluster] -= 1
+
+    _patch(intelligent_route, "pick", pick)
+    _patch(proxy.Forwarder, "forward", forward)
+
+
+@breakage("overlay-clusters-validated-at-start", "cold start checks overlay candidates' clusters like static ones")
+def _overlay_clusters_validated_at_start() -> None:
+    declared: set[str] = set()
+    original_build, original_initial = build.build, build.initial_snapshot
+
+    def build_all(config: Any, *args: Any, **kwargs: Any) -> Any:
+        declared.update(cluster.name for chain in config.chains.values() for spec in chain.filters
+                        if spec.type == "load_balancer" for cluster in spec.options.clusters)
+        return original_build(config, *args, **kwargs)
+
+    def initial(config: Any, path: str) -> Snapshot:
+        built = original_initial(config, path)
+        unknown = sorted({c.cluster for c in built.overlay.candidates} - declared)
+        if config.static is None and config.clusters is None and unknown:
+            raise gateway_config.ConfigError(path, f"overlay candidate cluster {unknown[0]!r} is not declared")
+        return built
+
+    _patch(build, "build", build_all)
+    _patch(build, "initial_snapshot", initial)
+
+
 @breakage("static-reversed", "static candidates are served from the last one")
 def _static_reversed() -> None:
     original = build.initial_snapshot
@@ -509,6 +570,18 @@ def _without(raw: Any, keys: Callable[[str], bool]) -> Any:
     if not isinstance(raw, list):
         return raw
     return [{k: v for k, v in item.items() if not keys(k)} if isinstance(item, dict) else item for item in raw]
+
+
+@breakage("static-empty-accepted", "an empty inline candidate list starts and answers 404, like an empty overlay")
+def _static_empty_accepted() -> None:
+    original = intelligent_route_config.parse_static_candidates
+
+    def parse(raw: Any, local_site: str, allowed_clusters: Iterable[str] | None = None) -> Overlay:
+        if raw == []:
+            return Overlay(format="static", local_site=local_site, candidates=())
+        return original(raw, local_site, allowed_clusters)
+
+    _patch(intelligent_route_config, "parse_static_candidates", parse)
 
 
 @breakage("static-unknown-fields-ignored", "inline static candidates drop fields they do not know instead of failing")

@@ -706,6 +706,40 @@ def _signal_name_falls_back() -> None:
     _patch(scrape, "extract", extract)
 
 
+@breakage("kv-scored-squared", "kvCachePressure scores 1 - kv^2 instead of 1 - kv")
+def _kv_scored_squared() -> None:
+    def fix(score: Callable[[str, Any], float], strategy: str, signals: Any) -> float:
+        kv = signals.kv_cache_utilization if signals is not None else None
+        if strategy != "kvCachePressure" or kv is None:
+            return score(strategy, signals)
+        return 1.0 - kv * kv
+
+    _score(fix)
+
+
+@breakage("admission-reads-queue", "admission pressure is read from queue depth whatever the scoring strategy")
+def _admission_reads_queue() -> None:
+    original = Policy.from_spec.__func__  # type: ignore[attr-defined]
+
+    def from_spec(cls: type[Policy], config: Any, strategy: str) -> Policy:
+        policy = cast(Policy, original(cls, config, strategy))
+        return dataclasses.replace(policy, signal="queueDepth") if policy.signal is not None else policy
+
+    _patch(Policy, "from_spec", classmethod(from_spec))
+
+
+@breakage("tools-keyed-by-name", "an AgentToolProvider named like an InferenceProvider is dropped as a duplicate")
+def _tools_keyed_by_name() -> None:
+    original = cli.render
+
+    def render_unique(resources: model.Resources, *args: Any, **kwargs: Any) -> Any:
+        taken = {(p.network, p.name) for p in resources.providers}
+        kept = tuple(t for t in resources.tool_providers if (t.network, t.name) not in taken)
+        return original(dataclasses.replace(resources, tool_providers=kept), *args, **kwargs)
+
+    _patch(cli, "render", render_unique)
+
+
 @breakage("nan-kept", "NaN and infinite samples are used as values instead of being discarded")
 def _nan_kept() -> None:
     def finite(value: float | None) -> float | None:
@@ -943,9 +977,17 @@ def _pressure_defaults_own() -> None:
                                             "failureThreshold": 1})
 
 
-@breakage("recovery-defaults-own", "an omitted pressure block means successThreshold 2")
+@breakage("recovery-defaults-own", "an omitted pressure block recovers at the first low sample, with no hold-down")
 def _recovery_defaults_own() -> None:
-    _patch(admission, "_DEFAULT_PRESSURE", {**admission._DEFAULT_PRESSURE, "successThreshold": 2})
+    original = Policy.from_spec.__func__  # type: ignore[attr-defined]
+
+    def from_spec(cls: type[Policy], config: Any, strategy: str) -> Policy:
+        policy = cast(Policy, original(cls, config, strategy))
+        if isinstance(config, dict) and "pressure" not in config:
+            policy = dataclasses.replace(policy, success_threshold=1, recovery_hold_down=0.0)
+        return policy
+
+    _patch(Policy, "from_spec", classmethod(from_spec))
 
 
 @breakage("not-configured-as-missing", "a stabilized provider with no configured signal counts as missing metrics")

@@ -119,4 +119,7 @@ TARGETS: dict[str, Targets] = {
     "periodic-ignored": must_fail("PROD-RECONCILE-PERIODIC"),
     "providers-across-networks": must_fail("PROD-RENDER-PER-NETWORK[*]"),
     "signal-name-falls-back": must_fail("PROD-METRICS-SIGNAL-NAME-UNMATCHED"),
+    "kv-scored-squared": must_fail("PROD-SCORE-KV-FORMULA"),
+    "admission-reads-queue": must_fail("PROD-ADM-KV-SIGNAL"),
+    "tools-keyed-by-name": must_fail("PROD-TOOL-SAME-NAME-AS-PROVIDER"),
 }
