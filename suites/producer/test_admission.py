@@ -273,6 +273,33 @@ def test_stabilized_exit_needs_success_threshold(scenario: Scenario) -> None:
     expect(scenario, scenario.reconcile(), {"a": EXISTING, "b": NEW}, "2 of 2 pressured samples after the recovery")
 
 
+@pytest.mark.conformance(id="PROD-ADM-STAB-EXIT-MINIMUM-STATE", profile="producer", level="extended",
+                         feature="stabilizedAdmission",
+                         spec=f"{ADMISSION}: \"repeated low-pressure observations plus a minimum state duration and "
+                              "recovery hold-down before returning to new_and_existing.\"",
+                         statements=["OC-ADMISSION-STABILIZED-RECOVER"])
+def test_stabilized_exit_waits_for_the_minimum_state_duration(scenario: Scenario) -> None:
+    """Count and hold-down met, a restricted provider still waits out minimumStateDuration (3 s) in existing_only.
+
+    successThreshold 2 and recoveryHoldDown 1 s are both met 1 s into the recovery, while the provider has
+    been existing_only for under 3 s; it must stay there, and return at the first sample after 3 s. Fails if
+    the minimum state duration is applied only on the way into existing_only, or not at all.
+    """
+    minimum, hold = 3.0, 1.0
+    rendered = two_providers(scenario, resources.stabilized(failures=2, successes=2, minimum="3s", hold_down="1s"))
+    begun, entered = enter_existing_only(scenario, rendered, minimum, failures=2)
+    set_queue(scenario, 2)
+    expect(scenario, scenario.reconcile(), {"a": EXISTING, "b": NEW}, "1 of 2 low samples")
+    wait_until_elapsed(time.monotonic(), hold + CLOCK_SLACK)
+    envelope = scenario.reconcile()
+    held_until = time.monotonic()
+    assert held_until < begun + minimum - CLOCK_SLACK, "the reconciles outran the minimum state duration"
+    expect(scenario, envelope, {"a": EXISTING, "b": NEW},
+           f"2 of 2 low samples, the hold-down over, {held_until - begun:.1f}s into a {minimum:.0f}s minimum state")
+    wait_until_elapsed(entered, minimum + CLOCK_SLACK)
+    expect(scenario, scenario.reconcile(), {"a": NEW, "b": NEW}, "3 low samples, the minimum state duration over")
+
+
 @pytest.mark.conformance(id="PROD-ADM-STAB-RELAPSE-RESTARTS-RECOVERY", profile="producer", level="extended",
                          feature="stabilizedAdmission", spec=RELAPSE,
                          statements=["RG-ADMISSION-TRANSITION-RECOVERY", "OC-ADMISSION-KEYED-BY-IDENTITY"])

@@ -944,6 +944,30 @@ def _hold_down_ignored() -> None:
     _stabilized_as(lambda policy: dataclasses.replace(policy, recovery_hold_down=0.0))
 
 
+@breakage("minimum-state-on-entry-only", "minimumStateDuration holds a provider in new_and_existing, never in "
+                                       "existing_only")
+def _minimum_state_on_entry_only() -> None:
+    original = AdmissionMemory._step
+
+    def step(entry: Any, observation: Observation, policy: Policy, now: float) -> None:
+        if entry.state == EXISTING_ONLY:
+            policy = dataclasses.replace(policy, minimum_state_duration=0.0)
+        original(entry, observation, policy, now)
+
+    _patch(AdmissionMemory, "_step", staticmethod(step))
+
+
+@breakage("interval-whole-seconds-only", "metricsRefreshInterval in milliseconds ('1500ms') is read as seconds")
+def _interval_whole_seconds_only() -> None:
+    original = triggers.parse_interval
+
+    def parse_interval(text: str) -> float:
+        value = original(text)
+        return value * 1000.0 if isinstance(text, str) and text.endswith("ms") else value
+
+    _patch(triggers, "parse_interval", parse_interval)
+
+
 @breakage("recovery-kept-on-relapse", "a pressured sample in stabilized recovery does not reset the low-sample count")
 def _recovery_kept_on_relapse() -> None:
     original = AdmissionMemory._step

@@ -116,10 +116,12 @@ TARGETS: dict[str, Targets] = {
     "strategy-cached": must_fail("PROD-SCORE-STRATEGY-CHANGE"),
     "local-phase-filtered": must_fail("PROD-ORD-LOCAL-NOT-PHASE-FILTERED[*]"),
     "stale-cache-wins": must_fail("PROD-METRICS-STALE-FRESH-WINS"),
-    "periodic-ignored": must_fail("PROD-RECONCILE-PERIODIC"),
+    "periodic-ignored": must_fail("PROD-RECONCILE-PERIODIC[*]"),
     "providers-across-networks": must_fail("PROD-RENDER-PER-NETWORK[*]"),
     "signal-name-falls-back": must_fail("PROD-METRICS-SIGNAL-NAME-UNMATCHED"),
     "kv-scored-squared": must_fail("PROD-SCORE-KV-FORMULA"),
     "admission-reads-queue": must_fail("PROD-ADM-KV-SIGNAL"),
     "tools-keyed-by-name": must_fail("PROD-TOOL-SAME-NAME-AS-PROVIDER"),
+    "minimum-state-on-entry-only": must_fail("PROD-ADM-STAB-EXIT-MINIMUM-STATE"),
+    "interval-whole-seconds-only": must_fail("PROD-RECONCILE-PERIODIC[1500ms]"),
 }
