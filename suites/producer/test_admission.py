@@ -462,7 +462,8 @@ def test_omitted_pressure_enters_at_the_guide_defaults(scenario: Scenario) -> No
                          feature="stabilizedAdmission",
                          spec=f"{ADMISSION}: \"With no active signal configured, AGN treats the observation as "
                               "NotConfigured and keeps otherwise healthy providers new_and_existing.\"",
-                         statements=["OC-ADMISSION-NOT-CONFIGURED", "RG-ADMISSION-NOT-CONFIGURED"])
+                         statements=["OC-ADMISSION-NOT-CONFIGURED", "RG-ADMISSION-NOT-CONFIGURED",
+                                     "RG-NEED-STABILIZED-ADMISSION"])
 @pytest.mark.parametrize("unconfigured", ["signal-unmapped", "no-strategy"])
 def test_pressure_without_a_configured_signal_never_restricts(scenario: Scenario, unconfigured: str) -> None:
     """A stabilized policy whose signal is not configured keeps pressured healthy providers new_and_existing.

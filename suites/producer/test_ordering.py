@@ -737,3 +737,50 @@ def test_tool_provider_and_inference_provider_may_share_a_name(scenario: Scenari
                             what="the inference and the tool candidate of x")
     assert oracle.names(env) == ["x-inference"], f"inference candidates: {oracle.names(env)}"
     assert _tools(env) == {("search", "x-tool")}, f"tool candidates: {_tools(env)}"
+
+
+@pytest.mark.conformance(id="PROD-GRP-SCORES-NOT-WEIGHTS", profile="producer", level="core", feature="groups",
+                         spec="routing-guide, Scores and weights: \"score != traffic weight\"; a higher score \"does "
+                              "not mean A receives twice as many requests\"; round robin \"can still give equal "
+                              "turns to A and B when they are both in the same active group.\"",
+                         statements=["RG-SCORES-RR-EQUAL-TURNS", "RG-SCORES-NOT-PROPORTIONAL"])
+def test_scores_under_round_robin_publish_no_weights(scenario: Scenario) -> None:
+    """queueDepth scores 0.8 and 0.4 under roundRobin: one group, mode roundRobin, no traffic_weight.
+
+    Fails if the operator turns scores into traffic weights or a weighted policy when a metrics strategy is
+    active, which would make the consumer share traffic by score instead of giving equal turns.
+    """
+    _metered(scenario, "pa", 2)
+    _metered(scenario, "pb", 6)
+    scenario.network(routing="scoreFirst", scoring="queueDepth", selection="roundRobin")
+    env = _render(scenario, ["pa", "pb"])
+    assert oracle.groups(env, scenario.model) == [["pa", "pb"]], oracle.groups(env, scenario.model)
+    policy = (env.get("overlay") or {}).get("selection_policy")
+    assert policy == {"mode": "roundRobin"}, f"selection_policy: {policy}"
+    weighted = {c["cluster"]: c["traffic_weight"] for c in oracle.candidates(env) if "traffic_weight" in c}
+    assert not weighted, f"scores published as traffic weights: {weighted}"
+    _assert_groups_valid(env)
+
+
+@pytest.mark.conformance(id="PROD-GRP-NO-METRICS-NO-PREFERENCE", profile="producer", level="core", feature="groups",
+                         spec="provider-scoring, No metrics: \"Equivalent providers can participate in the same Praxis "
+                              "selection group without an unavailable metric creating an artificial preference.\"",
+                         statements=["PS-NOMETRICS-NO-ARTIFICIAL-PREFERENCE"])
+def test_no_metrics_ignores_metric_availability(scenario: Scenario) -> None:
+    """noMetrics, three equivalent providers: aa without metricsConfig, mm whose scrape fails, zz scraped at q=0.
+
+    All three share one group, admitted and fresh, in tie-break order aa, mm, zz. Fails if a scraped value,
+    or its absence, still orders, groups or restricts providers when the network scores noMetrics.
+    """
+    scenario.provider("aa")
+    scenario.set_pools({"mm": {"queueDepth": 5, "healthy": 1}}, "provider-b")
+    scenario.provider("mm", metrics={"url": scenario.site.backend("provider-b").url})
+    scenario.fail_metrics("provider-b")
+    _metered(scenario, "zz", 0)
+    scenario.network(routing="scoreFirst", scoring="noMetrics", selection="roundRobin")
+    env = _render(scenario, ["aa", "mm", "zz"])
+    assert oracle.names(env) == ["aa", "mm", "zz"], oracle.names(env)
+    assert oracle.groups(env, scenario.model) == [["aa", "mm", "zz"]], oracle.groups(env, scenario.model)
+    states = {c["cluster"]: (c.get("admission_state"), c.get("fresh")) for c in oracle.candidates(env)}
+    assert set(states.values()) == {("new_and_existing", True)}, states
+    _assert_groups_valid(env)

@@ -706,6 +706,13 @@ def _signal_name_falls_back() -> None:
     _patch(scrape, "extract", extract)
 
 
+@breakage("scores-as-weights", "with a metrics strategy active every candidate is published with a traffic_weight")
+def _scores_as_weights() -> None:
+    original = candidates.weighted
+    _patch(candidates, "weighted", lambda network: original(network) or network.scoring_strategy != "noMetrics")
+    _unchecked()
+
+
 @breakage("kv-scored-squared", "kvCachePressure scores 1 - kv^2 instead of 1 - kv")
 def _kv_scored_squared() -> None:
     def fix(score: Callable[[str, Any], float], strategy: str, signals: Any) -> float:

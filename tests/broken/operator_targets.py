@@ -78,7 +78,7 @@ TARGETS: dict[str, Targets] = {
     # scoring
     "neutral-zero": must_fail("PROD-METRICS-MISSING-NEUTRAL[*]", "PROD-METRICS-NAN-DISCARDED",
                               "PROD-METRICS-PLAINTEXT-FAILURE-NEUTRAL"),
-    "no-metrics-scored": must_fail("PROD-SCORE-NO-METRICS-NEUTRAL[*]"),
+    "no-metrics-scored": must_fail("PROD-SCORE-NO-METRICS-NEUTRAL[*]", "PROD-GRP-NO-METRICS-NO-PREFERENCE"),
     "queue-capacity-ignored": must_fail("PROD-SCORE-QUEUE-CAPACITY", "PROD-SCORE-QUEUE-DEPTH[*]"),
     "no-clamp": must_fail("PROD-SCORE-QUEUE-CLAMP"),
     "nan-kept": must_fail("PROD-METRICS-NAN-DISCARDED", "PROD-METRICS-NAN-HEALTH-ABSENT"),
@@ -123,5 +123,6 @@ TARGETS: dict[str, Targets] = {
     "admission-reads-queue": must_fail("PROD-ADM-KV-SIGNAL"),
     "tools-keyed-by-name": must_fail("PROD-TOOL-SAME-NAME-AS-PROVIDER"),
     "minimum-state-on-entry-only": must_fail("PROD-ADM-STAB-EXIT-MINIMUM-STATE"),
+    "scores-as-weights": must_fail("PROD-GRP-SCORES-NOT-WEIGHTS"),
     "interval-whole-seconds-only": must_fail("PROD-RECONCILE-PERIODIC[1500ms]"),
 }
