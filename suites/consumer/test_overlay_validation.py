@@ -116,9 +116,11 @@ def cold(site: Site) -> Iterator[ColdStarts]:
 @pytest.mark.conformance(
     id="CONS-COLD-ACCEPT", profile="consumer", level="core", feature="overlayValidation", spec=SPEC,
     statements=["IR-MODES-OVERLAY-ENVELOPE", "OC-INTRO-PRAXIS-CONSUMES", "OC-FORMAT-ENVELOPE-AUTHORITATIVE",
-                "OC-EDGE-SAME-PATH", "RG-INTRO-PRAXIS-LOCAL-CHOICE"],
+                "OC-EDGE-SAME-PATH", "RG-INTRO-PRAXIS-LOCAL-CHOICE", "OC-PROVENANCE-NOT-AUTHORIZATION"],
 )
 def test_valid_envelope_at_cold_start_serves_its_revision(site: Site, fresh_gateway: Any) -> None:
+    """A valid envelope serves its revision. Its provenance names this harness, not AGN's operator: a gateway
+    that took provenance for an authorization credential would refuse it."""
     doc = site.envelope([site.candidate("provider-a", BASE_MODEL), site.candidate("provider-b", BASE_MODEL)])
     gateway = fresh_gateway("core", contract.encode(doc))
     assert gateway.serving_revision(BASE_MODEL) == contract.revision_of(doc)
