@@ -228,3 +228,26 @@ def test_cookie_session_survives_a_reorder(site: Site, model: str) -> None:
         assert gw.request(model, cookies={SESSION_COOKIE: session}).backend == "provider-a"
     fresh = gw.request(model, cookies={SESSION_COOKIE: _session()})
     assert fresh.backend == "provider-b", f"a new cookie session follows the new order: {fresh.describe()}"
+
+
+@pytest.mark.conformance(id="CONS-AFFINITY-COOKIE-AMONG-OTHERS", profile="consumer", level="extended",
+                         feature="cookieAffinity",
+                         spec=SPEC + "; session_affinity cookie: the session key is the named cookie's value",
+                         statements=["RG-AFFINITY-COOKIE-CONFIG"])
+def test_cookie_session_is_the_named_cookie_among_others(site: Site, model: str) -> None:
+    """The Cookie header carries another cookie first; only the configured cookie's value keys the session.
+
+    A session bound to provider-a keeps it while the other cookie changes value; a new session value with
+    the first session's other cookie follows the new order. Fails if the key is taken from the first cookie
+    of the header, or from the whole header.
+    """
+    gw = site.gateway("cookie")
+    gw.publish(_ordered(site, model, "provider-a", "provider-b"), model)
+    session = _session()
+    _bind(gw, model, "provider-a", cookies={"theme": "dark", SESSION_COOKIE: session})
+    gw.publish(_ordered(site, model, "provider-b", "provider-a"), model)
+    for theme in ("light", "blue"):
+        reply = gw.request(model, cookies={"theme": theme, SESSION_COOKIE: session})
+        assert reply.backend == "provider-a", f"the bound session with theme={theme}: {reply.describe()}"
+    fresh = gw.request(model, cookies={"theme": "dark", SESSION_COOKIE: _session()})
+    assert fresh.backend == "provider-b", f"a new session with the first one's other cookie: {fresh.describe()}"

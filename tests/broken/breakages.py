@@ -621,6 +621,21 @@ def _no_affinity() -> None:
     _wrap_session_key(lambda original: lambda headers, header, cookie: None)
 
 
+@breakage("cookie-first-of-header", "the session cookie is the first cookie of the Cookie header, whatever its name")
+def _cookie_first_of_header() -> None:
+    def make(original: SessionKey) -> SessionKey:
+        def key(headers: Mapping[str, str], header: str | None, cookie: str | None) -> str | None:
+            raw = headers.get("Cookie") or headers.get("cookie")
+            if cookie is not None and raw and "=" in raw:
+                first = raw.split(";")[0].strip().partition("=")[2].strip()
+                return "c:" + first if first else None
+            return original(headers, header, cookie)
+
+        return key
+
+    _wrap_session_key(make)
+
+
 @breakage("session-shared-across-capabilities", "one binding per session key, whatever model or tool it asks for")
 def _session_shared_across_capabilities() -> None:
     _patch(intelligent_route, "binding_key", lambda kind, name, session: session)

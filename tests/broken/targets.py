@@ -90,6 +90,7 @@ TARGETS: dict[str, Targets] = {
     "policy-without-groups-applies": _t("CONS-SEL-POLICY-WITHOUT-GROUPS"),
     "affinity-overrides-admission": _t("CONS-AFFINITY-FAILOVER-EXCLUDED"),
     "static-reversed": _t("CONS-STATIC-DETERMINISTIC"),
+    "cookie-first-of-header": _t("CONS-AFFINITY-COOKIE-AMONG-OTHERS"),
     "static-empty-accepted": _t("CONS-STATIC-EMPTY"),
     "static-clusters-unchecked": _t("CONS-STATIC-UNDECLARED-CLUSTER"),
     "rr-least-request": _t("CONS-SEL-ROUND-ROBIN-CONCURRENT"),
