@@ -458,6 +458,26 @@ def test_omitted_pressure_enters_at_the_guide_defaults(scenario: Scenario) -> No
     expect(scenario, envelope, {"a": EXISTING, "b": NEW, "c": NEW}, "a at 0.86 twice, c at 0.84 throughout")
 
 
+@pytest.mark.conformance(id="PROD-ADM-STAB-MISSING-DEFAULT", profile="producer", level="extended",
+                         feature="stabilizedAdmission",
+                         spec=f"{ADMISSION}: \"When a configured signal is missing or expired, the policy fails closed "
+                              "to existing_only by default (or none when missingMetrics: excluded).\"",
+                         statements=["OC-ADMISSION-MISSING-FAILS-CLOSED", "RG-ADMISSION-MISSING-METRICS-DEFAULT"])
+def test_omitted_missing_metrics_fails_closed_to_existing_only(scenario: Scenario) -> None:
+    """missingMetrics omitted: a's vanished queue series publishes existing_only at the next reconcile.
+
+    On a cluster the API server fills the CRD's default before the operator reads the resource; on the
+    local backend the operator reads the file as written and must default it the same way. Fails if the
+    omitted field means excluded (a removed) or neutral (a still admitted).
+    """
+    policy = resources.stabilized(failures=3, successes=2, minimum="1s", hold_down="2s")
+    del policy["missingMetrics"]
+    two_providers(scenario, policy)
+    expect(scenario, scenario.envelope(what="a first overlay"), {"a": NEW, "b": NEW}, "a fresh low sample")
+    set_queue(scenario, None)
+    expect(scenario, scenario.reconcile(), {"a": EXISTING, "b": NEW}, "the first reconcile without a's queue")
+
+
 @pytest.mark.conformance(id="PROD-ADM-STAB-NOT-CONFIGURED", profile="producer", level="extended",
                          feature="stabilizedAdmission",
                          spec=f"{ADMISSION}: \"With no active signal configured, AGN treats the observation as "

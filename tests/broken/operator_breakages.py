@@ -1021,6 +1021,20 @@ def _recovery_defaults_own() -> None:
     _patch(Policy, "from_spec", classmethod(from_spec))
 
 
+@breakage("missing-default-excluded", "an omitted missingMetrics is defaulted to excluded, not existingOnly")
+def _missing_default_excluded() -> None:
+    original = sources._fill_defaults
+
+    def fill(value: Any, schema: Mapping[str, Any]) -> None:
+        properties = schema.get("properties") if isinstance(schema, Mapping) else None
+        if isinstance(value, dict) and isinstance(properties, Mapping) and "missingMetrics" in properties \
+                and "missingMetrics" not in value:
+            value["missingMetrics"] = "excluded"
+        original(value, schema)
+
+    _patch(sources, "_fill_defaults", fill)
+
+
 @breakage("not-configured-as-missing", "a stabilized provider with no configured signal counts as missing metrics")
 def _not_configured_as_missing() -> None:
     _observed_as(lambda o: dataclasses.replace(o, kind=MISSING) if o.kind == NOT_CONFIGURED else None)

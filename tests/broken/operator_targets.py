@@ -111,6 +111,7 @@ TARGETS: dict[str, Targets] = {
     "sample-counted-twice": must_fail("PROD-ADM-STAB-SAMPLE-ONCE"),
     "pressure-defaults-own": must_fail("PROD-ADM-STAB-DEFAULT-PRESSURE"),
     "not-configured-as-missing": must_fail("PROD-ADM-STAB-NOT-CONFIGURED[*]"),
+    "missing-default-excluded": must_fail("PROD-ADM-STAB-MISSING-DEFAULT"),
     "recovery-defaults-own": must_fail("PROD-ADM-STAB-DEFAULT-RECOVERY"),
     "queue-capacity-assumed": must_fail("PROD-METRICS-DESTINATION-RATIO"),
     "strategy-cached": must_fail("PROD-SCORE-STRATEGY-CHANGE"),
