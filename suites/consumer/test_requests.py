@@ -35,6 +35,17 @@ def _refused(gw: Gateway, value: str, status: int, twin: str) -> None:
         f"the twin model {twin[:24]!r} ({len(twin.encode())} bytes) must be routed: {routed.describe()}")
 
 
+def _static_refused(fresh_gateway: Any, bad: list[dict[str, Any]], twin: list[dict[str, Any]], model: str,
+                    backend: str = "provider-d") -> None:
+    """A static gateway on `bad` candidates must not start; on `twin` (the nearest valid list) it serves
+    `model` from `backend`, so the refusal was for bad's fault."""
+    with pytest.raises(GatewayStartFailed) as failure:
+        fresh_gateway("static", None, static_candidates=bad)
+    assert failure.value.exit_code not in (None, 0), f"the gateway must exit non-zero; it {failure.value}"
+    reply = fresh_gateway("static", None, static_candidates=twin).request(model)
+    assert reply.status == 200 and reply.backend == backend, f"the twin serves: {reply.describe()}"
+
+
 @pytest.mark.conformance(id="CONS-400-INVALID-MODEL", profile="consumer", level="core", feature="requestErrors",
                          spec=BEHAVIOR,
                          statements=["IR-BEHAVIOR-INVALID-NAME-400"])
@@ -122,12 +133,7 @@ def test_static_candidate_with_an_overlay_only_field_fails_startup(site: Site, f
     The same candidates without it (the twin) start and serve. Fails if static config ignores unknown fields.
     """
     candidates = [site.candidate("provider-d", model), site.candidate("provider-a", model)]
-    with pytest.raises(GatewayStartFailed) as failure:
-        fresh_gateway("static", None, static_candidates=[{**candidates[0], "rank": 0}, candidates[1]])
-    assert failure.value.exit_code not in (None, 0), f"the gateway must exit non-zero; it {failure.value}"
-    twin = fresh_gateway("static", None, static_candidates=candidates)
-    reply = twin.request(model)
-    assert reply.status == 200 and reply.backend == "provider-d", f"the twin serves: {reply.describe()}"
+    _static_refused(fresh_gateway, [{**candidates[0], "rank": 0}, candidates[1]], candidates, model)
 
 
 @pytest.mark.conformance(id="CONS-STATIC-NO-WEIGHTED", profile="consumer", level="core", feature="staticMode",
@@ -168,13 +174,8 @@ def test_static_candidate_on_an_undeclared_cluster_fails_startup(site: Site, fre
     """
     declared = site.candidate("provider-d", model)
     undeclared = contract.candidate(model + "-elsewhere", site.scope.local_site, "cluster-not-declared")
-    with pytest.raises(GatewayStartFailed) as failure:
-        fresh_gateway("static", None, static_candidates=[declared, undeclared])
-    assert failure.value.exit_code not in (None, 0), f"the gateway must exit non-zero; it {failure.value}"
-    twin = fresh_gateway("static", None,
-                         static_candidates=[declared, site.candidate("provider-a", model + "-elsewhere")])
-    reply = twin.request(model)
-    assert reply.status == 200 and reply.backend == "provider-d", f"the twin serves: {reply.describe()}"
+    _static_refused(fresh_gateway, [declared, undeclared],
+                    [declared, site.candidate("provider-a", model + "-elsewhere")], model)
 
 
 @pytest.mark.conformance(id="CONS-STATIC-EMPTY", profile="consumer", level="core", feature="staticMode",
@@ -186,9 +187,4 @@ def test_empty_static_candidate_list_fails_startup(site: Site, fresh_gateway: An
 
     Fails if an empty static list is taken like an empty versioned overlay (start, answer 404).
     """
-    with pytest.raises(GatewayStartFailed) as failure:
-        fresh_gateway("static", None, static_candidates=[])
-    assert failure.value.exit_code not in (None, 0), f"the gateway must exit non-zero; it {failure.value}"
-    twin = fresh_gateway("static", None, static_candidates=[site.candidate("provider-d", model)])
-    reply = twin.request(model)
-    assert reply.status == 200 and reply.backend == "provider-d", f"the twin serves: {reply.describe()}"
+    _static_refused(fresh_gateway, [], [site.candidate("provider-d", model)], model)
