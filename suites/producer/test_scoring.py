@@ -555,7 +555,8 @@ def test_fresh_sample_wins_over_the_stale_cache(scenario: Scenario) -> None:
     next_order(scenario, ["b", "a", "c"], "c's queue rose to 8 of 10 on a scrape that succeeds")
 
 
-#: Forced reconciles run every second while waiting; the first after the apply must already reorder.
+#: How long the changed strategy may take to show, with a reconcile forced every second: the apply itself
+#: reaches the operator by a watch, so "the next successful reconciliation" is bounded, not counted.
 STRATEGY_CHANGE_TIMEOUT = 10.0
 
 
