@@ -117,6 +117,10 @@ class Gateway:
         self.last_overlay = data
         project(self.proc.overlay_dir, {OVERLAY_FILE: data})
 
+    def remove_overlay(self) -> None:
+        """Take the overlay file away (its visible name); the next write_overlay puts it back."""
+        (self.proc.overlay_dir / OVERLAY_FILE).unlink()
+
     def request(self, model: str | None, *, headers: Mapping[str, str] | None = None,
                 cookies: Mapping[str, str] | None = None, path: str = "/v1/chat/completions",
                 body: Any = None, method: str = "POST", raw_body: bytes | None = None) -> Reply:

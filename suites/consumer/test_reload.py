@@ -208,6 +208,34 @@ def test_restart_on_an_overlay_naming_an_undeclared_cluster_starts(site: Site, f
         f"the restarted gateway serves {model} from its overlay: {served.describe()}"
 
 
+@pytest.mark.conformance(id="CONS-RELOAD-FILE-REMOVED", profile="consumer", level="core", feature="hotReload",
+                         spec="intelligent-route-filter, Hot reload: \"Unreadable or invalid files retain the previous "
+                              "snapshot.\"; overlay contract, Revision lifecycle: \"The request path reads the "
+                              "immutable accepted snapshot from memory and does not read Kubernetes, the filesystem, "
+                              "SWIM, or AGN APIs.\"",
+                         statements=["IR-RELOAD-INVALID-RETAINS", "OC-LIFECYCLE-REQUEST-PATH-MEMORY"])
+def test_removed_overlay_file_keeps_the_snapshot_in_memory(gw: Gateway, site: Site, model: str,
+                                                           reloads: ReloadProbe) -> None:
+    """The overlay file disappears: requests keep being routed by the accepted revision; a new file then serves.
+
+    Fails if a missing file empties or drops the snapshot, or if requests read the overlay file.
+    """
+    served = gw.publish(site.envelope([site.candidate("provider-a", model)]), model)
+    before = reloads.snapshot()
+    gw.remove_overlay()
+    if reloads.has_metrics:
+        failed = ("rejected", "read_error")
+        poll_until(reloads.snapshot, lambda now: sum(now[r] for r in failed) > sum(before[r] for r in failed),
+                   what=f"a reload counted as rejected or read_error (counts before: {before})", timeout=10.0)
+    else:
+        reloads.wait(before, "rejected")  # without metrics: a window of several debounce periods
+    for _ in range(3):
+        reply = gw.request(model)
+        assert reply.status == 200 and reply.backend == "provider-a", f"with the file gone: {reply.describe()}"
+        assert reply.forwarded_headers.get(gw.revision_header) == served, reply.describe()
+    gw.publish(site.envelope([site.candidate("provider-b", model)]), model)
+
+
 @pytest.mark.conformance(id="CONS-RELOAD-UNDECLARED-CLUSTER-WITHOUT-LIST", profile="consumer", level="core",
                          feature="hotReload",
                          spec="intelligent-route-filter, Scope: without a clusters list \"such a reload is accepted "

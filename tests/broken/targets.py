@@ -61,7 +61,7 @@ TARGETS: dict[str, Targets] = {
     "wrong-revision-header": _t("CONS-COLD-ACCEPT", "CONS-RELOAD-ACCEPT[*]"),
     "drop-lkg-on-reject": _t("CONS-RELOAD-REJECT[*]", "CONS-RELOAD-REJECT-STRICT[*]", "CONS-RELOAD-REJECT-LIMITS[*]",
                              "CONS-RELOAD-SCOPE[*]", "CONS-RELOAD-LEGACY-SCOPED",
-                             "CONS-CLUSTERS-ALLOWLIST"),
+                             "CONS-CLUSTERS-ALLOWLIST", "CONS-RELOAD-FILE-REMOVED"),
     "slow-reload": _t("CONS-RELOAD-DEADLINE"),
     "reload-once": _t("CONS-RELOAD-SEQUENCE", "CONS-RELOAD-AFTER-REJECT"),
     "stuck-after-reject": _t("CONS-RELOAD-AFTER-REJECT"),
