@@ -22,7 +22,7 @@ class Target:
 _CONSUMER_SELECTION = ("test_selection", "test_affinity", "test_requests")
 
 MODULES: dict[str, Target] = {
-    "reference/overlay/validate.py": Target("suites.consumer", ("test_overlay_validation",)),
+    "reference/overlay/validate.py": Target("suites.consumer", ("test_overlay_validation", "test_requests")),
     "reference/overlay/digest.py": Target("suites.consumer", ("test_overlay_validation",)),
     "reference/gateway/filters/intelligent_route.py": Target("suites.consumer",
                                                              (*_CONSUMER_SELECTION, "test_extended")),
