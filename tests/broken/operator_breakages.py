@@ -1008,14 +1008,16 @@ def _pressure_defaults_own() -> None:
                                             "failureThreshold": 1})
 
 
-@breakage("recovery-defaults-own", "an omitted pressure block recovers at the first low sample, with no hold-down")
+@breakage("recovery-defaults-own", "an omitted pressure block recovers at the first low sample: no hold-down, no "
+                                 "minimum state duration")
 def _recovery_defaults_own() -> None:
     original = Policy.from_spec.__func__  # type: ignore[attr-defined]
 
     def from_spec(cls: type[Policy], config: Any, strategy: str) -> Policy:
         policy = cast(Policy, original(cls, config, strategy))
         if isinstance(config, dict) and "pressure" not in config:
-            policy = dataclasses.replace(policy, success_threshold=1, recovery_hold_down=0.0)
+            policy = dataclasses.replace(policy, success_threshold=1, recovery_hold_down=0.0,
+                                         minimum_state_duration=0.0)
         return policy
 
     _patch(Policy, "from_spec", classmethod(from_spec))
