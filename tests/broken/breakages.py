@@ -89,28 +89,26 @@ def _malformed_envelope_as_legacy() -> None:
     _patch(snapshot_store, "parse_overlay", parse)
 
 
+def _route_config_as(fix: Callable[[dict[str, Any], Any], Any]) -> None:
+    """Use `fix(raw, parsed)` instead of each parsed intelligent_route config block."""
+    original = gateway_config.PARSERS[intelligent_route_config.TYPE]
+    gateway_config.PARSERS[intelligent_route_config.TYPE] = lambda raw, path: fix(raw, original(raw, path))
+
+
 @breakage("reload-off-by-default", "overlay mode hot-reloads only when reload.enabled is set explicitly")
 def _reload_off_by_default() -> None:
-    original = gateway_config.PARSERS[intelligent_route_config.TYPE]
-
-    def parse(raw: dict[str, Any], path: str) -> Any:
-        parsed = original(raw, path)
-        return parsed if "reload" in raw else dataclasses.replace(parsed, reload_enabled=False)
-
-    gateway_config.PARSERS[intelligent_route_config.TYPE] = parse
+    _route_config_as(lambda raw, parsed: parsed if "reload" in raw else dataclasses.replace(parsed,
+                                                                                            reload_enabled=False))
 
 
 @breakage("static-clusters-unchecked", "static candidates' clusters are not reported to pipeline validation")
 def _static_clusters_unchecked() -> None:
-    original = gateway_config.PARSERS[intelligent_route_config.TYPE]
-
-    def parse(raw: dict[str, Any], path: str) -> Any:
-        parsed = original(raw, path)
+    def fix(raw: dict[str, Any], parsed: Any) -> Any:
         if parsed.static is None or parsed.clusters is not None:
             return parsed
         return dataclasses.replace(parsed, reported=tuple(r for r in parsed.reported if ".candidates[" not in r[0]))
 
-    gateway_config.PARSERS[intelligent_route_config.TYPE] = parse
+    _route_config_as(fix)
 
 
 @breakage("accept-any-cold-start", "a cold-start overlay that fails validation serves an empty snapshot")

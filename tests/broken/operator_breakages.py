@@ -676,19 +676,22 @@ def _periodic_ignored() -> None:
     _patch(triggers.Triggers, "due", due)
 
 
+def _resources_as(fix: Callable[[model.Resources], model.Resources]) -> None:
+    """Render from `fix(resources)` instead of the resources the operator read."""
+    original = cli.render
+    _patch(cli, "render", lambda resources, *args, **kwargs: original(fix(resources), *args, **kwargs))
+
+
 @breakage("providers-across-networks", "every network lists every provider and tool provider, whatever it references")
 def _providers_across_networks() -> None:
-    original = cli.render
-
-    def everywhere(resources: model.Resources, *args: Any, **kwargs: Any) -> Any:
+    def everywhere(resources: model.Resources) -> model.Resources:
         nets = [n.name for n in resources.networks]
-        spread = dataclasses.replace(
+        return dataclasses.replace(
             resources,
             providers=tuple(dataclasses.replace(p, network=n) for p in resources.providers for n in nets),
             tool_providers=tuple(dataclasses.replace(t, network=n) for t in resources.tool_providers for n in nets))
-        return original(spread, *args, **kwargs)
 
-    _patch(cli, "render", everywhere)
+    _resources_as(everywhere)
 
 
 @breakage("signal-name-falls-back", "a configured signal name that matches no series falls back to the default name")
@@ -724,27 +727,30 @@ def _kv_scored_squared() -> None:
     _score(fix)
 
 
-@breakage("admission-reads-queue", "admission pressure is read from queue depth whatever the scoring strategy")
-def _admission_reads_queue() -> None:
+def _policy_as(fix: Callable[[Policy, Any], Policy]) -> None:
+    """Use `fix(policy, admissionPolicy)` instead of the admission policy read from a network's spec."""
     original = Policy.from_spec.__func__  # type: ignore[attr-defined]
 
     def from_spec(cls: type[Policy], config: Any, strategy: str) -> Policy:
-        policy = cast(Policy, original(cls, config, strategy))
-        return dataclasses.replace(policy, signal="queueDepth") if policy.signal is not None else policy
+        return fix(cast(Policy, original(cls, config, strategy)), config)
 
     _patch(Policy, "from_spec", classmethod(from_spec))
 
 
+@breakage("admission-reads-queue", "admission pressure is read from queue depth whatever the scoring strategy")
+def _admission_reads_queue() -> None:
+    _policy_as(lambda policy, config: dataclasses.replace(policy, signal="queueDepth")
+               if policy.signal is not None else policy)
+
+
 @breakage("tools-keyed-by-name", "an AgentToolProvider named like an InferenceProvider is dropped as a duplicate")
 def _tools_keyed_by_name() -> None:
-    original = cli.render
-
-    def render_unique(resources: model.Resources, *args: Any, **kwargs: Any) -> Any:
+    def unique(resources: model.Resources) -> model.Resources:
         taken = {(p.network, p.name) for p in resources.providers}
         kept = tuple(t for t in resources.tool_providers if (t.network, t.name) not in taken)
-        return original(dataclasses.replace(resources, tool_providers=kept), *args, **kwargs)
+        return dataclasses.replace(resources, tool_providers=kept)
 
-    _patch(cli, "render", render_unique)
+    _resources_as(unique)
 
 
 @breakage("nan-kept", "NaN and infinite samples are used as values instead of being discarded")
@@ -1011,16 +1017,12 @@ def _pressure_defaults_own() -> None:
 @breakage("recovery-defaults-own", "an omitted pressure block recovers at the first low sample: no hold-down, no "
                                  "minimum state duration")
 def _recovery_defaults_own() -> None:
-    original = Policy.from_spec.__func__  # type: ignore[attr-defined]
+    def fix(policy: Policy, config: Any) -> Policy:
+        if not isinstance(config, dict) or "pressure" in config:
+            return policy
+        return dataclasses.replace(policy, success_threshold=1, recovery_hold_down=0.0, minimum_state_duration=0.0)
 
-    def from_spec(cls: type[Policy], config: Any, strategy: str) -> Policy:
-        policy = cast(Policy, original(cls, config, strategy))
-        if isinstance(config, dict) and "pressure" not in config:
-            policy = dataclasses.replace(policy, success_threshold=1, recovery_hold_down=0.0,
-                                         minimum_state_duration=0.0)
-        return policy
-
-    _patch(Policy, "from_spec", classmethod(from_spec))
+    _policy_as(fix)
 
 
 @breakage("missing-default-excluded", "an omitted missingMetrics is defaulted to excluded, not existingOnly")
