@@ -154,6 +154,10 @@ def test_static_candidates_cannot_select_by_weight(site: Site, fresh_gateway: An
         gateway = fresh_gateway("static", None, static_candidates=[light, heavy])
     except GatewayStartFailed as failure:
         assert failure.exit_code not in (None, 0), f"a refused gateway must exit non-zero; it {failure}"
+        # the twin of the refusal: the same candidates without groups and weights start and serve
+        plain = [{k: v for k, v in c.items() if k not in ("selection_group", "traffic_weight")} for c in (light, heavy)]
+        reply = fresh_gateway("static", None, static_candidates=plain).request(model)
+        assert reply.status == 200 and reply.backend == "provider-d", f"the twin serves: {reply.describe()}"
         return
     replies = [gateway.request(model) for _ in range(40)]
     backends = sorted({str(r.backend) for r in replies})
