@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from harness import contract
 from harness.grid import Gateway, Reply, Site
 from harness.stats import assert_distribution, assert_round_robin, plan_distribution
 from harness.waiting import WaitTimeout, poll_until
@@ -215,6 +218,35 @@ def test_round_robin_turns_are_per_capability(gw: Gateway, site: Site, model: st
             assert_round_robin(sequence, set(members))
         except AssertionError as exc:
             raise AssertionError(f"model {name}, its requests interleaved with the other model's: {exc}") from None
+
+
+LOCAL_TURNS = ("routing-guide, 3. Round-robin selection: \"Each Praxis gateway maintains its own local round-robin "
+               "state; gateways do not coordinate a global cursor.\"")
+
+
+@pytest.mark.conformance(id="CONS-SEL-ROUND-ROBIN-PER-GATEWAY", profile="consumer", level="core",
+                         feature="roundRobin", spec=LOCAL_TURNS,
+                         statements=["RG-RR-LOCAL-STATE", "RG-RR-NOT-GRID-WIDE"])
+def test_each_gateway_keeps_its_own_round_robin_turns(gw: Gateway, site: Site, model: str,
+                                                      fresh_gateway: Any) -> None:
+    """Two gateways on one two-member roundRobin overlay, requests alternating between them: each
+    gateway's own sequence is an exact rotation. A cursor shared between gateways gives each of them one
+    member every time. The one-gateway rotation (CONS-SEL-ROUND-ROBIN) is the twin."""
+    doc = site.envelope([site.candidate("provider-a", model, selection_group=0),
+                         site.candidate("provider-b", model, selection_group=0)], mode="roundRobin")
+    gw.publish(doc, model)
+    gateways = {"the shared gateway": gw, "a second gateway": fresh_gateway("core", contract.encode(doc))}
+    sequences: dict[str, list[str]] = {name: [] for name in gateways}
+    for _ in range(12):
+        for name, gateway in gateways.items():
+            reply = gateway.request(model)
+            assert reply.status == 200, f"{name}: {reply.describe()}"
+            sequences[name].append(reply.backend or "<none>")
+    for name, sequence in sequences.items():
+        try:
+            assert_round_robin(sequence, {"provider-a", "provider-b"})
+        except AssertionError as exc:
+            raise AssertionError(f"{name}, its requests alternating with the other gateway's: {exc}") from None
 
 
 @pytest.mark.conformance(id="CONS-SEL-RANDOM", profile="consumer", level="core", feature="random",

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import fcntl
 import hashlib
 import json
 import ssl
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from multidict import CIMultiDict
@@ -1080,6 +1082,23 @@ def _rr_shared_cursor() -> None:
         index = turns[0] % len(group.members)
         turns[0] = index + 1
         return group.members[index]
+
+    _wrap_pick("roundRobin", rotate)
+
+
+@breakage("rr-grid-cursor", "every gateway started from one work directory shares a round-robin cursor per capability")
+def _rr_grid_cursor() -> None:
+    shared = Path.cwd().parent  # the backend's work directory, which holds every gateway's own
+
+    def rotate(plan: CapabilityPlan, group: ActiveGroup, rng: Any) -> Candidate:
+        name = hashlib.sha256(f"{group.members[0].kind}/{group.members[0].name}".encode()).hexdigest()[:16]
+        with open(shared / f"broken-rr-cursor-{name}", "a+") as cursor:
+            fcntl.flock(cursor, fcntl.LOCK_EX)
+            cursor.seek(0)
+            turn = int(cursor.read() or 0)
+            cursor.truncate(0)
+            cursor.write(str(turn + 1))
+        return group.members[turn % len(group.members)]
 
     _wrap_pick("roundRobin", rotate)
 
