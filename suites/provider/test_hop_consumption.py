@@ -8,11 +8,13 @@ being served by the same gateway. The exact answers of the public provider_route
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from harness.gateway_config import SESSION_COOKIE, SESSION_HEADER
 from harness.grid import CANDIDATE_HEADER, PROVIDER_REVISION_HEADER, REQUEST_ID_HEADER, REVISION_HEADER, Reply
 from suites.provider.support import MODEL, OTHER_MODEL, ROUTE_REFUSAL, Outcome, ProviderHop, exactly, served_by
 
@@ -77,6 +79,29 @@ def test_direct_hop_headers_are_consumed(hop: ProviderHop) -> None:
     assert isinstance(reply, Reply) and reply.status == 200, reply.describe()
     assert not _routing_headers(reply), f"x-ai-routing-* reached the backend: {_routing_headers(reply)}"
     assert reply.forwarded_headers.get(PROVIDER_REVISION_HEADER) == revision, reply.forwarded_headers
+
+
+SPEC_NO_AFFINITY = _SECTION + "\"It performs no discovery, scoring, affinity, or hot reload.\""
+
+
+@pytest.mark.conformance(id="PROV-HOP-NO-AFFINITY", profile="provider", level="core", feature="hopHeaders",
+                         spec=SPEC_NO_AFFINITY + "; " + SPEC_ROUTE,
+                         statements=["OC-FORWARD-PROVIDER-ROUTE-NO-DISCOVERY"])
+def test_session_does_not_pin_a_provider_route(hop: ProviderHop) -> None:
+    """Two hop requests carrying one session (header and cookie) but naming different candidates are each
+    served by the backend of the candidate they name, in both orders. Fails if provider_route binds a
+    session to the first backend it served, overriding the candidate the edge selected.
+
+    Only affinity is observable here: a provider gateway has no metrics or overlay input to discover,
+    score or reload from.
+    """
+    for order in ((hop.primary, hop.spoof_target), (hop.spoof_target, hop.primary)):
+        session = secrets.token_hex(8)
+        carried = {SESSION_HEADER: session, "cookie": f"{SESSION_COOKIE}={session}"}
+        for route in order:
+            hop.assert_served(hop.direct(route, headers=carried), route,
+                              f"a hop request naming {route.candidate_id} in session {session} (the session's "
+                              f"first request named {order[0].candidate_id})")
 
 
 @pytest.mark.conformance(id="PROV-HOP-HEADER-CASE", profile="provider", level="core", feature="hopHeaders",

@@ -172,6 +172,20 @@ def _strip_exact_case(ctx: RequestContext) -> None:
         ctx.headers.popall(name, None)
 
 
+@_breakage("session-pins-route", "provider_route binds a session (x-session-id) to the first candidate it served "
+           "and sends the session's later requests there, whatever candidate they name")
+def _session_pins_route() -> None:
+    bound: dict[str, str] = {}
+
+    def pin(original: OnRequest, self: Any, ctx: RequestContext) -> Reject | None:
+        session, candidate = ctx.headers.get("x-session-id"), ctx.headers.get(hop_headers.CANDIDATE)
+        if session is not None and candidate is not None:
+            ctx.headers[hop_headers.CANDIDATE] = bound.setdefault(session, candidate)
+        return original(self, ctx)
+
+    _wrap_on_request(ProviderRouteFilter, pin)
+
+
 @_breakage("hop-headers-exact-case", "provider_route removes only x-ai-routing-* headers spelled in lowercase; the "
            "same headers spelled in another letter case reach the backend")
 def _hop_headers_exact_case() -> None:

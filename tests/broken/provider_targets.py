@@ -27,6 +27,7 @@ TARGETS: dict[str, Targets] = {
     # provider_route
     "hop-headers-forwarded": must_fail("PROV-HOP-SPOOF-THROUGH-EDGE", "PROV-HOP-CONSUMED", "PROV-HOP-HEADER-CASE[*]",
                                        "PROV-HOP-SPOOF-CASE-COPY[*]", expect="x-ai-routing-* reached the backend"),
+    "session-pins-route": must_fail("PROV-HOP-NO-AFFINITY", expect="must be served by"),
     "hop-headers-exact-case": must_fail("PROV-HOP-HEADER-CASE[*]", "PROV-HOP-SPOOF-CASE-COPY[*]",
                                         expect="x-ai-routing-* reached the backend"),
     "revision-not-checked": must_fail("PROV-HOP-MALFORMED-REVISION[*]", "PROV-ROUTE-STATUS[malformed-revision]",
