@@ -568,6 +568,46 @@ def test_candidate_carries_only_the_secret_reference(scenario: Scenario) -> None
     assert "credential" not in _candidate(envelope, "p2"), _candidate(envelope, "p2")
 
 
+API_FALLBACK = (f"{ARCH}#api-provider-fallback: \"API-provider fallback uses the same overlay mechanism as "
+                "self-hosted routing\"; \"An InferenceProvider declares backendKind: api_provider.\"; \"The "
+                "operator includes the API provider as a candidate when it is available.\"")
+
+
+@pytest.mark.conformance(id="PROD-API-PROVIDER-CANDIDATE", profile="producer", level="core", feature="credentials",
+                         spec=API_FALLBACK,
+                         statements=["OC-API-SAME-MECHANISM", "OC-API-BACKEND-KIND", "OC-API-INCLUDED-WHEN-AVAILABLE"])
+def test_api_provider_is_a_candidate_while_available(scenario: Scenario) -> None:
+    """A backendKind: api_provider provider with a bearer token, beside a self-hosted one for the same model:
+    while Available both are candidates of one contract-valid envelope, the API one carrying its credential
+    reference; Unavailable, only the self-hosted one is; Available again, the API provider is back.
+
+    The order of the two is not asserted (the spec says scoring "normally" puts self-hosted first). Fails
+    if the operator refuses or ignores the backend kind, renders API providers somewhere else than the
+    overlay, or keeps an unavailable API provider as a candidate.
+    """
+    secret = scenario.name("api-creds")
+    scenario.apply(resources.secret(secret, NAMESPACE, {"token": "api-" + secrets.token_hex(8)}))
+    reference = {"name": secret, "namespace": NAMESPACE, "key": "token"}
+
+    def api_provider(phase: str) -> None:
+        scenario.provider("api", backendKind="api_provider", providerKind="open_ai",
+                          endpoint="https://api-provider.invalid", credential=reference, phase=phase)
+
+    scenario.provider("p1", phase="Available")
+    api_provider("Available")
+    scenario.network()
+    both = scenario.envelope(lambda env: sorted(_clusters(env)) == ["api", "p1"], what="candidates api and p1")
+    _contract_ok(scenario, both)
+    api = _candidate(both, "api")
+    assert api.get("kind") == "inference_model" and api.get("name") == scenario.model, api
+    assert api.get("credential") == {"strategy": "bearer_token", "secretRef": reference}, api
+    api_provider("Unavailable")
+    scenario.envelope(_has(["p1"]), what="p1 only, once the API provider is Unavailable", force=True)
+    api_provider("Available")
+    scenario.envelope(lambda env: sorted(_clusters(env)) == ["api", "p1"],
+                      what="the API provider back once it is Available again", force=True)
+
+
 def _written_texts(scenario: Scenario) -> dict[str, str]:
     """Everything the operator has written: every output (ConfigMaps, status), and its log."""
     return scenario.control.written_texts()

@@ -254,6 +254,19 @@ def _unavailable_kept() -> None:
     _patch(model, "provider_from_resource", provider_from_resource)
 
 
+@breakage("api-provider-dropped", "only self-hosted backends are rendered: a backendKind api_provider provider is "
+          "treated as Unavailable")
+def _api_provider_dropped() -> None:
+    original = model.provider_from_resource
+
+    def provider_from_resource(obj: Mapping[str, Any]) -> model.ProviderSpec:
+        spec = original(obj)
+        api = (obj.get("spec") or {}).get("backendKind") == "api_provider"
+        return dataclasses.replace(spec, phase="Unavailable") if api else spec
+
+    _patch(model, "provider_from_resource", provider_from_resource)
+
+
 @breakage("unhealthy-kept", "a provider reporting no ready pods is not excluded")
 def _unhealthy_kept() -> None:
     _patch(Observation, "hard_failure", property(lambda self: False))

@@ -36,6 +36,7 @@ TARGETS: dict[str, Targets] = {
     "missing-region-matches": must_fail("PROD-ORD-UNKNOWN-GEOGRAPHY"),
     "own-site-needs-geography": must_fail("PROD-ORD-LOCAL-SITE-BY-NAME"),
     # exclusion and access
+    "api-provider-dropped": must_fail("PROD-API-PROVIDER-CANDIDATE"),
     "unavailable-kept": must_fail("PROD-ORD-UNAVAILABLE-EXCLUDED"),
     "unhealthy-kept": must_fail("PROD-ORD-UNAVAILABLE-EXCLUDED", "PROD-ADM-INSTANT-UNHEALTHY-EXCLUDED[*]",
                                 "PROD-ADM-STAB-HARD-FAILURE[*]"),
