@@ -706,6 +706,40 @@ def test_no_weights_outside_weighted_random(scenario: Scenario, selection: str |
     assert not weighted, f"traffic_weight without static weightedRandom on {weighted}"
 
 
+WEIGHTED_NEEDS_STATIC = (f"{GUIDE}#11-common-routing-profiles: \"Weighted mode requires static placement and "
+                         "provider capacityWeight\"; {ARCH}#routing-overlay-format: \"AGN emits it from configured "
+                         "provider capacity when static weighted placement is enabled.\"")
+
+
+@pytest.mark.conformance(id="PROD-WEIGHT-WEIGHTED-NEEDS-STATIC", profile="producer", level="core", feature="weights",
+                         spec=WEIGHTED_NEEDS_STATIC, statements=["RG-PROFILES-WEIGHTED-REQUIRES-STATIC"])
+def test_weighted_random_without_static_placement_publishes_no_weights(scenario: Scenario) -> None:
+    """weightedRandom without static placement, providers with capacityWeight 50 and 30: after three forced
+    reconciles, whatever the operator published for the network (it may publish nothing, refusing the
+    combination) is contract-valid and carries no traffic_weight. The twin, the same network with static
+    placement, publishes 50 and 30.
+
+    The spec does not say how the operator answers the combination, so neither a refusal nor an overlay
+    without weights is required. Fails if the operator copies capacityWeight to traffic_weight under
+    dynamic placement, or publishes a weightedRandom list without weights, which every consumer rejects.
+    """
+    scenario.provider("p1", capacity_weight=50)
+    scenario.provider("p2", capacity_weight=30)
+    scenario.network(selection="weightedRandom", static_placement=False)
+    published = None
+    for _ in range(3):
+        published = scenario.control.reconcile(scenario.net) or published
+    if published is not None:
+        _contract_ok(scenario, published)
+        weighted = {c["cluster"]: c["traffic_weight"] for c in oracle.candidates(published) if "traffic_weight" in c}
+        assert not weighted, f"traffic_weight without static placement: {weighted}"
+    scenario.network(selection="weightedRandom", static_placement=True)
+    envelope = scenario.envelope(lambda env: {c["cluster"]: c.get("traffic_weight") for c in oracle.candidates(env)}
+                                 == {"p1": 50, "p2": 30}, what="weights 50 and 30 once placement is static",
+                                 force=True)
+    _contract_ok(scenario, envelope)
+
+
 @pytest.mark.conformance(id="PROD-WEIGHT-RANGE-ENDS", profile="producer", level="core", feature="weights",
                          spec=f"{GUIDE}#5-weighted-random-selection: \"capacityWeight accepts integers from 1 through "
                               "1000 and defaults to 1 when omitted. AGN copies it directly to the overlay's relative "

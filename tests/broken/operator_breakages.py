@@ -567,6 +567,12 @@ def _weights_always() -> None:
     _unchecked()
 
 
+@breakage("weights-from-mode", "traffic_weight is published whenever the mode is weightedRandom, static placement "
+          "or not")
+def _weights_from_mode() -> None:
+    _patch(candidates, "weighted", lambda network: network.selection_mode == "weightedRandom")
+
+
 def _weight_bound(upper: int) -> None:
     """capacityWeight accepted in 1..`upper` instead of 1..1000, by both of the operator's checks (the CRD schema
     check of the dir source and the model's own range check): one bound written off by one."""

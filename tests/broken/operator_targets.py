@@ -76,6 +76,7 @@ TARGETS: dict[str, Targets] = {
                                         "PROD-RES-INVALID-REJECTED[capacity-weight-too-large]"),
     "weight-bound-1001": must_fail("PROD-RES-INVALID-REJECTED[capacity-weight-1001]"),
     "weights-always": must_fail("PROD-WEIGHT-ABSENT-WITHOUT-STATIC[*]"),
+    "weights-from-mode": must_fail("PROD-WEIGHT-WEIGHTED-NEEDS-STATIC"),
     # scoring
     "neutral-zero": must_fail("PROD-METRICS-MISSING-NEUTRAL[*]", "PROD-METRICS-NAN-DISCARDED",
                               "PROD-METRICS-PLAINTEXT-FAILURE-NEUTRAL"),
