@@ -70,7 +70,7 @@ def test_crash_is_detected_within_the_swim_bound_and_degrades_candidates(fresh: 
                          statements=["OC-TTL-FIELD", "OC-TTL-ONLY-DEGRADED-REMOTE",
                                      "OC-TTL-LOCAL-AVAILABLE-RETAINED", "OC-GC-EVICT-AFTER-TTL-ONLY",
                                      "OC-GC-NO-HARD-EXCLUSION", "OC-STALE-RETAINED", "OC-LOCALITY-DEGRADED-STALE",
-                                     "OC-TTL-AFTER-SWIM-OVERRIDE", "OC-TTL-AT-RENDER-TIME"])
+                                     "OC-TTL-AFTER-SWIM-OVERRIDE", "OC-TTL-AT-RENDER-TIME", "OC-TTL-CRDT-NOT-DELETED"])
 def test_degraded_candidates_stay_until_the_ttl_then_go(fresh: MeshScenario) -> None:
     ttl = 3
     remote, local = _remote_live(fresh, ttl=ttl)
@@ -105,6 +105,10 @@ def test_degraded_candidates_stay_until_the_ttl_then_go(fresh: MeshScenario) -> 
     envelope = fresh.mesh.site("site-a").control.reconcile(fresh.net)
     assert [r.get("fresh") for r in oracle.from_site(envelope, local, "site-a")] == [True], \
         f"local candidates are always kept: {oracle.summary(oracle.candidates_for(envelope, local))}"
+    # The TTL removes the candidate from the rendered overlay only: site-a still stores site-c's record.
+    kept = oracle.records_of(a.mesh_status(), site="site-c", network=fresh.net, provider=f"{fresh.tag}-pc")
+    assert kept, (f"the TTL must not delete site-c's CRDT record of {fresh.tag}-pc from site-a's store; site-a's "
+                  f"mesh status lists {oracle.records_of(a.mesh_status(), site='site-c')}")
 
 
 @pytest.mark.conformance(id="MESH-LEAVE-REMOVES-AT-ONCE", profile="mesh", level="core", feature="gossip",

@@ -117,6 +117,23 @@ def _stale_never_evicted() -> None:
     patch(candidates, "remote_eligible", eligible)
 
 
+@breakage("ttl-deletes-records", "once a down site's age passes a stale TTL, its CRDT records are deleted from the "
+          "store, not only left out of the overlay")
+def _ttl_deletes_records() -> None:
+    original = runtime.MeshRuntime._ttl_crossed
+
+    def crossed(self: runtime.MeshRuntime, views: Any) -> bool:
+        changed = original(self, views)
+        down = {view.name for view in views if view.status in (swim.SUSPECT, swim.DEAD)
+                and any(view.age_secs >= ttl for ttl in self._ttls)}
+        store = self.store._records
+        for key in [key for key, record in store.items() if record.site in down]:
+            del store[key]
+        return changed
+
+    patch(runtime.MeshRuntime, "_ttl_crossed", crossed)
+
+
 @breakage("slow-failure-detection", "suspicion lasts six times what the configured timing says")
 def _slow_detection() -> None:
     patch(swim.SwimConfig, "suspicion_timeout",
