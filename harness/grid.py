@@ -464,10 +464,17 @@ class Site:
 
     def backend_requests(self, name: str) -> int:
         """How many model API requests a fake backend of this site has answered."""
+        return self._backend_stats(name)["requests"]
+
+    def backend_metrics_requests(self, name: str) -> int:
+        """How many times a fake backend of this site has been asked for its /metrics exposition."""
+        return self._backend_stats(name)["metrics_requests"]
+
+    def _backend_stats(self, name: str) -> dict[str, int]:
         resp = self._admin_http().get(f"{self.backend(name).url}/admin/stats")
         if resp.status_code != 200:
             raise AssertionError(f"{name} /admin/stats answered {resp.status_code}: {resp.text[:200]}")
-        return int(resp.json()["requests"])
+        return {key: int(value) for key, value in resp.json().items()}
 
     def remote_candidate(self, peer: ProviderGateway, route: ProviderRoute, **extra: Any) -> dict[str, Any]:
         """An overlay candidate of this site that reaches `route` through the peer's provider gateway."""

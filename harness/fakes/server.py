@@ -290,6 +290,7 @@ class FakeBackend:
         self.site = site
         self.config = config if config is not None else RuntimeConfig(metrics=default_metrics(name))
         self.requests = 0
+        self.metrics_requests = 0  # GET and HEAD /metrics: who scrapes the exporter, and how often
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_BackendCollector(self))  # type: ignore[arg-type]
 
@@ -326,6 +327,7 @@ class FakeBackend:
         if path == "/metrics":
             if method not in ("GET", "HEAD"):
                 return _text(405, "/metrics answers GET only")
+            self.metrics_requests += 1
             return await self._metrics()
         if path == "/admin" or path.startswith("/admin/"):
             return await self._admin(request)
@@ -432,14 +434,17 @@ class FakeBackend:
         if route == ("POST", "/admin/config"):
             return await self._admin_set_config(request)
         if route == ("GET", "/admin/stats"):
-            return web.json_response({"requests": self.requests})
+            return web.json_response(self._stats())
         if route == ("POST", "/admin/reset-stats"):
-            self.requests = 0
-            return web.json_response({"requests": 0})
+            self.requests = self.metrics_requests = 0
+            return web.json_response(self._stats())
         known = {"/admin/config": "GET, POST", "/admin/stats": "GET", "/admin/reset-stats": "POST"}
         if request.path in known:
             return _text(405, f"{request.path} answers {known[request.path]}")
         return _text(404, f"no admin route {request.path}")
+
+    def _stats(self) -> dict[str, int]:
+        return {"requests": self.requests, "metrics_requests": self.metrics_requests}
 
     async def _admin_set_config(self, request: web.Request) -> web.StreamResponse:
         raw = await self._read_body(request)

@@ -249,6 +249,37 @@ def test_each_gateway_keeps_its_own_round_robin_turns(gw: Gateway, site: Site, m
             raise AssertionError(f"{name}, its requests alternating with the other gateway's: {exc}") from None
 
 
+NO_REQUEST_TIME_LOOKUP = ("routing-guide, AI Grid Network Routing Guide: \"AGN, Kubernetes, Prometheus, and EPP are "
+                          "not consulted synchronously for every request.\"; 2. Deterministic selection: \"Praxis does "
+                          "not query EPP during the request.\"")
+#: Requests the no-lookup test sends; a per-request lookup scrapes at least once for each.
+LOOKUP_REQUESTS = 40
+
+
+@pytest.mark.conformance(id="CONS-SEL-NO-REQUEST-TIME-METRICS", profile="consumer", level="core",
+                         feature="deterministic",
+                         spec=NO_REQUEST_TIME_LOOKUP,
+                         statements=["RG-INTRO-NO-SYNC-CONSULT", "RG-DETERMINISTIC-NO-EPP-QUERY"])
+@pytest.mark.parametrize("mode", ["deterministic", "roundRobin"])
+def test_selection_never_scrapes_the_backends_per_request(gw: Gateway, site: Site, model: str, mode: str) -> None:
+    """Forty sequential requests on a two-candidate overlay, all served: the candidates' EPP /metrics
+    endpoints (the fake backends export them) are asked fewer than twenty times in all meanwhile.
+
+    No operator runs in this profile, so every scrape comes from the gateway. A background poll is allowed;
+    a gateway that looks up load during each request scrapes at least forty times. Fails if selection
+    queries the candidates' metrics before forwarding.
+    """
+    members = ("provider-a", "provider-b")
+    gw.publish(site.envelope([site.candidate(p, model, selection_group=0) for p in members], mode=mode), model)
+    before = {name: site.backend_metrics_requests(name) for name in site.providers}
+    served = _serve_all(gw, model, LOOKUP_REQUESTS)
+    after = {name: site.backend_metrics_requests(name) for name in site.providers}
+    grown = {name: after[name] - before[name] for name in after if after[name] != before[name]}
+    assert set(served) == ({"provider-a"} if mode == "deterministic" else set(members)), served
+    assert sum(grown.values()) < LOOKUP_REQUESTS // 2, (
+        f"{LOOKUP_REQUESTS} {mode} requests made the backends' /metrics answer {grown}: a lookup per request")
+
+
 @pytest.mark.conformance(id="CONS-SEL-RANDOM", profile="consumer", level="core", feature="random",
                          spec=GUIDE + " 4. Random: uniform among the active group",
                          statements=["RG-RANDOM-UNIFORM", "RG-RANDOM-EQUAL-PROBABILITY", "RG-NEED-RANDOM",

@@ -11,6 +11,7 @@ Patches replace module or class attributes that the gateway looks up at call tim
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import fcntl
 import hashlib
@@ -1101,6 +1102,24 @@ def _rr_grid_cursor() -> None:
         return group.members[turn % len(group.members)]
 
     _wrap_pick("roundRobin", rotate)
+
+
+@breakage("epp-queried-per-request", "before forwarding, the gateway reads the selected backend's EPP /metrics")
+def _epp_queried_per_request() -> None:
+    original = proxy.Forwarder.forward
+
+    async def forward(self: proxy.Forwarder, request: Any, ctx: RequestContext) -> Any:
+        cluster = ctx.upstream
+        endpoint, tls = cluster.next_endpoint(), getattr(cluster, "ssl", None)
+        if endpoint is not None:
+            scheme, extra = ("http", {}) if tls is None else ("https", {"ssl": tls, "server_hostname": cluster.sni})
+            with contextlib.suppress(Exception):
+                async with self._client(cluster.idle_timeout).get(f"{scheme}://{endpoint[0]}:{endpoint[1]}/metrics",
+                                                                   **extra) as got:
+                    await got.read()
+        return await original(self, request, ctx)
+
+    _patch(proxy.Forwarder, "forward", forward)
 
 
 @breakage("two-groups-searched", "the search for the first viable group looks at the first two groups only")

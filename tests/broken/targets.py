@@ -134,6 +134,7 @@ TARGETS: dict[str, Targets] = {
     "snapshot-gauge-admitted-only": _t("CONS-METRICS-SNAPSHOT-CANDIDATES", expect="the gauge says"),
     # ---- selection and reload strength
     "rr-shared-cursor": _t("CONS-SEL-ROUND-ROBIN-PER-CAPABILITY", expect="its requests interleaved with the other"),
+    "epp-queried-per-request": _t("CONS-SEL-NO-REQUEST-TIME-METRICS[*]", expect="a lookup per request"),
     "rr-grid-cursor": _t("CONS-SEL-ROUND-ROBIN-PER-GATEWAY", expect="alternating with the other gateway"),
     "two-groups-searched": _t("CONS-GROUP-FALLBACK-DEEP", expect="provider-c serves every new request"),
     "omitted-policy-round-robin": _t("CONS-SEL-GROUPS-WITHOUT-POLICY", expect="are selected deterministically"),
