@@ -36,6 +36,7 @@ class Variant:
     static: bool = False
     hop: bool = True
     reload_block: bool = True  # False: no `reload` key, so the filter's own default applies
+    inject: bool = False  # credential_inject between intelligent_route and load_balancer (a final-hop consumer)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -53,6 +54,8 @@ VARIANTS: dict[str, Variant] = {
         Variant("mcp", feature="mcpToolRouting", affinity=None, mcp=True),
         Variant("static", expected_scope=False, static=True, affinity=None),
         Variant("default-reload", reload_block=False, affinity=None),
+        # the final-hop consumer of a direct API provider: no provider hop, the token injected here
+        Variant("inject", hop=False, affinity=None, inject=True),
     )
 }
 
@@ -70,11 +73,13 @@ def render_gateway_config(
     allowlist: Sequence[str] = (),
     static_candidates: Sequence[Mapping[str, Any]] = (),
     hop_tls: Mapping[str, UpstreamTls] | None = None,
+    credentials: Sequence[CredentialSource] = (),
 ) -> str:
     """The Praxis YAML for one gateway instance.
 
     `hop_tls` gives clusters (the provider hop clusters) an upstream `tls` block: the CA that signs the
-    upstream, the gateway's client certificate and the SNI, so they are reached over mTLS.
+    upstream, the gateway's client certificate and the SNI, so they are reached over mTLS. `credentials`
+    are the credential_inject entries of a variant that injects.
     """
     hop_tls = dict(hop_tls or {})
     missing = sorted(set(hop_tls) - set(clusters))
@@ -110,6 +115,8 @@ def render_gateway_config(
         filters.append({"filter": "mcp", "on_invalid": "continue"})
     filters.append({"filter": "json_body_field", "field": "model", "header": MODEL_HEADER})
     filters.append(route)
+    if variant.inject:
+        filters.append({"filter": "credential_inject", "credentials": [c.as_entry() for c in credentials]})
     filters.append({"filter": "load_balancer", "clusters": [_cluster(name, endpoint, hop_tls.get(name))
                                                             for name, endpoint in clusters.items()]})
     config = {

@@ -339,12 +339,14 @@ class Site:
 
     def start_gateway(self, variant: str, overlay: bytes | None,
                       static_candidates: Sequence[Mapping[str, Any]] = (), *, overlay_dir: Path | None = None,
-                      scope: contract.ScopeSpec | None = None, allowlist: Sequence[str] | None = None) -> Gateway:
+                      scope: contract.ScopeSpec | None = None, allowlist: Sequence[str] | None = None,
+                      tokens: Mapping[CredentialRef, str] | None = None) -> Gateway:
         """Start a new gateway; raises GatewayStartFailed when it exits or never becomes ready.
 
         `overlay_dir` points the gateway at a directory something else delivers into (overlay-sync);
         `scope` overrides the site's own expected scope (an operator-rendered network); `allowlist`
-        replaces the `clusters` list a variant with one renders (by default the site's model clusters).
+        replaces the `clusters` list a variant with one renders (by default the site's model clusters);
+        `tokens` are the credentials an injecting variant's credential_inject reads from files.
         """
         backend = self.grid.backend
         listen, admin, workdir = backend.allocate_gateway(self.index)
@@ -352,15 +354,16 @@ class Site:
         clusters = {name: p.address for name, p in self.providers.items()}
         client, hop_tls, hop_endpoints = self._hop_mtls(f"{workdir.name}-hop-client", self.model_clusters)
         clusters.update(hop_endpoints)
+        credentials, env = self._credential_sources(workdir.name, tokens or {}, "file")
         config = render_gateway_config(
             VARIANTS[variant], listen=listen, admin=admin, overlay_file=str(overlay_dir / OVERLAY_FILE),
             scope=scope or self.scope, clusters=clusters,
             hop_clusters=self.model_clusters, management_cluster=self.management_cluster,
             allowlist=self.model_clusters if allowlist is None else allowlist,
-            static_candidates=static_candidates, hop_tls=hop_tls,
+            static_candidates=static_candidates, hop_tls=hop_tls, credentials=credentials,
         )
         proc = backend.start_gateway(f"gateway-{self.spec.name}-{variant}", listen, admin, workdir, config,
-                                     overlay_dir)
+                                     overlay_dir, env=env)
         gateway = Gateway(self, variant, proc)
         gateway.hop_client = client
         gateway.last_overlay = overlay
@@ -519,7 +522,7 @@ class Site:
 
     def _credential_sources(self, tag: str, tokens: Mapping[CredentialRef, str],
                             source: str) -> tuple[list[CredentialSource], dict[str, str]]:
-        """How the provider gateway gets each token; files are 0600, owned by the user gateways run as."""
+        """How a gateway's credential_inject gets each token; files are 0600, owned by the user gateways run as."""
         owner = gateway_user(self.grid.backend)
         sources: list[CredentialSource] = []
         env: dict[str, str] = {}

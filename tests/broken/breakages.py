@@ -30,6 +30,8 @@ from reference.gateway import config as gateway_config
 from reference.gateway.affinity import SessionTable
 from reference.gateway.context import Reject, RequestContext
 from reference.gateway.filters import intelligent_route, intelligent_route_config
+from reference.gateway.filters.credential_inject import NS as CREDENTIAL_NS
+from reference.gateway.filters.credential_inject import CredentialInjectFilter
 from reference.gateway.filters.intelligent_route import IntelligentRouteFilter
 from reference.gateway.filters.mcp import METHOD_KEY, McpFilter
 from reference.gateway.metrics import GatewayMetrics
@@ -1120,6 +1122,43 @@ def _epp_queried_per_request() -> None:
         return await original(self, request, ctx)
 
     _patch(proxy.Forwarder, "forward", forward)
+
+
+def _wrap_inject(wrapper: Callable[[Callable[[Any, RequestContext], Reject | None], Any, RequestContext],
+                                   Reject | None]) -> None:
+    original = CredentialInjectFilter.on_request
+
+    def on_request(self: Any, ctx: RequestContext) -> Reject | None:
+        return wrapper(original, self, ctx)
+
+    _patch(CredentialInjectFilter, "on_request", on_request)
+
+
+@breakage("inject-first-reference", "credential_inject keeps the token it injected first and injects it for every "
+          "request that carries a credential reference")
+def _inject_first_reference() -> None:
+    first: list[str] = []
+
+    def inject(original: Callable[[Any, RequestContext], Reject | None], self: Any,
+               ctx: RequestContext) -> Reject | None:
+        outcome = original(self, ctx)
+        if outcome is None and "Authorization" in ctx.headers and ctx.metadata.get(CREDENTIAL_NS + "name"):
+            if not first:
+                first.append(ctx.headers["Authorization"])
+            ctx.headers["Authorization"] = first[0]
+        return outcome
+
+    _wrap_inject(inject)
+
+
+@breakage("inject-provider-route-only", "credential_inject injects only behind provider_route, so a final-hop "
+          "consumer forwards an API provider's request without its token")
+def _inject_provider_route_only() -> None:
+    def inject(original: Callable[[Any, RequestContext], Reject | None], self: Any,
+               ctx: RequestContext) -> Reject | None:
+        return original(self, ctx) if "provider_route.candidate_id" in ctx.metadata else None
+
+    _wrap_inject(inject)
 
 
 @breakage("two-groups-searched", "the search for the first viable group looks at the first two groups only")
