@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -146,6 +147,29 @@ def test_successive_revisions_each_serve(gw: Gateway, site: Site, model: str) ->
         doc = site.envelope([site.candidate(provider, model), site.candidate("provider-d", model)])
         gw.publish(doc, model)
         assert gw.request(model).backend == provider
+
+
+SWAPS_LOCAL_SITE = ("intelligent-route-filter, Scope: \"overlay hot reload swaps the candidate list and local_site "
+                    "only.\"")
+
+
+@pytest.mark.conformance(id="CONS-RELOAD-LOCAL-SITE", profile="consumer", level="core", feature="hotReload",
+                         spec=SWAPS_LOCAL_SITE, statements=["IR-SCOPE-RELOAD-SWAPS-CANDIDATES-ONLY"])
+def test_reload_may_change_the_local_site(site: Site, fresh_gateway: Any, model: str) -> None:
+    """A gateway that pins no overlay scope reloads an envelope with the same candidates but another
+    local_site (in scope and overlay): its revision serves. A reload just before it, adding a candidate
+    under the old local_site, shows that this gateway reloads at all. Fails if the local site is fixed
+    when the filter is built and a reload that moves it is rejected or ignored."""
+    gateway = fresh_gateway("legacy", contract.encode(site.envelope([site.candidate("provider-a", model)])))
+    gateway.publish(site.envelope([site.candidate("provider-a", model), site.candidate("provider-b", model)]), model,
+                    timeout=RELOAD_DEADLINE_S * 2)
+    moved_scope = dataclasses.replace(site.scope, local_site="site-z")
+    moved = contract.envelope([site.candidate("provider-a", model)], moved_scope,
+                              generation=site.grid.next_generation())
+    assert moved["overlay"]["local_site"] == moved["scope"]["local_site"] == "site-z"
+    gateway.publish(moved, model, timeout=RELOAD_DEADLINE_S * 2)
+    reply = gateway.request(model)
+    assert reply.status == 200 and reply.backend == "provider-a", reply.describe()
 
 
 @pytest.mark.conformance(id="CONS-RELOAD-IN-FLIGHT", profile="consumer", level="core", feature="hotReload",

@@ -1161,6 +1161,18 @@ def _inject_provider_route_only() -> None:
     _wrap_inject(inject)
 
 
+@breakage("local-site-fixed", "the local site is fixed when the filter is built: a reload that moves it is ignored")
+def _local_site_fixed() -> None:
+    original = SnapshotStore.replace
+
+    def replace(self: SnapshotStore, candidate: Snapshot) -> ReplaceResult:
+        if candidate.local_site != self.current.local_site:
+            return ReplaceResult("unchanged", self.current.revision, self.current.revision)
+        return original(self, candidate)
+
+    _patch(SnapshotStore, "replace", replace)
+
+
 @breakage("two-groups-searched", "the search for the first viable group looks at the first two groups only")
 def _two_groups_searched() -> None:
     original = snapshot._first_viable_group

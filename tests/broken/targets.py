@@ -137,6 +137,7 @@ TARGETS: dict[str, Targets] = {
     "epp-queried-per-request": _t("CONS-SEL-NO-REQUEST-TIME-METRICS[*]", expect="a lookup per request"),
     "inject-first-reference": _t("CONS-CRED-INJECT-SELECTED", expect="must receive its own candidate's token"),
     "inject-provider-route-only": _t("CONS-CRED-INJECT-SELECTED", "CONS-CRED-API-FALLBACK", expect="token"),
+    "local-site-fixed": _t("CONS-RELOAD-LOCAL-SITE"),
     "rr-grid-cursor": _t("CONS-SEL-ROUND-ROBIN-PER-GATEWAY", expect="alternating with the other gateway"),
     "two-groups-searched": _t("CONS-GROUP-FALLBACK-DEEP", expect="provider-c serves every new request"),
     "omitted-policy-round-robin": _t("CONS-SEL-GROUPS-WITHOUT-POLICY", expect="are selected deterministically"),
