@@ -178,6 +178,42 @@ def test_score_first_moves_a_better_remote_ahead(scenario: Scenario) -> None:
     _assert_groups_valid(env)
 
 
+NO_METRICS_POLICY = ("provider-scoring, No metrics (default): \"\u201cNo metrics\u201d does not mean \u201cno "
+                     "policy\u201d: health, admission, freshness, model compatibility, geography, selection tiers, "
+                     "session affinity, and Praxis selection policy continue to apply.\"")
+
+
+@pytest.mark.conformance(id="PROD-ORD-NO-METRICS-POLICY", profile="producer", level="core", feature="ordering",
+                         spec=NO_METRICS_POLICY, statements=["PS-NOMETRICS-POLICY-STILL-APPLIES"])
+def test_no_metrics_still_applies_health_freshness_geography_and_selection(scenario: Scenario) -> None:
+    """No scoringPolicy (noMetrics), roundRobin selection: a fresh local provider a1, a Degraded local a2, a
+    fresh cross-region d1, a local a3 reporting no ready pods and a local x1 serving another model only.
+
+    The overlay for the model lists a1, a2, d1 in that order, each its own group (locality, then
+    freshness), a2 with fresh: false, all new_and_existing; a3 (health) and x1 (model compatibility) are
+    absent, and the selection policy is roundRobin. Fails if noMetrics switches off any of these: a
+    stale provider published fresh, locality ignored, an unhealthy or incompatible provider listed, or
+    the selection mode dropped.
+    """
+    _geography(scenario, {"d": ("r2", "z1")})
+    _metered(scenario, "a1", 2)
+    _metered(scenario, "a2", 2, phase="Degraded")
+    _metered(scenario, "a3", 2, healthy=0)
+    _metered(scenario, "d1", 2, site="d")
+    _metered(scenario, "x1", 2, models=(scenario.model + "-other",))
+    scenario.network(selection="roundRobin")
+    env = _render(scenario, ["a1", "a2", "d1", "x1"])
+    ordered = oracle.names(env, scenario.model)
+    assert ordered == ["a1", "a2", "d1"], f"locality, then freshness, without a3: {ordered}"
+    assert oracle.groups(env, scenario.model) == [["a1"], ["a2"], ["d1"]]
+    rows = {c: r for c, r in oracle.by_cluster(env).items() if r.get("name") == scenario.model}
+    assert {c: (r.get("fresh"), r.get("admission_state")) for c, r in rows.items()} == {
+        "a1": (True, "new_and_existing"), "a2": (False, "new_and_existing"), "d1": (True, "new_and_existing")}, rows
+    assert oracle.names(env, scenario.model + "-other") == ["x1"], "x1 is a candidate of its own model only"
+    assert env["overlay"].get("selection_policy") == {"mode": "roundRobin"}, env["overlay"].get("selection_policy")
+    _assert_groups_valid(env)
+
+
 @pytest.mark.conformance(id="PROD-ORD-TIE-BREAK", profile="producer", level="core", feature="ordering",
                          spec=ORDERING,
                          statements=["PS-STALE-NOMETRICS-NO-ENDPOINT", "OC-ORDERING-GEOGRAPHY-FIRST-KEYS",

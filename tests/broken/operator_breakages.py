@@ -267,6 +267,20 @@ def _api_provider_dropped() -> None:
     _patch(model, "provider_from_resource", provider_from_resource)
 
 
+@breakage("no-metrics-all-fresh", "with the noMetrics strategy nothing counts as stale: Degraded providers are "
+          "published fresh")
+def _no_metrics_all_fresh() -> None:
+    original = candidates.local_entries
+
+    def local_entries(network: GridNetworkSpec, *args: Any) -> list[Entry]:
+        entries = original(network, *args)
+        if network.scoring_strategy == "noMetrics":
+            entries = [dataclasses.replace(entry, fresh=True) for entry in entries]
+        return entries
+
+    _patch(candidates, "local_entries", local_entries)
+
+
 @breakage("unhealthy-kept", "a provider reporting no ready pods is not excluded")
 def _unhealthy_kept() -> None:
     _patch(Observation, "hard_failure", property(lambda self: False))

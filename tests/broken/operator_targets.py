@@ -37,6 +37,7 @@ TARGETS: dict[str, Targets] = {
     "own-site-needs-geography": must_fail("PROD-ORD-LOCAL-SITE-BY-NAME"),
     # exclusion and access
     "api-provider-dropped": must_fail("PROD-API-PROVIDER-CANDIDATE"),
+    "no-metrics-all-fresh": must_fail("PROD-ORD-NO-METRICS-POLICY"),
     "unavailable-kept": must_fail("PROD-ORD-UNAVAILABLE-EXCLUDED"),
     "unhealthy-kept": must_fail("PROD-ORD-UNAVAILABLE-EXCLUDED", "PROD-ADM-INSTANT-UNHEALTHY-EXCLUDED[*]",
                                 "PROD-ADM-STAB-HARD-FAILURE[*]"),
