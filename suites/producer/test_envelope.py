@@ -20,7 +20,7 @@ import yaml
 from harness import producer_oracle as oracle
 from harness import resources
 from harness.contract import SCHEMA_VERSION, ScopeSpec
-from harness.control import ENVELOPE_KEY, LEGACY_KEY
+from harness.control import ENVELOPE_KEY, FORCE_REFRESH, LEGACY_KEY
 from harness.producer_support import Scenario
 from harness.waiting import poll_until
 
@@ -541,6 +541,62 @@ def test_invalid_provider_is_rejected_and_the_rest_keep_working(scenario: Scenar
         _contract_ok(scenario, fixed)
     finally:
         scenario.control.delete_file(path)
+
+
+MALFORMED_INTERVAL = (f"{ARCH}#what-causes-a-reconcile: \"The controller also fails reconciliation if malformed data "
+                      "reaches it outside the Kubernetes admission path.\"; what happens during re-ranking: \"If "
+                      "rendering or applying a new overlay fails, AGN retains the previously distributed revision "
+                      "rather than publishing a partial routing state.\"")
+
+
+@pytest.mark.conformance(id="PROD-RECONCILE-MALFORMED-INTERVAL", profile="producer", level="core",
+                         feature="resources", spec=MALFORMED_INTERVAL,
+                         statements=["OC-RECONCILE-INTERVAL-CONTROLLER-FAILS",
+                                     "OC-RERANKING-FAILURE-RETAINS-DISTRIBUTED"])
+@pytest.mark.parametrize("interval", ["0s", "500ms"])
+def test_malformed_refresh_interval_fails_and_keeps_the_distributed_revision(
+        scenario: Scenario, request: pytest.FixtureRequest, interval: str) -> None:
+    """Revision A (deterministic) is distributed; then the GridNetwork arrives, written past the schema,
+    with metricsRefreshInterval below one second and a routing change (roundRobin). Once the operator has
+    said why it fails (its log names the network and metricsRefreshInterval, or its status the field), the
+    ConfigMap still holds A byte for byte and the status still names A distributed. The twin, the same
+    change with 1s, is published.
+
+    Fails if the controller falls back to a default interval (or reconciles continuously) and publishes
+    the change, or publishes anything other than A meanwhile.
+    """
+    if request.config.getoption("--grid-backend") != "local":
+        pytest.skip("only the local backend delivers a resource outside the Kubernetes admission path")
+    scenario.provider("p1")
+    scenario.provider("p2")
+    scenario.network(selection="deterministic")
+    first = scenario.settled(scenario.envelope(_has(["p1", "p2"]), what="revision A"))
+    path = scenario.control.configmap_path(scenario.net)
+    served = path.read_bytes()
+    local = scenario.local
+    malformed = resources.grid_network(scenario.net, [resources.gateway_ref(local)], selection="roundRobin",
+                                       refresh=interval)
+
+    def write_malformed() -> tuple[bool, bool]:
+        """(the operator said why it failed, in its log or the status; the ConfigMap changed)"""
+        malformed["metadata"].setdefault("annotations", {})[FORCE_REFRESH] = secrets.token_hex(8)
+        scenario.control.apply_raw(f"gridnetwork-{scenario.net}.yaml", yaml.safe_dump(malformed, sort_keys=False))
+        said = (_rejection_line(scenario.control.log_text(), scenario.net, "metricsRefreshInterval") is not None
+                or "metricsRefreshInterval" in json.dumps(scenario.control.status(scenario.net)))
+        return said, path.read_bytes() != served
+
+    poll_until(write_malformed, any, timeout=10.0, interval=0.3, max_interval=1.0,
+               what=f"the operator to name metricsRefreshInterval {interval!r} (log line with {scenario.net}, or "
+                    "its status) or to rewrite the ConfigMap")
+    scenario.control.check_running()
+    assert path.read_bytes() == served, (
+        f"the ConfigMap changed although metricsRefreshInterval {interval!r} must fail the reconciliation")
+    entry = scenario.control.status_entry(scenario.net)
+    assert entry.get("distributedRevision") == _revision(first), f"the distributed revision must stay A: {entry}"
+    scenario.network(selection="roundRobin", refresh="1s")
+    fixed = scenario.envelope(lambda env: env["overlay"].get("selection_policy") == {"mode": "roundRobin"},
+                              what="the same change with metricsRefreshInterval 1s", force=True)
+    _contract_ok(scenario, fixed)
 
 
 # ---------------------------------------------------------------------------------------- credentials

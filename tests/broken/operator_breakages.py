@@ -1014,6 +1014,24 @@ def _interval_whole_seconds_only() -> None:
     _patch(triggers, "parse_interval", parse_interval)
 
 
+@breakage("malformed-interval-defaulted", "a metricsRefreshInterval the schema refuses is replaced by the 300 s "
+          "default instead of failing the network's reconciliation")
+def _malformed_interval_defaulted() -> None:
+    original_errors, original_parse = sources.schema_errors, triggers.parse_interval
+
+    def schema_errors(obj: Any, kinds: Any) -> list[str]:
+        return [e for e in original_errors(obj, kinds) if "metricsRefreshInterval" not in e]
+
+    def parse_interval(text: str) -> float:
+        try:
+            return original_parse(text)
+        except ValueError:
+            return triggers.DEFAULT_INTERVAL
+
+    _patch(sources, "schema_errors", schema_errors)
+    _patch(triggers, "parse_interval", parse_interval)
+
+
 @breakage("recovery-kept-on-relapse", "a pressured sample in stabilized recovery does not reset the low-sample count")
 def _recovery_kept_on_relapse() -> None:
     original = AdmissionMemory._step

@@ -38,6 +38,8 @@ TARGETS: dict[str, Targets] = {
     # exclusion and access
     "api-provider-dropped": must_fail("PROD-API-PROVIDER-CANDIDATE"),
     "no-metrics-all-fresh": must_fail("PROD-ORD-NO-METRICS-POLICY"),
+    "malformed-interval-defaulted": must_fail("PROD-RECONCILE-MALFORMED-INTERVAL[*]",
+                                              expect="must fail the reconciliation"),
     "unavailable-kept": must_fail("PROD-ORD-UNAVAILABLE-EXCLUDED"),
     "unhealthy-kept": must_fail("PROD-ORD-UNAVAILABLE-EXCLUDED", "PROD-ADM-INSTANT-UNHEALTHY-EXCLUDED[*]",
                                 "PROD-ADM-STAB-HARD-FAILURE[*]"),
