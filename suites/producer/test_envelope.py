@@ -10,6 +10,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -597,6 +598,43 @@ def test_malformed_refresh_interval_fails_and_keeps_the_distributed_revision(
     fixed = scenario.envelope(lambda env: env["overlay"].get("selection_policy") == {"mode": "roundRobin"},
                               what="the same change with metricsRefreshInterval 1s", force=True)
     _contract_ok(scenario, fixed)
+
+
+APPLY_FAILURE = (f"{ARCH}#revision-lifecycle: \"If AGN renders revision B but cannot apply it, status can report "
+                 "rendered B while retaining distributed A and its resourceVersion.\"")
+
+
+@pytest.mark.conformance(id="PROD-STATUS-APPLY-FAILURE", profile="producer", level="core", feature="status",
+                         spec=APPLY_FAILURE, statements=["OC-LIFECYCLE-APPLY-FAILURE-RETAINS"])
+def test_failed_apply_keeps_the_distributed_revision(scenario: Scenario, request: pytest.FixtureRequest) -> None:
+    """Revision A is distributed; a non-empty directory then stands where the ConfigMap is written, and a
+    second provider makes revision B. After two forced reconciles the status still names A distributed
+    (rendered may be A or B). The twin: with the obstacle gone, B is distributed and the ConfigMap holds it.
+    Fails if the status reports a revision distributed before (or whether or not) it was applied.
+    """
+    if request.config.getoption("--grid-backend") != "local":
+        pytest.skip("the obstacle is a directory in the local backend's output directory")
+    scenario.provider("p1")
+    scenario.network()
+    first = scenario.settled(scenario.envelope(_has(["p1"]), what="revision A"))
+    path = scenario.control.configmap_path(scenario.net)
+    path.unlink()
+    path.mkdir()
+    (path / "obstacle").write_text("the ConfigMap cannot be written here\n")
+    try:
+        scenario.provider("p2")
+        for _ in range(2):
+            scenario.control.reconcile(scenario.net)
+            entry = scenario.control.status_entry(scenario.net)
+            assert entry.get("distributedRevision") == _revision(first), (
+                f"the ConfigMap could not be written, so A must stay the distributed revision: {entry}")
+        assert entry.get("renderedRevision") is not None, entry
+    finally:
+        shutil.rmtree(path)
+    fixed = scenario.envelope(_has(["p1", "p2"]), what="revision B once the ConfigMap can be written", force=True)
+    revision = _revision(fixed)
+    scenario.control.wait_status(scenario.net, lambda e: e.get("distributedRevision") == revision,
+                                 what=f"distributed revision {revision[:12]}")
 
 
 # ---------------------------------------------------------------------------------------- credentials

@@ -488,6 +488,16 @@ def _status_not_distributed() -> None:
     _wrap_status(fix)
 
 
+@breakage("distributed-when-rendered", "status names the rendered revision distributed even when writing the "
+          "ConfigMap failed")
+def _distributed_when_rendered() -> None:
+    def fix(entry: dict[str, Any]) -> None:
+        if entry.get("reason") == "WriteFailed":
+            entry.update(distributedRevision=entry.get("renderedRevision"), phase="Distributed", reason="Distributed")
+
+    _wrap_status(fix)
+
+
 @breakage("candidate-count-providers", "status.candidateCount counts providers (site, cluster), not candidates")
 def _candidate_count_providers() -> None:
     original = cli.render

@@ -40,6 +40,7 @@ TARGETS: dict[str, Targets] = {
     "no-metrics-all-fresh": must_fail("PROD-ORD-NO-METRICS-POLICY"),
     "malformed-interval-defaulted": must_fail("PROD-RECONCILE-MALFORMED-INTERVAL[*]",
                                               expect="must fail the reconciliation"),
+    "distributed-when-rendered": must_fail("PROD-STATUS-APPLY-FAILURE", expect="must stay the distributed"),
     "unavailable-kept": must_fail("PROD-ORD-UNAVAILABLE-EXCLUDED"),
     "unhealthy-kept": must_fail("PROD-ORD-UNAVAILABLE-EXCLUDED", "PROD-ADM-INSTANT-UNHEALTHY-EXCLUDED[*]",
                                 "PROD-ADM-STAB-HARD-FAILURE[*]"),
