@@ -145,6 +145,10 @@ class ControlPlane:
     def configmap(self, network: str, gateway: str = DEFAULT_GATEWAY) -> dict[str, Any] | None:
         return _read_yaml(self.configmap_path(network, gateway))
 
+    def configmap_named(self, name: str, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any] | None:
+        """Another ConfigMap the operator writes under its own name (a generated consumer config)."""
+        return _read_yaml(self.out / f"{name}.configmap.yaml")
+
     def envelope(self, network: str, gateway: str = DEFAULT_GATEWAY) -> dict[str, Any] | None:
         """The envelope in the ConfigMap's `routing-overlay.json`, or None when absent or unreadable."""
         configmap = self.configmap(network, gateway)

@@ -70,6 +70,11 @@ FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "localityTierNames": (
         "selection_tier values same_site, same_zone, same_region, cross_region and unknown (the public grid "
         "operator); the spec names only the unknown tier and gives the tiers' order, not their field values"),
+    "generatedConsumerConfig": (
+        "the consumer Praxis config the operator generates beside the overlay when a gateway reference enables "
+        "consumerConfig: a ConfigMap of that name with a praxis.yaml key, cluster endpoints from "
+        "consumerConfig.clusterEndpoints (the public grid operator, crates/operator/src/resources/consumer_config.rs); "
+        "the spec says the operator generates it and what it holds, not where"),
     "siteNameLocality": (
         "a provider of the consumer's own site is same_site by its site name even without GridSite geography (the "
         "public grid operator); the spec's text says only that without geography all candidates are unknown tier"),

@@ -262,6 +262,10 @@ class KubeControlPlane(ControlPlane):
             self._snapshots[path] = version
         return path
 
+    def configmap_named(self, name: str, namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any] | None:
+        """Another ConfigMap the operator writes under its own name (a generated consumer config)."""
+        return self._get("configmap", name, namespace)
+
     def configmap(self, network: str, gateway: str = DEFAULT_GATEWAY) -> dict[str, Any] | None:
         path = self.configmap_path(network, gateway)
         try:

@@ -46,10 +46,14 @@ class Scenario:
         self.control.apply(*objects)
 
     def network(self, *, local: str | None = None, gateways: tuple[str, ...] = (resources.DEFAULT_GATEWAY,),
-                **policy: Any) -> dict[str, Any]:
-        """Apply the test's GridNetwork; `policy` takes the keywords of `resources.grid_network`."""
+                consumer_config: Mapping[str, Any] | None = None, **policy: Any) -> dict[str, Any]:
+        """Apply the test's GridNetwork; `policy` takes the keywords of `resources.grid_network`, and
+        `consumer_config` becomes every gateway reference's `consumerConfig`."""
         local_site = local or self.local
-        refs = [resources.gateway_ref(local_site, name=gateway) for gateway in gateways]
+        refs: list[dict[str, Any]] = [resources.gateway_ref(local_site, name=gateway) for gateway in gateways]
+        if consumer_config is not None:
+            for ref in refs:
+                ref["consumerConfig"] = dict(consumer_config)
         obj = resources.grid_network(self.net, refs, **policy)
         self.apply(obj)
         return obj

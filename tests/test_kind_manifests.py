@@ -39,8 +39,10 @@ NAMESPACE = "agn-system"
 OVERLAY_DIR = "/var/run/agn/overlay"
 CONTRACT_SCRIPTS = {"agn-operator", "agn-overlay-sync", "agn-gateway", "agn-fake-backend"}
 GRID_RESOURCES = {"gridnetworks", "inferenceproviders", "gridsites", "agenttoolproviders"}
-#: The only deletion any role may do: the operator removing the GridSites of sites that left the mesh.
-ALLOWED_DELETES = {("ClusterRole", "agn-operator", "grid.praxis.fast", "gridsites")}
+#: The only deletions any role may do: the operator removing the GridSites of sites that left the mesh, and
+#: (in its own namespace) a generated consumer config once no inference candidate is left.
+ALLOWED_DELETES = {("ClusterRole", "agn-operator", "grid.praxis.fast", "gridsites"),
+                   ("Role", "agn-operator", "", "configmaps")}
 MESH_PORT = 7946
 MESH_NODE_PORT = 30946
 EXPECTED_OBJECTS = {
@@ -300,7 +302,7 @@ def test_operator_writes_configmaps_only_in_its_namespace() -> None:
     objects = _base_objects()
     role = _find(objects, "Role", "agn-operator")
     assert role["metadata"]["namespace"] == NAMESPACE
-    writes = ("get", "list", "watch", "create", "patch", "update")
+    writes = ("get", "list", "watch", "create", "patch", "update", "delete")  # delete: stale consumer configs
     assert _grants(role["rules"]) == {("", "configmaps", v) for v in writes}
     cluster = _grants(_rules(objects, "ClusterRole", "agn-operator"))
     assert not [g for g in cluster if g[1] == "configmaps"]

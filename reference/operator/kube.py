@@ -37,6 +37,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from reference.operator import sinks
+from reference.operator.core.consumer_config import ConsumerConfigOutput
 from reference.operator.core.model import GridNetworkSpec, ResourceError, Resources
 from reference.operator.core.render import Rendered
 from reference.operator.mesh.sites import LABEL_NETWORK, label_value
@@ -488,6 +489,25 @@ class KubeSink(sinks.OverlaySink, sinks.MeshOutputs):
         except (ApiException, urllib3.exceptions.HTTPError) as exc:
             raise OSError(f"applying ConfigMap {namespace}/{name}: {api_error(exc)}") from exc
         return True
+
+    def write_consumer_config(self, output: ConsumerConfigOutput) -> None:
+        """Apply a generated consumer config, or delete the one of that name when none may exist."""
+        name, namespace = output.name, output.namespace
+        try:
+            if output.configmap is None:
+                if self.read_configmap(name, namespace) is not None:
+                    self.core.delete_namespaced_config_map(name, namespace, _request_timeout=REQUEST_SECONDS)
+                return
+            stored = self.read_configmap(name, namespace)
+            if stored is not None and stored.get("data") == output.configmap["data"]:
+                return
+            self.core.patch_namespaced_config_map(name, namespace, output.configmap, **self._apply_options())
+        except ApiException as exc:
+            if output.configmap is None and exc.status == 404:
+                return
+            raise OSError(f"writing consumer config {namespace}/{name}: {api_error(exc)}") from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise OSError(f"writing consumer config {namespace}/{name}: {api_error(exc)}") from exc
 
     def _network_call(self, verb: str, name: str, suffix: str = "_status") -> Callable[..., Any]:
         """A client call on one GridNetwork (`suffix` "_status": its status subresource)."""

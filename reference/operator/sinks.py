@@ -24,6 +24,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import copy
+import logging
 import os
 import shutil
 import tempfile
@@ -36,9 +37,12 @@ from typing import Any
 import yaml
 
 from reference.operator.core.configmap import configmap_name, needs_write
+from reference.operator.core.consumer_config import ConsumerConfigOutput
 from reference.operator.core.model import GridNetworkSpec
 from reference.operator.core.render import Rendered
 from reference.operator.mesh.sites import API_VERSION, LABEL_DISCOVERED, LABEL_NETWORK
+
+log = logging.getLogger("agn.operator.sinks")
 
 DATA_LINK = "..data"
 STATUS_SUFFIX = ".status.yaml"
@@ -127,6 +131,22 @@ class OverlaySink(abc.ABC):
     def write_status(self, network: GridNetworkSpec, status: dict[str, Any]) -> None:
         raise NotImplementedError
 
+    @abc.abstractmethod
+    def write_consumer_config(self, output: ConsumerConfigOutput) -> None:
+        """Store a generated consumer config, or remove the one stored under its name (configmap None);
+        OSError on failure."""
+        raise NotImplementedError
+
+    def _consumer_config(self, network: str, output: ConsumerConfigOutput) -> None:
+        """A consumer config follows the overlay it was generated from; its failures never fail the overlay."""
+        if output.problem is not None:
+            log.error("consumer config %s of %s not generated: %s", output.name, network, output.problem)
+            return
+        try:
+            self.write_consumer_config(output)
+        except OSError as exc:
+            log.error("consumer config %s of %s not written: %s", output.name, network, exc)
+
     def publish(
         self,
         networks: Iterable[GridNetworkSpec],
@@ -196,6 +216,8 @@ class OverlaySink(abc.ABC):
             reason="Distributed",
             message="overlay distributed" if changed else "overlay unchanged",
         )
+        if result.consumer_config is not None:
+            self._consumer_config(network, result.consumer_config)
         return entry
 
 
@@ -322,6 +344,18 @@ class DirSink(OverlaySink, MeshOutputs):
     def previous_entries(self, network: str) -> dict[tuple[Any, Any], dict[str, Any]]:
         status = self.read_status(network).get("status")
         return entries_by_gateway(status if isinstance(status, Mapping) else None)
+
+    def write_consumer_config(self, output: ConsumerConfigOutput) -> None:
+        path = self.configmap_path(output.name)
+        if output.configmap is None:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            return
+        text = yaml.safe_dump(output.configmap, sort_keys=True)
+        with contextlib.suppress(OSError):
+            if path.read_text(encoding="utf-8") == text:
+                return
+        _atomic_write(path, text)
 
     def write_status(self, network: GridNetworkSpec, status: dict[str, Any]) -> None:
         doc = {

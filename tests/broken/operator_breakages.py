@@ -30,7 +30,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from reference.operator import cli, scrape, sinks, sources, triggers
-from reference.operator.core import admission, candidates, configmap, model, ordering, scoring
+from reference.operator.core import admission, candidates, configmap, consumer_config, model, ordering, scoring
 from reference.operator.core.admission import (
     EXISTING_ONLY,
     FRESH,
@@ -279,6 +279,25 @@ def _no_metrics_all_fresh() -> None:
         return entries
 
     _patch(candidates, "local_entries", local_entries)
+
+
+@breakage("consumer-config-verbatim", "the generated consumer config copies overlay candidates verbatim, "
+          "overlay-only fields included")
+def _consumer_config_verbatim() -> None:
+    _patch(consumer_config, "_static_candidate", lambda candidate, local_site: dict(candidate))
+
+
+@breakage("consumer-config-kept", "a generated consumer config stays in place once no inference candidate is left")
+def _consumer_config_kept() -> None:
+    original = render.render_consumer_config
+
+    def keep(*args: Any, **kwargs: Any) -> consumer_config.ConsumerConfigOutput:
+        output = original(*args, **kwargs)
+        if output.configmap is None and output.problem is None:
+            return dataclasses.replace(output, problem="no inference candidates; the last config stays")
+        return output
+
+    _patch(render, "render_consumer_config", keep)
 
 
 @breakage("unhealthy-kept", "a provider reporting no ready pods is not excluded")

@@ -41,6 +41,8 @@ TARGETS: dict[str, Targets] = {
     "malformed-interval-defaulted": must_fail("PROD-RECONCILE-MALFORMED-INTERVAL[*]",
                                               expect="must fail the reconciliation"),
     "distributed-when-rendered": must_fail("PROD-STATUS-APPLY-FAILURE", expect="must stay the distributed"),
+    "consumer-config-verbatim": must_fail("PROD-CONSUMER-CONFIG-GENERATED", expect="keep overlay-only fields"),
+    "consumer-config-kept": must_fail("PROD-CONSUMER-CONFIG-INFERENCE-ONLY", expect="to be removed"),
     "unavailable-kept": must_fail("PROD-ORD-UNAVAILABLE-EXCLUDED"),
     "unhealthy-kept": must_fail("PROD-ORD-UNAVAILABLE-EXCLUDED", "PROD-ADM-INSTANT-UNHEALTHY-EXCLUDED[*]",
                                 "PROD-ADM-STAB-HARD-FAILURE[*]"),

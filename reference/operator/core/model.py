@@ -57,10 +57,32 @@ class SystemClock:
 
 
 @dataclass(frozen=True)
+class ClusterEndpoint:
+    """Where a generated consumer config reaches one candidate cluster (`host:port`, plaintext or TLS)."""
+
+    cluster: str
+    address: str
+    mode: str = "plaintext"
+    sni: str | None = None
+
+
+@dataclass(frozen=True)
+class ConsumerConfigSpec:
+    """`gatewayRefs[].consumerConfig` when enabled: the consumer Praxis config the operator generates."""
+
+    config_map_name: str = "praxis-consumer-config"
+    listener_port: int = 8080
+    credential_mount_base: str = "/run/secrets/grid-credentials"
+    tls_cert_mount_path: str = "/etc/praxis/tls"
+    cluster_endpoints: tuple[ClusterEndpoint, ...] = ()
+
+
+@dataclass(frozen=True)
 class GatewayRef:
     name: str
     namespace: str
     local_site: str
+    consumer_config: ConsumerConfigSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -236,6 +258,30 @@ def _labels(obj: Mapping[str, Any], path: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in raw.items()}
 
 
+def _consumer_config(ref: Mapping[str, Any], where: str) -> ConsumerConfigSpec | None:
+    """The enabled consumer config of one gateway reference (None when absent or disabled)."""
+    if not _get(ref, "consumerConfig.enabled", bool, False):
+        return None
+    defaults = ConsumerConfigSpec()
+    endpoints = []
+    for index, raw in enumerate(_get(ref, "consumerConfig.clusterEndpoints", list, [])):
+        if not isinstance(raw, Mapping):
+            raise ResourceError(f"{where}.clusterEndpoints[{index}]: expected an object")
+        endpoints.append(ClusterEndpoint(
+            cluster=_required(raw, "cluster"),
+            address=_required(raw, "address"),
+            mode=_get(raw, "transport.mode", str, "plaintext"),
+            sni=_get(raw, "transport.sni", str),
+        ))
+    return ConsumerConfigSpec(
+        config_map_name=_get(ref, "consumerConfig.configMapName", str, defaults.config_map_name),
+        listener_port=_get(ref, "consumerConfig.listenerPort", int, defaults.listener_port),
+        credential_mount_base=_get(ref, "consumerConfig.credentialMountBase", str, defaults.credential_mount_base),
+        tls_cert_mount_path=_get(ref, "consumerConfig.tlsCertMountPath", str, defaults.tls_cert_mount_path),
+        cluster_endpoints=tuple(endpoints),
+    )
+
+
 def network_from_resource(obj: Mapping[str, Any]) -> GridNetworkSpec:
     name = _required(obj, "metadata.name")
     routing = _get(obj, "spec.routingPolicy", str, "geographyFirst")
@@ -264,6 +310,7 @@ def network_from_resource(obj: Mapping[str, Any]) -> GridNetworkSpec:
                 name=gateway,
                 namespace=_get(ref, "namespace", str, "default"),
                 local_site=_get(ref, "localSiteName", str) or name,
+                consumer_config=_consumer_config(ref, f"spec.gatewayRefs[{index}].consumerConfig"),
             )
         )
     generation = _get(obj, "metadata.generation", int, 1)

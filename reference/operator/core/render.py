@@ -13,6 +13,7 @@ from typing import Any
 from reference.operator.core.admission import AdmissionMemory, Policy, observe
 from reference.operator.core.candidates import ProviderState, build_candidates
 from reference.operator.core.configmap import build_configmap
+from reference.operator.core.consumer_config import ConsumerConfigOutput, render_consumer_config
 from reference.operator.core.envelope import build_envelope, build_overlay, check, encode
 from reference.operator.core.model import (
     Clock,
@@ -36,6 +37,7 @@ class Rendered:
     candidate_count: int
     envelope: dict[str, Any]
     configmap: dict[str, Any]
+    consumer_config: ConsumerConfigOutput | None = None  # only for a gateway reference that enables one
 
 
 def usable_signals(
@@ -120,6 +122,9 @@ def render(
                     candidate_count=len(candidates),
                     envelope=envelope,
                     configmap=build_configmap(envelope, text),
+                    consumer_config=None if gateway.consumer_config is None else render_consumer_config(
+                        overlay, gateway.consumer_config, network=network.name, gateway=gateway.name,
+                        namespace=gateway.namespace),
                 )
             )
     memory.retain(keys)
