@@ -279,7 +279,8 @@ class MeshScenario:
         self.mesh.sites[at].control.apply(*objects)
 
     def network(self, *, network: str | None = None, sites: Sequence[str] | None = None,
-                ttl: int | None = None, selection: str | None = None, static_placement: bool = False) -> str:
+                ttl: int | None = None, selection: str | None = None, static_placement: bool = False,
+                routing: str | None = None, scoring: str | None = None) -> str:
         """Apply the GridNetwork on each site (default: all), each naming itself the local site."""
         name = network or self.net
         extra: dict[str, Any] = {}
@@ -287,19 +288,34 @@ class MeshScenario:
             extra["staleCandidateTtlSeconds"] = ttl
         for site in sites or list(self.mesh.sites):
             self.apply(site, resources.grid_network(name, [resources.gateway_ref(site)], selection=selection,
-                                                    static_placement=static_placement, **extra))
+                                                    static_placement=static_placement, routing=routing,
+                                                    scoring=scoring, **extra))
         return name
 
     def provider(self, at: str, short: str, models: Sequence[str], *, network: str | None = None,
-                 capacity_weight: int | None = None) -> str:
-        """An InferenceProvider of site `at` served by its fake backend; returns its name."""
+                 capacity_weight: int | None = None, queue: float | str | None = None) -> str:
+        """An InferenceProvider of site `at` served by its fake backend; returns its name.
+
+        With `queue` its pool on that backend exports that queue depth (capacity 10) and one ready pod,
+        and site `at` scrapes it, so its record carries the metrics its own site measured.
+        """
         site = self.mesh.sites[at]
         name = f"{self.tag}-{short}"
         endpoint = site.site.providers[site.backend].url
+        metrics = None
+        if queue is not None:
+            site.site.set_pool_metrics(site.backend, name, queueDepth=queue, healthy=1)
+            metrics = resources.metrics_config(endpoint, name, queue_capacity=10)
         self.apply(at, resources.inference_provider(name, network or self.net, site=at, cluster=site.backend,
-                                                     models=models, endpoint=endpoint,
+                                                     models=models, endpoint=endpoint, metrics=metrics,
                                                      capacity_weight=capacity_weight))
         return name
+
+    def set_queue(self, at: str, short: str, queue: float | str, *, network: str | None = None) -> None:
+        """Change the queue depth provider `short` of site `at` exports, and make `at` scrape it now."""
+        site = self.mesh.sites[at]
+        site.site.set_pool_metrics(site.backend, f"{self.tag}-{short}", queueDepth=queue, healthy=1)
+        site.control.force_reconcile(network or self.net)
 
     def own_site(self, at: str, *, network: str | None = None) -> None:
         """Declare site `at`'s own GridSite (named after the site, Active) at `at`, as sites do for locality."""
@@ -326,8 +342,11 @@ class MeshScenario:
         return self.mesh.sites[at].control.envelope(network or self.net)
 
     def wait_envelope(self, at: str, until: Callable[[dict[str, Any]], bool], *, what: str,
-                      network: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
-        return self.mesh.sites[at].control.wait_envelope(network or self.net, until, what=what, timeout=timeout)
+                      network: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+                      force: bool = False) -> dict[str, Any]:
+        """Wait for `at`'s overlay to satisfy `until`; `force` re-forces `at`'s reconciles while waiting."""
+        return self.mesh.sites[at].control.wait_envelope(network or self.net, until, what=what, timeout=timeout,
+                                                         force_every=1.0 if force else None)
 
     def wait_gridsite(self, at: str, of: str, until: Callable[[str | None, str | None], bool], *, what: str,
                       network: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:

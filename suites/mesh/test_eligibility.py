@@ -8,6 +8,8 @@ network, and site-a's own records echoed back by its peers, never do.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from harness import mesh_oracle as oracle
@@ -242,3 +244,34 @@ def test_remote_provider_keeps_its_capacity_weight(scenario: MeshScenario) -> No
     weights = {r.get("site"): r.get("traffic_weight") for r in oracle.candidates_for(envelope, model)}
     assert weights == {"site-a": 3, "site-c": 7}, \
         f"traffic_weight per site: {weights}; capacityWeight was 3 at site-a and 7 at site-c"
+
+
+REMOTE_METRICS = (f"{ARCH}, Candidate scoring and ordering: \"Each provider is scored by scoring::score_backends "
+                  "using the signal selected by GridNetwork.spec.scoringPolicy.strategy, optional live metrics, and "
+                  "optional CRDT-propagated provider metrics.\"; Metrics and CRDT inputs: \"Both inputs are converted "
+                  "into the same scoring model before overlay rendering.\"")
+
+
+@pytest.mark.conformance(id="MESH-REMOTE-METRICS-SCORED", profile="mesh", level="core", feature="gossip",
+                         spec=REMOTE_METRICS, statements=["OC-ORDERING-SCORE-BACKENDS"])
+def test_remote_provider_is_ranked_by_the_metrics_its_site_measured(scenario: MeshScenario) -> None:
+    """scoreFirst with queueDepth: site-c's provider at queue 1 of 10 ranks ahead of site-a's own at 4; once
+    site-c measures 8 and site-a 6, site-a's order flips. A remote candidate scored neutral (0.5) would rank
+    behind at first (0.6 locally) and ahead afterwards (0.4 locally): both orders are wrong for it. Fails if
+    remote candidates are scored from anything but the record their own site wrote.
+    """
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    model = scenario.model("q")
+    scenario.trust("site-a", "site-c")
+    scenario.provider("site-c", "pc", [model], queue=1)
+    scenario.provider("site-a", "pa", [model], queue=4)
+
+    def sites(envelope: dict[str, Any]) -> list[Any]:
+        return [r.get("site") for r in oracle.candidates_for(envelope, model)]
+
+    scenario.wait_envelope("site-a", lambda e: sites(e) == ["site-c", "site-a"], force=True,
+                           what=f"site-a to rank site-c's {model} (queue 1) ahead of its own (queue 4)")
+    scenario.set_queue("site-c", "pc", 8)
+    scenario.set_queue("site-a", "pa", 6)
+    scenario.wait_envelope("site-a", lambda e: sites(e) == ["site-a", "site-c"], force=True,
+                           what=f"site-a to rank its own {model} (queue 6) ahead of site-c's (now queue 8)")

@@ -134,6 +134,17 @@ def _ttl_deletes_records() -> None:
     patch(runtime.MeshRuntime, "_ttl_crossed", crossed)
 
 
+@breakage("remote-metrics-ignored", "remote providers are scored neutral: the metrics in their CRDT records are "
+          "dropped on receipt")
+def _remote_metrics_ignored() -> None:
+    original = records.to_core
+
+    def to_core(record: ProviderRecord, member: Any = None) -> RemoteProviderRecord:
+        return dataclasses.replace(original(record, member), queue_depth=None, kv_cache_utilization=None)
+
+    patch(records, "to_core", to_core)
+
+
 @breakage("slow-failure-detection", "suspicion lasts six times what the configured timing says")
 def _slow_detection() -> None:
     patch(swim.SwimConfig, "suspicion_timeout",

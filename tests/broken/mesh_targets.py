@@ -24,6 +24,7 @@ TARGETS: dict[str, Targets] = {
     "network-filter-missing": must_fail("MESH-WRONG-NETWORK-ABSENT"),
     "degraded-dropped-at-once": must_fail("MESH-STALE-TTL-EVICTION", "MESH-PARTITION-DEGRADE-EVICT-HEAL"),
     "stale-never-evicted": must_fail("MESH-STALE-TTL-EVICTION"),
+    "remote-metrics-ignored": must_fail("MESH-REMOTE-METRICS-SCORED"),
     "ttl-deletes-records": must_fail("MESH-STALE-TTL-EVICTION", expect="must not delete site-c's CRDT record"),
     "slow-failure-detection": must_fail("MESH-FAILURE-DETECTION-BOUNDED"),
     "leave-as-crash": must_fail("MESH-LEAVE-REMOVES-AT-ONCE"),
