@@ -458,6 +458,37 @@ def test_omitted_pressure_enters_at_the_guide_defaults(scenario: Scenario) -> No
     expect(scenario, envelope, {"a": EXISTING, "b": NEW, "c": NEW}, "a at 0.86 twice, c at 0.84 throughout")
 
 
+GUIDE_MINIMUM_DEFAULT = (f"{GUIDE_ADMISSION}: \"If pressure is omitted, AGN uses the six values shown below as "
+                         "defaults.\" (minimumStateDuration: 10s); that it gates entering existing_only too comes from "
+                         "the CRD's \"minimum time in a state before leaving it\" and the public grid operator")
+#: Reconciles that end this long before the default minimum has run may not restrict: the operator's first
+#: sample can precede the first overlay the suite saw by no more than the time it took to see it.
+MINIMUM_MARGIN = 2.0
+
+
+@pytest.mark.conformance(id="PROD-ADM-STAB-DEFAULT-MINIMUM-STATE", profile="producer", level="extended",
+                         feature="stabilizedAdmission", spec=GUIDE_MINIMUM_DEFAULT,
+                         statements=["RG-ADMISSION-DEFAULT-MIN-STATE"])
+def test_omitted_pressure_holds_a_new_state_for_the_default_minimum(scenario: Scenario) -> None:
+    """mode stabilized with pressure omitted, a at 0.86 from its first render: every reconcile that ends
+    within the default minimum state duration (10 s) less a 2 s margin leaves a new_and_existing, although
+    two pressured samples (the default failureThreshold) are taken long before; the first reconcile after
+    10 s restricts it. Fails if the omitted block means no minimum (or a far shorter one) on the way in.
+    """
+    rendered = two_providers(scenario, {"mode": "stabilized"}, queue_a=8.6)
+    reconciles = 0
+    while True:
+        envelope = scenario.reconcile()
+        if time.monotonic() >= rendered + DEFAULT_MINIMUM - MINIMUM_MARGIN:
+            break
+        reconciles += 1
+        expect(scenario, envelope, {"a": NEW, "b": NEW},
+               f"a at 0.86 for {reconciles} reconciles, {time.monotonic() - rendered:.1f}s after its first render")
+    assert reconciles >= 2, f"only {reconciles} reconciles ran before the minimum; two pressured samples are needed"
+    wait_until_elapsed(rendered, DEFAULT_MINIMUM + CLOCK_SLACK)
+    expect(scenario, scenario.reconcile(), {"a": EXISTING, "b": NEW}, "a at 0.86 once the default 10 s have run")
+
+
 @pytest.mark.conformance(id="PROD-ADM-STAB-MISSING-DEFAULT", profile="producer", level="extended",
                          feature="stabilizedAdmission",
                          spec=f"{ADMISSION}: \"When a configured signal is missing or expired, the policy fails closed "

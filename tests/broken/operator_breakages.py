@@ -1105,6 +1105,16 @@ def _recovery_defaults_own() -> None:
     _policy_as(fix)
 
 
+@breakage("minimum-state-default-zero", "an omitted pressure block has no minimum state duration")
+def _minimum_state_default_zero() -> None:
+    def fix(policy: Policy, config: Any) -> Policy:
+        if not isinstance(config, dict) or "pressure" in config:
+            return policy
+        return dataclasses.replace(policy, minimum_state_duration=0.0)
+
+    _policy_as(fix)
+
+
 @breakage("missing-default-excluded", "an omitted missingMetrics is defaulted to excluded, not existingOnly")
 def _missing_default_excluded() -> None:
     original = sources._fill_defaults

@@ -118,6 +118,7 @@ TARGETS: dict[str, Targets] = {
     "missing-metrics-ignored": must_fail("PROD-ADM-STAB-MISSING-EXISTING-ONLY[*]", "PROD-ADM-STAB-MISSING-EXCLUDED[*]"),
     "sample-counted-twice": must_fail("PROD-ADM-STAB-SAMPLE-ONCE"),
     "pressure-defaults-own": must_fail("PROD-ADM-STAB-DEFAULT-PRESSURE"),
+    "minimum-state-default-zero": must_fail("PROD-ADM-STAB-DEFAULT-MINIMUM-STATE"),
     "not-configured-as-missing": must_fail("PROD-ADM-STAB-NOT-CONFIGURED[*]"),
     "missing-default-excluded": must_fail("PROD-ADM-STAB-MISSING-DEFAULT"),
     "recovery-defaults-own": must_fail("PROD-ADM-STAB-DEFAULT-RECOVERY"),
