@@ -293,11 +293,13 @@ class MeshScenario:
         return name
 
     def provider(self, at: str, short: str, models: Sequence[str], *, network: str | None = None,
-                 capacity_weight: int | None = None, queue: float | str | None = None) -> str:
+                 capacity_weight: int | None = None, queue: float | str | None = None,
+                 credential: Mapping[str, str] | None = None) -> str:
         """An InferenceProvider of site `at` served by its fake backend; returns its name.
 
         With `queue` its pool on that backend exports that queue depth (capacity 10) and one ready pod,
-        and site `at` scrapes it, so its record carries the metrics its own site measured.
+        and site `at` scrapes it, so its record carries the metrics its own site measured. `credential`
+        is its bearer-token secretRef (a Secret the test applies at `at`).
         """
         site = self.mesh.sites[at]
         name = f"{self.tag}-{short}"
@@ -308,7 +310,7 @@ class MeshScenario:
             metrics = resources.metrics_config(endpoint, name, queue_capacity=10)
         self.apply(at, resources.inference_provider(name, network or self.net, site=at, cluster=site.backend,
                                                      models=models, endpoint=endpoint, metrics=metrics,
-                                                     capacity_weight=capacity_weight))
+                                                     capacity_weight=capacity_weight, credential=credential))
         return name
 
     def set_queue(self, at: str, short: str, queue: float | str, *, network: str | None = None) -> None:

@@ -8,11 +8,13 @@ network, and site-a's own records echoed back by its peers, never do.
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 import pytest
 
 from harness import mesh_oracle as oracle
+from harness import resources
 from harness.mesh import MeshScenario
 from harness.traffic import BACKEND_HEADER
 from harness.waiting import poll_until
@@ -275,3 +277,33 @@ def test_remote_provider_is_ranked_by_the_metrics_its_site_measured(scenario: Me
     scenario.set_queue("site-a", "pa", 6)
     scenario.wait_envelope("site-a", lambda e: sites(e) == ["site-a", "site-c"], force=True,
                            what=f"site-a to rank its own {model} (queue 6) ahead of site-c's (now queue 8)")
+
+
+NO_SECRET_COPY = (f"{ARCH}, File-backed token source: \"In production, the same rule applies at the final-hop point: "
+                  "mount the Secret only into the final-hop gateway or provider-side component that makes the final "
+                  "backend call. AGN does not copy Secret values across clusters.\"")
+
+
+@pytest.mark.conformance(id="MESH-SECRET-STAYS-HOME", profile="mesh", level="core", feature="gossip",
+                         spec=NO_SECRET_COPY, statements=["OC-FILE-NO-CROSS-CLUSTER-COPY"])
+def test_provider_token_never_leaves_its_site(scenario: MeshScenario) -> None:
+    """site-c's provider authenticates with a bearer token from a Secret at site-c. Once site-a routes
+    site-c's provider (so the record has crossed the mesh), the token is in nothing site-a's or site-b's
+    operator wrote (overlays, status, mesh state, GridSites, log). Fails if provider records carry secret
+    material to other sites.
+    """
+    scenario.network()
+    model = scenario.model("s")
+    token = "tok-" + secrets.token_urlsafe(24)
+    secret = f"{scenario.tag}-creds"
+    scenario.apply("site-c", resources.secret(secret, resources.DEFAULT_NAMESPACE, {"token": token}))
+    scenario.trust("site-a", "site-c")
+    scenario.provider("site-c", "pc", [model],
+                      credential={"name": secret, "namespace": resources.DEFAULT_NAMESPACE, "key": "token"})
+    scenario.wait_envelope("site-a", lambda e: bool(oracle.from_site(e, model, "site-c")),
+                           what=f"site-a's overlay to list site-c's {model}")
+    scenario.wait_record("site-b", "site-c", f"{scenario.tag}-pc")
+    for at in ("site-a", "site-b"):
+        texts = scenario.mesh.sites[at].control.written_texts()
+        leaks = [name for name, text in texts.items() if token in text]
+        assert not leaks, f"site-c's provider token reached {at}: {leaks}"

@@ -11,8 +11,12 @@ peers routed to a provider's cluster name instead of the site's routing cluster.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from reference.operator.core import candidates
 from reference.operator.core.model import GatewayRef, GridNetworkSpec, GridSiteSpec, RemoteProviderRecord, Resources
@@ -143,6 +147,39 @@ def _remote_metrics_ignored() -> None:
         return dataclasses.replace(original(record, member), queue_depth=None, kv_cache_utilization=None)
 
     patch(records, "to_core", to_core)
+
+
+@breakage("token-gossiped", "a provider's bearer token is read from its Secret and travels in its record (as one more "
+          "model name), so other sites store it")
+def _token_gossiped() -> None:
+    manifests = Path(sys.argv[sys.argv.index("--manifests") + 1])
+    tokens: dict[str, str] = {}
+    original_update, original_to_dict = runtime.MeshRuntime.update_local, records.record_to_dict
+
+    def secret_value(name: str, key: str) -> str | None:
+        for path in manifests.glob("*.yaml"):
+            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+            if isinstance(doc, dict) and doc.get("kind") == "Secret" and doc["metadata"]["name"] == name:
+                return str((doc.get("stringData") or {}).get(key))
+        return None
+
+    def update_local(self: runtime.MeshRuntime, resources: Resources, objects: Any, samples: Any) -> None:
+        for provider in resources.providers:
+            if provider.credential is not None:
+                value = secret_value(provider.credential.name, provider.credential.key)
+                if value is not None:
+                    tokens[provider.name] = value
+        original_update(self, resources, objects, samples)
+
+    def record_to_dict(record: ProviderRecord) -> dict[str, Any]:
+        out = original_to_dict(record)
+        if record.provider in tokens:
+            out["models"] = [*out["models"], tokens[record.provider]]
+        return out
+
+    patch(runtime.MeshRuntime, "update_local", update_local)
+    patch(records, "record_to_dict", record_to_dict)
+    patch(announce, "record_to_dict", record_to_dict)
 
 
 @breakage("slow-failure-detection", "suspicion lasts six times what the configured timing says")

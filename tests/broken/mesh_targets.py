@@ -25,6 +25,7 @@ TARGETS: dict[str, Targets] = {
     "degraded-dropped-at-once": must_fail("MESH-STALE-TTL-EVICTION", "MESH-PARTITION-DEGRADE-EVICT-HEAL"),
     "stale-never-evicted": must_fail("MESH-STALE-TTL-EVICTION"),
     "remote-metrics-ignored": must_fail("MESH-REMOTE-METRICS-SCORED"),
+    "token-gossiped": must_fail("MESH-SECRET-STAYS-HOME", expect="token reached"),
     "ttl-deletes-records": must_fail("MESH-STALE-TTL-EVICTION", expect="must not delete site-c's CRDT record"),
     "slow-failure-detection": must_fail("MESH-FAILURE-DETECTION-BOUNDED"),
     "leave-as-crash": must_fail("MESH-LEAVE-REMOVES-AT-ONCE"),
