@@ -37,6 +37,7 @@ class Variant:
     hop: bool = True
     reload_block: bool = True  # False: no `reload` key, so the filter's own default applies
     inject: bool = False  # credential_inject between intelligent_route and load_balancer (a final-hop consumer)
+    filter_duration: bool = False  # top-level metrics.filter_duration: the per-filter duration histogram
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -56,6 +57,7 @@ VARIANTS: dict[str, Variant] = {
         Variant("default-reload", reload_block=False, affinity=None),
         # the final-hop consumer of a direct API provider: no provider hop, the token injected here
         Variant("inject", hop=False, affinity=None, inject=True),
+        Variant("filter-duration", feature="prometheusMetrics", affinity=None, filter_duration=True),
     )
 }
 
@@ -126,6 +128,8 @@ def render_gateway_config(
         "shutdown_timeout_secs": 5,
         "insecure_options": {"allow_private_endpoints": True},
     }
+    if variant.filter_duration:
+        config["metrics"] = {"filter_duration": True}
     return yaml.safe_dump(config, sort_keys=False)
 
 

@@ -85,9 +85,11 @@ def build(config: GatewayConfig, metrics: GatewayMetrics, rng: random.Random | N
         for route in built.routes:
             route.close()
         raise
+    observe = metrics.enable_filter_duration() if config.filter_duration else None
     for listener in config.listeners:
         filters = [f for name in listener.chains for f in chains[name]]
-        built.pipelines[listener.name] = Pipeline(listener.name, filters)
+        types = [spec.type for name in listener.chains for spec in config.chains[name].filters]
+        built.pipelines[listener.name] = Pipeline(listener.name, filters, types, observe)
     return built
 
 

@@ -103,6 +103,7 @@ class GatewayConfig:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     max_response_bytes: int | None = None
     insecure_options: frozenset[str] = frozenset()
+    filter_duration: bool = False  # metrics.filter_duration: time each filter into praxis_filter_duration_seconds
 
     def pipeline(self, listener: ListenerConfig) -> list[FilterSpec]:
         """The filters a listener runs, in order: its chains concatenated."""
@@ -151,6 +152,7 @@ def parse_config(raw: Any) -> GatewayConfig:
             "insecure_options",
             "runtime",
             "body_limits",
+            "metrics",
         ),
     )
     chains = _chains(raw.get("filter_chains", []))
@@ -185,6 +187,11 @@ def parse_config(raw: Any) -> GatewayConfig:
             max_response = integer(
                 limits["max_response_bytes"], "body_limits.max_response_bytes", 1, MAX_BODY_LIMIT
             )
+    filter_duration = False
+    if raw.get("metrics") is not None:
+        mapping(raw["metrics"], "metrics", optional=("filter_duration",))
+        if raw["metrics"].get("filter_duration") is not None:
+            filter_duration = boolean(raw["metrics"]["filter_duration"], "metrics.filter_duration")
     config = GatewayConfig(
         listeners=listeners,
         chains=chains,
@@ -194,6 +201,7 @@ def parse_config(raw: Any) -> GatewayConfig:
         max_request_bytes=max_request,
         max_response_bytes=max_response,
         insecure_options=insecure,
+        filter_duration=filter_duration,
     )
     _check_addresses(config)
     _check_clusters(config)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
@@ -68,6 +68,24 @@ class GatewayMetrics:
             self._session.labels(event=event)
         for result in RELOAD_RESULTS:
             self._reloads.labels(result=result)
+
+    def enable_filter_duration(self) -> Callable[[str, float], None]:
+        """Register the proxy's per-filter duration histogram; returns what records one filter run."""
+        histogram = Histogram(
+            "praxis_filter_duration_seconds",
+            "Time each filter of a pipeline took per request.",
+            ("filter",),
+            registry=self.registry,
+        )
+        children: dict[str, Any] = {}
+
+        def observe(kind: str, seconds: float) -> None:
+            child = children.get(kind)
+            if child is None:
+                child = children[kind] = histogram.labels(filter=kind)
+            child.observe(seconds)
+
+        return observe
 
     def decision(self, outcome: str, kind: str) -> None:
         child = self._children.get(("d", outcome, kind))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 
@@ -104,6 +105,38 @@ def test_metrics_series_count_decisions(gw: Gateway, site: Site, model: str) -> 
     assert delta("session_total", event="reused") == 2
     assert after[(PREFIX + "snapshot_candidates", frozenset())] == 2
     assert after.get((PREFIX + "session_table_entries", frozenset()), 0) >= 1
+
+
+FILTER_DURATION = ("intelligent-route-filter, Metrics: \"Decision latency is covered by the core "
+                   "praxis_filter_duration_seconds{filter=\"intelligent_route\"} histogram, which the proxy records "
+                   "only when metrics.filter_duration: true is set.\"")
+DURATION = "praxis_filter_duration_seconds"
+
+
+@pytest.mark.conformance(id="CONS-METRICS-FILTER-DURATION", profile="consumer", level="extended",
+                         feature="prometheusMetrics", spec=FILTER_DURATION, statements=["IR-METRICS-FILTER-DURATION"])
+def test_filter_duration_histogram_only_when_configured(gw: Gateway, site: Site, model: str,
+                                                        fresh_gateway: Any) -> None:
+    """A gateway with metrics.filter_duration: true counts at least five intelligent_route runs in the
+    histogram (_bucket, _sum and _count) after five routed requests; the shared gateway, whose config has
+    no metrics key, exports no such series. Fails if the histogram is missing, misnamed or mislabelled
+    when configured, or recorded without the setting.
+    """
+    doc = site.envelope([site.candidate("provider-a", model)])
+    timed = fresh_gateway("filter-duration", contract.encode(doc))
+    for _ in range(5):
+        reply = timed.request(model)
+        assert reply.status == 200, reply.describe()
+    samples = timed.metrics()
+    route = frozenset({("filter", "intelligent_route")})
+    count = samples.get((DURATION + "_count", route), 0.0)
+    assert count >= 5, f"{DURATION}_count{{filter=intelligent_route}} is {count} after 5 requests"
+    assert (DURATION + "_sum", route) in samples, f"no {DURATION}_sum for intelligent_route"
+    assert any(name == DURATION + "_bucket" and ("filter", "intelligent_route") in labels
+               for name, labels in samples), f"no {DURATION}_bucket for intelligent_route"
+    gw.publish(doc, model)
+    untimed = [name for name, labels in gw.metrics() if name.startswith(DURATION)]
+    assert not untimed, f"without metrics.filter_duration the gateway still exports {sorted(set(untimed))}"
 
 
 @pytest.mark.conformance(id="CONS-METRICS-RELOADS", profile="consumer", level="extended",

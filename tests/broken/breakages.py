@@ -1173,6 +1173,17 @@ def _local_site_fixed() -> None:
     _patch(SnapshotStore, "replace", replace)
 
 
+@breakage("filter-duration-always", "the per-filter duration histogram is recorded whether or not "
+          "metrics.filter_duration is set")
+def _filter_duration_always() -> None:
+    original = gateway_config.parse_config
+
+    def parse_config(raw: Any) -> gateway_config.GatewayConfig:
+        return dataclasses.replace(original(raw), filter_duration=True)
+
+    _patch(gateway_config, "parse_config", parse_config)
+
+
 @breakage("two-groups-searched", "the search for the first viable group looks at the first two groups only")
 def _two_groups_searched() -> None:
     original = snapshot._first_viable_group

@@ -10,9 +10,12 @@ from typing import Any
 import pytest
 import yaml
 from gateway_support import candidate, envelope
+from multidict import CIMultiDict
+from prometheus_client import generate_latest
 
 from reference.gateway.build import build
 from reference.gateway.config import load_config, parse_config, parse_config_text
+from reference.gateway.context import RequestContext
 from reference.gateway.filters.intelligent_route_config import DEFAULT_SKIP_PATHS, IntelligentRouteConfig
 from reference.gateway.metrics import GatewayMetrics
 from reference.gateway.schema import ConfigError
@@ -529,3 +532,29 @@ def test_example_static_config_builds_and_routes_in_configured_order() -> None:
 def test_yaml_round_trip_of_base_config() -> None:
     text = yaml.safe_dump(base())
     assert parse_config_text(text).listeners[0].name == "proxy"
+
+
+def test_filter_duration_histogram_follows_the_metrics_key() -> None:
+    """metrics.filter_duration: true times every filter into praxis_filter_duration_seconds{filter}; without
+    the key no such series exists, and a value that is not a boolean names the key."""
+
+    def exported(raw: dict[str, Any]) -> str:
+        metrics = GatewayMetrics()
+        built = build(parse_config(raw), metrics)
+        try:
+            path = "/v1/chat/completions"
+            ctx = RequestContext("POST", path, path, CIMultiDict(), json.dumps({"model": "m"}).encode())
+            assert built.pipelines["proxy"].run(ctx) is None and ctx.cluster == "a"
+        finally:
+            for instance in built.routes:
+                instance.close()
+        return generate_latest(metrics.registry).decode()
+
+    timed = base()
+    timed["metrics"] = {"filter_duration": True}
+    text = exported(timed)
+    for kind in ("json_body_field", "intelligent_route", "load_balancer"):
+        assert f'praxis_filter_duration_seconds_count{{filter="{kind}"}} 1.0' in text, text
+    assert "praxis_filter_duration_seconds" not in exported(base())
+    timed["metrics"] = {"filter_duration": "yes"}
+    assert error_of(timed).path == "metrics.filter_duration"
