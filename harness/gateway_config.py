@@ -18,6 +18,8 @@ MODEL_HEADER = "X-Model"
 SESSION_HEADER = "x-session-id"
 SESSION_COOKIE = "agn-session"
 RELOAD_DEBOUNCE_MS = 100
+#: Requests under this path prefix are sent to one cluster by a router ahead of intelligent_route.
+PINNED_PREFIX = "/pinned/"
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class Variant:
     reload_block: bool = True  # False: no `reload` key, so the filter's own default applies
     inject: bool = False  # credential_inject between intelligent_route and load_balancer (a final-hop consumer)
     filter_duration: bool = False  # top-level metrics.filter_duration: the per-filter duration histogram
+    pinned: tuple[str, str] | None = None  # (path prefix, cluster) a core `router` sets before intelligent_route
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -58,6 +61,7 @@ VARIANTS: dict[str, Variant] = {
         # the final-hop consumer of a direct API provider: no provider hop, the token injected here
         Variant("inject", hop=False, affinity=None, inject=True),
         Variant("filter-duration", feature="prometheusMetrics", affinity=None, filter_duration=True),
+        Variant("pinned", feature="presetCluster", affinity=None, pinned=(PINNED_PREFIX, "provider-c")),
     )
 }
 
@@ -116,6 +120,9 @@ def render_gateway_config(
         # the variant also serves ordinary chat requests, so it lets those through explicitly.
         filters.append({"filter": "mcp", "on_invalid": "continue"})
     filters.append({"filter": "json_body_field", "field": "model", "header": MODEL_HEADER})
+    if variant.pinned is not None:
+        filters.append({"filter": "router", "routes": [{"path_prefix": variant.pinned[0],
+                                                        "cluster": variant.pinned[1]}]})
     filters.append(route)
     if variant.inject:
         filters.append({"filter": "credential_inject", "credentials": [c.as_entry() for c in credentials]})

@@ -70,6 +70,10 @@ FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "localityTierNames": (
         "selection_tier values same_site, same_zone, same_region, cross_region and unknown (the public grid "
         "operator); the spec names only the unknown tier and gives the tiers' order, not their field values"),
+    "presetCluster": (
+        "a cluster set by an earlier filter is preserved by intelligent_route (intelligent_route filter: Behavior); "
+        "the suites set it with the Praxis core router filter (path_prefix routes, as the public "
+        "praxis-configs/credential-injection.yaml uses it), which the spec does not name"),
     "generatedConsumerConfig": (
         "the consumer Praxis config the operator generates beside the overlay when a gateway reference enables "
         "consumerConfig: a ConfigMap of that name with a praxis.yaml key, cluster endpoints from "

@@ -20,6 +20,7 @@ from reference.gateway.filters.load_balancer import LoadBalancerFilter
 from reference.gateway.filters.mcp import McpFilter
 from reference.gateway.filters.peer_identity_trust import PeerIdentityTrustFilter
 from reference.gateway.filters.provider_route import ProviderRouteFilter
+from reference.gateway.filters.router import RouterFilter
 from reference.gateway.metrics import GatewayMetrics
 from reference.gateway.pipeline import Pipeline
 from reference.gateway.reload import load_cold_start
@@ -65,6 +66,8 @@ def build_filter(spec: FilterSpec, metrics: GatewayMetrics, rng: random.Random) 
         return ProviderRouteFilter(spec.options)
     if spec.type == "credential_inject":
         return CredentialInjectFilter(spec.options)
+    if spec.type == "router":
+        return RouterFilter(spec.options)
     if spec.type == "intelligent_route":
         snapshot = initial_snapshot(spec.options, spec.path)
         return IntelligentRouteFilter(

@@ -22,6 +22,7 @@ from reference.gateway.filters import (
     mcp,
     peer_identity_trust,
     provider_route,
+    router,
 )
 from reference.gateway.filters.intelligent_route_config import IntelligentRouteConfig
 from reference.gateway.filters.load_balancer import LoadBalancerConfig
@@ -67,6 +68,7 @@ PARSERS: dict[str, Callable[[dict[str, Any], str], Any]] = {
     peer_identity_trust.TYPE: peer_identity_trust.parse,
     provider_route.TYPE: provider_route.parse,
     credential_inject.TYPE: credential_inject.parse,
+    router.TYPE: router.parse,
 }
 
 
@@ -300,9 +302,9 @@ def _check_clusters(config: GatewayConfig) -> None:
     ]
     for label, specs in pipelines:
         for position, spec in enumerate(specs):
-            if spec.type not in (intelligent_route_config.TYPE, provider_route.TYPE):
+            if spec.type not in (intelligent_route_config.TYPE, provider_route.TYPE, router.TYPE):
                 continue
-            route: IntelligentRouteConfig | ProviderRouteConfig = spec.options
+            route: IntelligentRouteConfig | ProviderRouteConfig | router.RouterConfig = spec.options
             later = [s.options for s in specs[position + 1 :] if s.type == load_balancer.TYPE]
             if not later:
                 raise ConfigError(spec.path, f"{spec.type} needs a load_balancer after it in {label}")

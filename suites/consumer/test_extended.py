@@ -9,7 +9,7 @@ import pytest
 
 from harness import contract
 from harness.backends.local import GatewayStartFailed
-from harness.gateway_config import SESSION_HEADER
+from harness.gateway_config import PINNED_PREFIX, SESSION_HEADER
 from harness.grid import Gateway, Site
 from harness.suite_support import ReloadProbe
 
@@ -111,6 +111,27 @@ FILTER_DURATION = ("intelligent-route-filter, Metrics: \"Decision latency is cov
                    "praxis_filter_duration_seconds{filter=\"intelligent_route\"} histogram, which the proxy records "
                    "only when metrics.filter_duration: true is set.\"")
 DURATION = "praxis_filter_duration_seconds"
+
+
+PRESERVED = ("intelligent-route-filter, Behavior: \"If ctx.cluster is already set by an earlier filter, the selection "
+             "is preserved and no metadata is written.\"")
+
+
+@pytest.mark.conformance(id="CONS-PRESET-CLUSTER-PRESERVED", profile="consumer", level="extended",
+                         feature="presetCluster", spec=PRESERVED, statements=["IR-BEHAVIOR-PRESERVE-EXISTING-CLUSTER"])
+def test_cluster_set_by_an_earlier_filter_is_preserved(site: Site, model: str, fresh_gateway: Any) -> None:
+    """A router ahead of intelligent_route sends /pinned/ paths to provider-c; the overlay routes the model to
+    provider-a. Pinned requests reach provider-c, for the model and for one the overlay lacks (no lookup, so
+    no 404); the same request on the ordinary path (the twin) reaches provider-a.
+    Fails if intelligent_route looks the model up whatever an earlier filter chose.
+    """
+    gateway = fresh_gateway("pinned", contract.encode(site.envelope([site.candidate("provider-a", model)])))
+    for name in (model, model + "-absent"):
+        reply = gateway.request(name, path=PINNED_PREFIX + "v1/chat/completions")
+        assert reply.status == 200 and reply.backend == "provider-c", (
+            f"a {PINNED_PREFIX} request for {name} must keep the router's cluster provider-c; got {reply.describe()}")
+    twin = gateway.request(model)
+    assert twin.status == 200 and twin.backend == "provider-a", f"the ordinary path is routed: {twin.describe()}"
 
 
 @pytest.mark.conformance(id="CONS-METRICS-FILTER-DURATION", profile="consumer", level="extended",

@@ -1184,6 +1184,18 @@ def _filter_duration_always() -> None:
     _patch(gateway_config, "parse_config", parse_config)
 
 
+@breakage("preset-cluster-overridden", "intelligent_route looks the model up even when an earlier filter already "
+          "chose the cluster")
+def _preset_cluster_overridden() -> None:
+    original = IntelligentRouteFilter.on_request
+
+    def on_request(self: IntelligentRouteFilter, ctx: RequestContext) -> Reject | None:
+        ctx.cluster = None
+        return original(self, ctx)
+
+    _patch(IntelligentRouteFilter, "on_request", on_request)
+
+
 @breakage("two-groups-searched", "the search for the first viable group looks at the first two groups only")
 def _two_groups_searched() -> None:
     original = snapshot._first_viable_group

@@ -139,6 +139,7 @@ TARGETS: dict[str, Targets] = {
     "inject-provider-route-only": _t("CONS-CRED-INJECT-SELECTED", "CONS-CRED-API-FALLBACK", expect="token"),
     "local-site-fixed": _t("CONS-RELOAD-LOCAL-SITE"),
     "filter-duration-always": _t("CONS-METRICS-FILTER-DURATION", expect="still exports"),
+    "preset-cluster-overridden": _t("CONS-PRESET-CLUSTER-PRESERVED", expect="must keep the router's cluster"),
     "rr-grid-cursor": _t("CONS-SEL-ROUND-ROBIN-PER-GATEWAY", expect="alternating with the other gateway"),
     "two-groups-searched": _t("CONS-GROUP-FALLBACK-DEEP", expect="provider-c serves every new request"),
     "omitted-policy-round-robin": _t("CONS-SEL-GROUPS-WITHOUT-POLICY", expect="are selected deterministically"),

@@ -177,9 +177,9 @@ def test_praxis_compatibility_keys_are_accepted() -> None:
             "required",
         ),
         (
-            lambda c: c["filter_chains"][0]["filters"].insert(0, {"filter": "router"}),
+            lambda c: c["filter_chains"][0]["filters"].insert(0, {"filter": "rate_limit"}),
             "filter_chains[0].filters[0].filter",
-            "unknown filter type 'router'",
+            "unknown filter type 'rate_limit'",
         ),
         (
             lambda c: c["filter_chains"][0]["filters"][2]["clusters"][0].update(weight=2),
@@ -558,3 +558,21 @@ def test_filter_duration_histogram_follows_the_metrics_key() -> None:
     assert "praxis_filter_duration_seconds" not in exported(base())
     timed["metrics"] = {"filter_duration": "yes"}
     assert error_of(timed).path == "metrics.filter_duration"
+
+
+def test_router_sets_the_cluster_of_the_first_matching_prefix() -> None:
+    """The core router: first path_prefix match wins, no match leaves the cluster unset; a route's cluster
+    must be declared by a later load_balancer."""
+    raw = base()
+    raw["filter_chains"][0]["filters"].insert(0, {"filter": "router", "routes": [
+        {"path_prefix": "/pinned/", "cluster": "b"}, {"path_prefix": "/pinned/x", "cluster": "a"}]})
+    built = build(parse_config(raw), GatewayMetrics())
+    try:
+        for path, cluster in (("/pinned/x/v1", "b"), ("/v1/chat/completions", "a")):
+            ctx = RequestContext("POST", path, path, CIMultiDict(), json.dumps({"model": "m"}).encode())
+            assert built.pipelines["proxy"].run(ctx) is None and ctx.cluster == cluster, path
+    finally:
+        for instance in built.routes:
+            instance.close()
+    raw["filter_chains"][0]["filters"][0]["routes"][0]["cluster"] = "undeclared"
+    assert error_of(raw).path == "filter_chains[0].filters[0].routes[0].cluster"
