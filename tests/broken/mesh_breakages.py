@@ -132,7 +132,7 @@ def _ttl_deletes_records() -> None:
                 and any(view.age_secs >= ttl for ttl in self._ttls)}
         store = self.store._records
         for key in [key for key, record in store.items() if record.site in down]:
-            del store[key]
+            self.store._floors[key] = store.pop(key).version  # so a copy a peer still gossips stays out
         return changed
 
     patch(runtime.MeshRuntime, "_ttl_crossed", crossed)
@@ -152,11 +152,11 @@ def _remote_metrics_ignored() -> None:
 @breakage("token-gossiped", "a provider's bearer token is read from its Secret and travels in its record (as one more "
           "model name), so other sites store it")
 def _token_gossiped() -> None:
-    manifests = Path(sys.argv[sys.argv.index("--manifests") + 1])
     tokens: dict[str, str] = {}
     original_update, original_to_dict = runtime.MeshRuntime.update_local, records.record_to_dict
 
     def secret_value(name: str, key: str) -> str | None:
+        manifests = Path(sys.argv[sys.argv.index("--manifests") + 1])  # the operator's resource directory
         for path in manifests.glob("*.yaml"):
             doc = yaml.safe_load(path.read_text(encoding="utf-8"))
             if isinstance(doc, dict) and doc.get("kind") == "Secret" and doc["metadata"]["name"] == name:

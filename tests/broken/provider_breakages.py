@@ -136,15 +136,16 @@ def _entry_any_field() -> None:
 def _trust_after_routing() -> None:
     original_pipeline = build.Pipeline
 
-    def pipeline(name: str, filters: Sequence[Filter]) -> Any:
-        ordered = list(filters)
-        trust = [f for f in ordered if isinstance(f, PeerIdentityTrustFilter)]
-        routes = [f for f in ordered if isinstance(f, ProviderRouteFilter)]
+    def pipeline(name: str, filters: Sequence[Filter], types: Sequence[str] = (), observe: Any = None) -> Any:
+        kinds = list(types) if len(types) == len(filters) else ["?"] * len(filters)
+        ordered = list(zip(filters, kinds, strict=True))
+        trust = [p for p in ordered if isinstance(p[0], PeerIdentityTrustFilter)]
+        routes = [p for p in ordered if isinstance(p[0], ProviderRouteFilter)]
         if trust and routes:
-            ordered = [f for f in ordered if not isinstance(f, PeerIdentityTrustFilter)]
+            ordered = [p for p in ordered if not isinstance(p[0], PeerIdentityTrustFilter)]
             after = ordered.index(routes[-1]) + 1
             ordered[after:after] = trust
-        return original_pipeline(name, ordered)
+        return original_pipeline(name, [f for f, _ in ordered], [k for _, k in ordered] if types else (), observe)
 
     _patch(build, "Pipeline", pipeline)
 
