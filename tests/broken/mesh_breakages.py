@@ -124,18 +124,18 @@ def _stale_never_evicted() -> None:
 @breakage("ttl-deletes-records", "once a down site's age passes a stale TTL, its CRDT records are deleted from the "
           "store, not only left out of the overlay")
 def _ttl_deletes_records() -> None:
-    original = runtime.MeshRuntime._ttl_crossed
+    original = runtime.MeshRuntime.remote_records
 
-    def crossed(self: runtime.MeshRuntime, views: Any) -> bool:
-        changed = original(self, views)
-        down = {view.name for view in views if view.status in (swim.SUSPECT, swim.DEAD)
+    def remote_records(self: runtime.MeshRuntime) -> list[RemoteProviderRecord]:
+        """Deleted in the render that evicts them, so the mesh status written after it no longer lists them."""
+        down = {view.name for view in self.members() if view.status in (swim.SUSPECT, swim.DEAD)
                 and any(view.age_secs >= ttl for ttl in self._ttls)}
         store = self.store._records
         for key in [key for key, record in store.items() if record.site in down]:
             self.store._floors[key] = store.pop(key).version  # so a copy a peer still gossips stays out
-        return changed
+        return original(self)
 
-    patch(runtime.MeshRuntime, "_ttl_crossed", crossed)
+    patch(runtime.MeshRuntime, "remote_records", remote_records)
 
 
 @breakage("remote-metrics-ignored", "remote providers are scored neutral: the metrics in their CRDT records are "
