@@ -354,7 +354,7 @@ class Site:
         clusters = {name: p.address for name, p in self.providers.items()}
         client, hop_tls, hop_endpoints = self._hop_mtls(f"{workdir.name}-hop-client", self.model_clusters)
         clusters.update(hop_endpoints)
-        credentials, env = self._credential_sources(workdir.name, tokens or {}, "file")
+        credentials, env = self._credential_sources(workdir.name, tokens, "file") if tokens else ([], {})
         config = render_gateway_config(
             VARIANTS[variant], listen=listen, admin=admin, overlay_file=str(overlay_dir / OVERLAY_FILE),
             scope=scope or self.scope, clusters=clusters,

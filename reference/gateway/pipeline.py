@@ -26,7 +26,9 @@ class Pipeline:
         self.needs_body = any(getattr(f, "needs_body", False) for f in self.filters)
         self._steps = tuple(f.on_request for f in self.filters)
         self._types = tuple(types)
-        self._observe = observe if observe is not None and len(self._types) == len(self._steps) else None
+        if observe is not None and len(self._types) != len(self._steps):
+            raise ValueError(f"pipeline {name}: timing needs one filter type per filter")
+        self._observe = observe
 
     def run(self, ctx: RequestContext) -> Reject | None:
         if self._observe is not None:

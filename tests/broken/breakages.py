@@ -40,7 +40,7 @@ from reference.gateway.snapshot import ActiveGroup, CapabilityPlan, Snapshot
 from reference.gateway.snapshot_store import ReplaceResult, SnapshotStore
 from reference.overlay import CANDIDATE_KINDS, Candidate, Overlay, OverlayRejected, canonical_digest
 from reference.overlay.validate import default_stable_id
-from tests.broken.registry import Breakage, patch, registrar
+from tests.broken.registry import Breakage, patch, registrar, wrap
 
 __all__ = ["BREAKAGES", "Breakage", "apply"]
 
@@ -1124,16 +1124,6 @@ def _epp_queried_per_request() -> None:
     _patch(proxy.Forwarder, "forward", forward)
 
 
-def _wrap_inject(wrapper: Callable[[Callable[[Any, RequestContext], Reject | None], Any, RequestContext],
-                                   Reject | None]) -> None:
-    original = CredentialInjectFilter.on_request
-
-    def on_request(self: Any, ctx: RequestContext) -> Reject | None:
-        return wrapper(original, self, ctx)
-
-    _patch(CredentialInjectFilter, "on_request", on_request)
-
-
 @breakage("inject-first-reference", "credential_inject keeps the token it injected first and injects it for every "
           "request that carries a credential reference")
 def _inject_first_reference() -> None:
@@ -1148,7 +1138,7 @@ def _inject_first_reference() -> None:
             ctx.headers["Authorization"] = first[0]
         return outcome
 
-    _wrap_inject(inject)
+    wrap(CredentialInjectFilter, "on_request", inject)
 
 
 @breakage("inject-provider-route-only", "credential_inject injects only behind provider_route, so a final-hop "
@@ -1158,19 +1148,18 @@ def _inject_provider_route_only() -> None:
                ctx: RequestContext) -> Reject | None:
         return original(self, ctx) if "provider_route.candidate_id" in ctx.metadata else None
 
-    _wrap_inject(inject)
+    wrap(CredentialInjectFilter, "on_request", inject)
 
 
 @breakage("local-site-fixed", "the local site is fixed when the filter is built: a reload that moves it is ignored")
 def _local_site_fixed() -> None:
-    original = SnapshotStore.replace
-
-    def replace(self: SnapshotStore, candidate: Snapshot) -> ReplaceResult:
+    def replace(original: Callable[[SnapshotStore, Snapshot], ReplaceResult], self: SnapshotStore,
+                candidate: Snapshot) -> ReplaceResult:
         if candidate.local_site != self.current.local_site:
             return ReplaceResult("unchanged", self.current.revision, self.current.revision)
         return original(self, candidate)
 
-    _patch(SnapshotStore, "replace", replace)
+    wrap(SnapshotStore, "replace", replace)
 
 
 @breakage("filter-duration-always", "the per-filter duration histogram is recorded whether or not "
@@ -1187,13 +1176,11 @@ def _filter_duration_always() -> None:
 @breakage("preset-cluster-overridden", "intelligent_route looks the model up even when an earlier filter already "
           "chose the cluster")
 def _preset_cluster_overridden() -> None:
-    original = IntelligentRouteFilter.on_request
-
-    def on_request(self: IntelligentRouteFilter, ctx: RequestContext) -> Reject | None:
+    def on_request(original: OnRequest, self: IntelligentRouteFilter, ctx: RequestContext) -> Reject | None:
         ctx.cluster = None
         return original(self, ctx)
 
-    _patch(IntelligentRouteFilter, "on_request", on_request)
+    wrap(IntelligentRouteFilter, "on_request", on_request)
 
 
 @breakage("two-groups-searched", "the search for the first viable group looks at the first two groups only")

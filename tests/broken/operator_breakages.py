@@ -243,28 +243,23 @@ def _own_site_needs_geography() -> None:
 # ------------------------------------------------------------------------------- exclusion and access
 
 
+def _providers_read_as(fix: Callable[[Mapping[str, Any], model.ProviderSpec], model.ProviderSpec]) -> None:
+    """Read each InferenceProvider as `fix(resource, spec)` instead of the spec the operator parsed."""
+    original = model.provider_from_resource
+    _patch(model, "provider_from_resource", lambda obj: fix(obj, original(obj)))
+
+
 @breakage("unavailable-kept", "an Unavailable provider is kept as a Degraded (stale) candidate")
 def _unavailable_kept() -> None:
-    original = model.provider_from_resource
-
-    def provider_from_resource(obj: Mapping[str, Any]) -> model.ProviderSpec:
-        spec = original(obj)
-        return dataclasses.replace(spec, phase="Degraded") if spec.phase == "Unavailable" else spec
-
-    _patch(model, "provider_from_resource", provider_from_resource)
+    _providers_read_as(lambda obj, spec: dataclasses.replace(spec, phase="Degraded")
+                       if spec.phase == "Unavailable" else spec)
 
 
 @breakage("api-provider-dropped", "only self-hosted backends are rendered: a backendKind api_provider provider is "
           "treated as Unavailable")
 def _api_provider_dropped() -> None:
-    original = model.provider_from_resource
-
-    def provider_from_resource(obj: Mapping[str, Any]) -> model.ProviderSpec:
-        spec = original(obj)
-        api = (obj.get("spec") or {}).get("backendKind") == "api_provider"
-        return dataclasses.replace(spec, phase="Unavailable") if api else spec
-
-    _patch(model, "provider_from_resource", provider_from_resource)
+    _providers_read_as(lambda obj, spec: dataclasses.replace(spec, phase="Unavailable")
+                       if (obj.get("spec") or {}).get("backendKind") == "api_provider" else spec)
 
 
 @breakage("no-metrics-all-fresh", "with the noMetrics strategy nothing counts as stale: Degraded providers are "

@@ -35,7 +35,7 @@ from reference.gateway.filters.provider_route import ProviderRouteFilter
 from reference.gateway.logfmt import kv
 from reference.gateway.schema import ConfigError
 from reference.overlay import validate
-from tests.broken.registry import Breakage, registrar
+from tests.broken.registry import Breakage, registrar, wrap
 from tests.broken.registry import patch as _patch
 
 __all__ = ["BREAKAGES", "apply"]
@@ -58,12 +58,7 @@ def apply(name: str) -> None:
 
 def _wrap_on_request(cls: type, wrapper: Callable[[OnRequest, Any, RequestContext], Reject | None]) -> None:
     """Replace ``cls.on_request`` by ``wrapper(original, self, ctx)``."""
-    original: OnRequest = cls.on_request  # type: ignore[attr-defined]
-
-    def on_request(self: Any, ctx: RequestContext) -> Reject | None:
-        return wrapper(original, self, ctx)
-
-    _patch(cls, "on_request", on_request)
+    wrap(cls, "on_request", wrapper)
 
 
 def _route_of(route_filter: ProviderRouteFilter, ctx: RequestContext) -> provider_route.ProviderRoute | None:
@@ -136,16 +131,15 @@ def _entry_any_field() -> None:
 def _trust_after_routing() -> None:
     original_pipeline = build.Pipeline
 
-    def pipeline(name: str, filters: Sequence[Filter], types: Sequence[str] = (), observe: Any = None) -> Any:
-        kinds = list(types) if len(types) == len(filters) else ["?"] * len(filters)
-        ordered = list(zip(filters, kinds, strict=True))
+    def pipeline(name: str, filters: Sequence[Filter], types: Sequence[str], observe: Any) -> Any:
+        ordered = list(zip(filters, types, strict=True))  # a filter moves with its type (for timing)
         trust = [p for p in ordered if isinstance(p[0], PeerIdentityTrustFilter)]
         routes = [p for p in ordered if isinstance(p[0], ProviderRouteFilter)]
         if trust and routes:
             ordered = [p for p in ordered if not isinstance(p[0], PeerIdentityTrustFilter)]
             after = ordered.index(routes[-1]) + 1
             ordered[after:after] = trust
-        return original_pipeline(name, [f for f, _ in ordered], [k for _, k in ordered] if types else (), observe)
+        return original_pipeline(name, [f for f, _ in ordered], [t for _, t in ordered], observe)
 
     _patch(build, "Pipeline", pipeline)
 

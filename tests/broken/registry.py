@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Breakage", "patch", "registrar"]
+__all__ = ["Breakage", "patch", "registrar", "wrap"]
 
 
 @dataclass(frozen=True)
@@ -40,3 +40,14 @@ def patch(owner: Any, attribute: str, value: Any) -> None:
     if not hasattr(owner, attribute):
         raise AttributeError(f"{owner!r} has no attribute {attribute!r} to patch")
     setattr(owner, attribute, value)
+
+
+def wrap(owner: Any, attribute: str, wrapper: Callable[..., Any]) -> None:
+    """Replace a method by one calling ``wrapper(original, self, *args)``: the breakage sees each call and
+    decides what the original is asked and what its answer becomes."""
+    original = getattr(owner, attribute)
+
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return wrapper(original, self, *args, **kwargs)
+
+    patch(owner, attribute, wrapped)
