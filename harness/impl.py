@@ -29,6 +29,8 @@ __all__ = [
     "PLACEHOLDERS",
     "REFERENCE",
     "GatewayCommand",
+    "GatewayLauncher",
+    "LAUNCHER_PLACEHOLDERS",
     "RunAs",
     "OperatorCommand",
     "ImplDescriptor",
@@ -98,8 +100,11 @@ FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
 })
 EXTENDED_FEATURES: frozenset[str] = frozenset(FEATURE_DESCRIPTIONS)
 
-#: Placeholders allowed in gateway command and environment templates.
-PLACEHOLDERS: frozenset[str] = frozenset({"python", "config", "workdir"})
+#: Placeholders allowed in gateway command and environment templates; ``{launcher}`` is the socket of the
+#: descriptor's ``gateway.launcher``, and only allowed with one.
+PLACEHOLDERS: frozenset[str] = frozenset({"python", "config", "workdir", "launcher"})
+#: Placeholders allowed in ``gateway.launcher`` templates: the Unix socket path it is to listen on.
+LAUNCHER_PLACEHOLDERS: frozenset[str] = frozenset({"python", "socket"})
 #: Placeholders allowed in operator templates: the resource directory it watches, the directory it writes
 #: ConfigMaps and status into, and the PEM CA bundle that signs TLS metrics endpoints.
 OPERATOR_PLACEHOLDERS: frozenset[str] = frozenset({"python", "manifests", "out", "workdir", "metrics_ca"})
@@ -117,7 +122,8 @@ DEFAULT_STARTUP_TIMEOUT_S = 20.0
 
 _TOP_KEYS = {"implementation": True, "gateway": True, "operator": False, "features": False}
 _IMPLEMENTATION_KEYS = {"organization": True, "project": True, "version": True, "contact": True}
-_GATEWAY_KEYS = {"command": True, "env": False, "startup_timeout_s": False, "run_as": False}
+_GATEWAY_KEYS = {"command": True, "env": False, "startup_timeout_s": False, "run_as": False, "launcher": False}
+_LAUNCHER_KEYS = {"command": True, "env": False}
 _OPERATOR_KEYS = {"command": True, "env": False, "mesh_args": False}
 
 
@@ -141,6 +147,26 @@ class Implementation:
 
 
 @dataclass(frozen=True)
+class GatewayLauncher:
+    """A helper the local backend starts before the first gateway of a site and stops with the run.
+
+    Gateway commands reach it through ``{launcher}``, the Unix socket path it is told (``{socket}``) to
+    listen on; the local backend waits for that socket to appear before it starts the first gateway.
+    The reference uses it for warm starts (reference/warm_start.py): gateways forked from an interpreter
+    that has imported them once. Each site of a run in network namespaces gets one inside its namespace.
+    """
+
+    argv_template: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def render(self, socket: Path) -> tuple[list[str], dict[str, str]]:
+        values = {"python": sys.executable, "socket": str(socket)}
+        argv = [template.format_map(values) for template in self.argv_template]
+        env = {name: template.format_map(values) for name, template in self.env.items()}
+        return argv, env
+
+
+@dataclass(frozen=True)
 class GatewayCommand:
     """How to start the gateway: an argv template and extra environment, both with placeholders.
 
@@ -152,14 +178,18 @@ class GatewayCommand:
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
     run_as: RunAs | None = None
+    launcher: GatewayLauncher | None = None
 
-    def render(self, config: Path, workdir: Path) -> tuple[list[str], dict[str, str]]:
+    def render(self, config: Path, workdir: Path, launcher: Path | None = None) -> tuple[list[str], dict[str, str]]:
         """Return the argv and the extra environment variables for one gateway.
 
         The environment holds only the descriptor's own variables; the caller lays them over the
-        environment it starts processes with.
+        environment it starts processes with. `launcher` is the socket of the running launcher.
         """
-        values = {"python": sys.executable, "config": str(config), "workdir": str(workdir)}
+        if self.launcher is not None and launcher is None:
+            raise ValueError("gateway.launcher: the gateway command needs the launcher's socket")
+        values = {"python": sys.executable, "config": str(config), "workdir": str(workdir),
+                  "launcher": str(launcher or "")}
         argv = [template.format_map(values) for template in self.argv_template]
         env = {name: template.format_map(values) for name, template in self.env.items()}
         return argv, env
@@ -303,7 +333,25 @@ def _parse_gateway(data: Any) -> GatewayCommand:
             run_as = parse_run_as(block["run_as"])
         except ValueError as exc:
             raise ImplError("gateway.run_as", str(exc)) from None
-    return GatewayCommand(argv_template=argv, env=env, startup_timeout_s=float(timeout), run_as=run_as)
+    launcher = _parse_launcher(block.get("launcher"))
+    if launcher is None:
+        for i, item in enumerate(argv):
+            if "launcher" in _placeholders(item, f"gateway.command[{i}]"):
+                raise ImplError(f"gateway.command[{i}]", "{launcher} needs a gateway.launcher")
+        for name, value in env.items():
+            if "launcher" in _placeholders(value, f"gateway.env.{name}"):
+                raise ImplError(f"gateway.env.{name}", "{launcher} needs a gateway.launcher")
+    return GatewayCommand(argv_template=argv, env=env, startup_timeout_s=float(timeout), run_as=run_as,
+                          launcher=launcher)
+
+
+def _parse_launcher(data: Any) -> GatewayLauncher | None:
+    if data is None:
+        return None
+    block = _mapping(data, "gateway.launcher", _LAUNCHER_KEYS)
+    argv, env = _parse_command(block, "gateway.launcher", LAUNCHER_PLACEHOLDERS,
+                               {"socket": "the Unix socket path the launcher listens on"})
+    return GatewayLauncher(argv_template=argv, env=env)
 
 
 def _parse_operator(data: Any) -> OperatorCommand:

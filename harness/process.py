@@ -13,6 +13,7 @@ import atexit
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -129,7 +130,13 @@ class Supervisor:
         self.log_dir = log_dir
         self._procs: list[ManagedProcess] = []
         self._lock = threading.Lock()
+        self._paths: list[Path] = []
         atexit.register(self.stop_all)
+
+    def remove_after_stop(self, path: Path) -> None:
+        """Remove the directory `path` (a process's socket directory) once every process has stopped."""
+        with self._lock:
+            self._paths.append(path)
 
     def start(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None,
               cwd: Path | None = None, run_as: RunAs | None = None) -> ManagedProcess:
@@ -152,10 +159,13 @@ class Supervisor:
         is waited for (and killed after its grace period) in reverse start order."""
         with self._lock:
             procs, self._procs = self._procs, []
+            paths, self._paths = self._paths, []
         for proc in reversed(procs):
             proc.terminate()
         for proc in reversed(procs):
             proc.stop(grace=3.0)
+        for path in paths:
+            shutil.rmtree(path, ignore_errors=True)
 
     @property
     def processes(self) -> list[ManagedProcess]:

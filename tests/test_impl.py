@@ -67,11 +67,26 @@ def test_reference_descriptor_loads() -> None:
     contact = descriptor.implementation.contact
     assert contact and all(isinstance(c, str) for c in contact)
     assert descriptor.features == EXTENDED_FEATURES
-    argv, env = descriptor.gateway.render(Path("/tmp/site-a/praxis.yaml"), Path("/tmp/site-a"))
+    argv, env = descriptor.gateway.render(Path("/tmp/site-a/praxis.yaml"), Path("/tmp/site-a"), Path("/tmp/l.sock"))
     assert argv[0] == sys.executable
-    assert "/tmp/site-a/praxis.yaml" in argv
+    assert "/tmp/site-a/praxis.yaml" in argv and "/tmp/l.sock" in argv
     assert not any("{" in arg for arg in argv)
     assert env == {}
+    assert descriptor.gateway.launcher is not None
+    launcher, _ = descriptor.gateway.launcher.render(Path("/tmp/l.sock"))
+    assert launcher[0] == sys.executable and "/tmp/l.sock" in launcher
+    with pytest.raises(ValueError, match="gateway.launcher"):  # a launcher's gateway cannot start without it
+        descriptor.gateway.render(Path("/tmp/site-a/praxis.yaml"), Path("/tmp/site-a"))
+
+
+def test_a_launcher_is_optional_and_renders_its_socket() -> None:
+    data = _variant("gateway.launcher", {"command": ["/opt/warm", "--listen={socket}"], "env": {"W": "{python}"}})
+    data["gateway"]["command"] = ["gw", "{config}", "--via={launcher}"]
+    gateway = parse_impl(data).gateway
+    assert gateway.launcher is not None
+    assert gateway.launcher.render(Path("/s/l.sock")) == (["/opt/warm", "--listen=/s/l.sock"], {"W": sys.executable})
+    assert gateway.render(Path("/c.yaml"), Path("/w"), Path("/s/l.sock"))[0] == ["gw", "/c.yaml", "--via=/s/l.sock"]
+    assert parse_impl(VALID).gateway.launcher is None
 
 
 def test_custom_descriptor_loads_and_renders(tmp_path: Path) -> None:
@@ -140,6 +155,16 @@ BAD_DESCRIPTORS = [
      "gateway.env.GW_PORT: must be a string"),
     ("env unknown placeholder", _variant("gateway.env", {"GW_HOME": "{home}"}),
      "gateway.env.GW_HOME: unknown placeholder {home}"),
+    ("launcher placeholder without a launcher", _variant("gateway.command", ["gw", "{config}", "--via={launcher}"]),
+     "gateway.command[2]: {launcher} needs a gateway.launcher"),
+    ("launcher placeholder in env without a launcher", _variant("gateway.env", {"VIA": "{launcher}"}),
+     "gateway.env.VIA: {launcher} needs a gateway.launcher"),
+    ("launcher without its socket", _variant("gateway.launcher", {"command": ["warm"]}),
+     "gateway.launcher.command: must contain {socket}"),
+    ("launcher unknown key", _variant("gateway.launcher", {"command": ["warm", "{socket}"], "cwd": "/"}),
+     "gateway.launcher.cwd: unknown key"),
+    ("launcher with a gateway placeholder", _variant("gateway.launcher", {"command": ["warm", "{socket}", "{config}"]}),
+     "gateway.launcher.command[2]: unknown placeholder {config}"),
     ("timeout negative", _variant("gateway.startup_timeout_s", -1),
      "gateway.startup_timeout_s: must be a positive"),
     ("timeout boolean", _variant("gateway.startup_timeout_s", True),

@@ -30,13 +30,12 @@ LAUNCHER = "tests.broken.operator_launch"
 
 def _components(breakage: str) -> dict[str, Any]:
     reference = load_impl("reference")
-    gateway, operator = reference.gateway, reference.operator
+    operator = reference.operator
     assert operator is not None and operator.mesh_args is not None
     # the reference command is {python} -m reference.operator run ...: keep its arguments after the module
     command = ["{python}", "-m", LAUNCHER, "--break", breakage, *operator.argv_template[3:]]
     return {
-        "gateway": {"command": list(gateway.argv_template), "env": dict(gateway.env),
-                    "startup_timeout_s": gateway.startup_timeout_s},
+        "gateway": shared.reference_gateway(),
         "operator": {"command": command, "env": {"PYTHONPATH": str(shared.REPO)},
                      "mesh_args": list(operator.mesh_args)},
     }

@@ -26,12 +26,10 @@ from tests.broken.targets import SuiteTest, Targets
 
 
 def _components(breakage: str) -> dict[str, Any]:
-    gateway = load_impl("reference").gateway
     operator = ["{python}", "-m", "tests.broken.operator_launch", "--break", breakage, "run", "--manifests",
                 "{manifests}", "--out", "{out}", "--poll", "0.1", "--metrics-ca", "{metrics_ca}"]
     return {
-        "gateway": {"command": list(gateway.argv_template), "env": dict(gateway.env),
-                    "startup_timeout_s": gateway.startup_timeout_s},
+        "gateway": shared.reference_gateway(),
         "operator": {"command": operator, "env": {"PYTHONPATH": str(shared.REPO)}},
     }
 
@@ -107,7 +105,9 @@ def test_descriptor_plugs_the_broken_operator_in_like_a_vendor(tmp_path: Path) -
     assert argv[5:] == ["run", "--manifests", str(tmp_path / "m"), "--out", str(tmp_path / "o"), "--poll", "0.1",
                         "--metrics-ca", str(tmp_path / "ca.pem")], argv
     assert env == {"PYTHONPATH": str(shared.REPO)}
-    assert descriptor.gateway.argv_template == load_impl("reference").gateway.argv_template
+    reference = load_impl("reference").gateway
+    assert descriptor.gateway.argv_template == reference.argv_template
+    assert descriptor.gateway.launcher == reference.launcher
     assert descriptor.features == EXTENDED_FEATURES
 
 

@@ -30,8 +30,7 @@ LAUNCHER = "tests.broken.provider_launch"
 
 
 def _components(breakage: str) -> dict[str, Any]:
-    command = ["{python}", "-m", LAUNCHER, "--break", breakage, "-c", "{config}"]
-    return {"gateway": {"command": command, "env": {"PYTHONPATH": str(shared.REPO)}, "startup_timeout_s": 20}}
+    return {"gateway": shared.broken_gateway(LAUNCHER, breakage, "tests.broken.provider_breakages")}
 
 
 def _registered() -> Iterable[str]:
@@ -99,9 +98,13 @@ def test_every_provider_breakage_applies_to_the_reference_gateway() -> None:
 
 def test_descriptor_plugs_the_broken_provider_gateway_in_like_a_vendor(tmp_path: Path) -> None:
     descriptor = load_impl(str(shared.write_descriptor(PROFILE, tmp_path / "impl.yaml", "token-logged")))
-    argv, env = descriptor.gateway.render(tmp_path / "praxis.yaml", tmp_path)
-    assert argv[1:] == ["-m", LAUNCHER, "--break", "token-logged", "-c", str(tmp_path / "praxis.yaml")], argv
+    argv, env = descriptor.gateway.render(tmp_path / "praxis.yaml", tmp_path, tmp_path / "launcher.sock")
+    assert argv[1:] == ["-m", "reference.warm_start", "run", str(tmp_path / "launcher.sock"), "-m", LAUNCHER,
+                        "--break", "token-logged", "-c", str(tmp_path / "praxis.yaml")], argv
     assert env == {"PYTHONPATH": str(shared.REPO)}
+    assert descriptor.gateway.launcher is not None
+    launcher, launcher_env = descriptor.gateway.launcher.render(tmp_path / "launcher.sock")
+    assert launcher[-2:] == ["--preload", "tests.broken.provider_breakages"] and launcher_env == env, launcher
 
 
 _IDS = {"PROV-X": SuiteTest("suites.provider.test_x", "test_x")}

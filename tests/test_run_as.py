@@ -352,8 +352,12 @@ def test_reference_gateways_serve_a_hop_as_nobody(run_dir: Path, nobody: RunAs) 
         pytest.skip(f"no Python interpreter that {nobody} may run imports the reference gateway "
                     f"({sys.executable} or a system python{sys.version_info.major}.{sys.version_info.minor})")
     exe, env = found
-    command = ["{python}" if exe == sys.executable else exe, "-m", "reference.gateway.cli", "-c", "{config}"]
-    impl = _impl({"command": command, "env": env, "run_as": "nobody"})
+    python = "{python}" if exe == sys.executable else exe
+    # warm-started as the reference descriptor does: the launcher runs as nobody too
+    command = [python, "-m", "reference.warm_start", "run", "{launcher}", "-m", "reference.gateway", "-c", "{config}"]
+    launcher = {"command": [python, "-m", "reference.warm_start", "serve", "{socket}",
+                            "--preload", "reference.gateway.cli"], "env": env}
+    impl = _impl({"command": command, "env": env, "run_as": "nobody", "launcher": launcher})
     assert impl.gateway.run_as == nobody
     plan = AddressPlan()
     backend = LocalBackend(run_dir, Supervisor(run_dir / "logs"), plan, impl)
@@ -367,6 +371,10 @@ def test_reference_gateways_serve_a_hop_as_nobody(run_dir: Path, nobody: RunAs) 
         first = a.envelope([a.candidate("local-a", model)])
         edge = a.start_gateway("core", contract.encode(first))
         assert _ids(edge.proc.process.pid) == (nobody.uid, nobody.gid, "")
+        assert "warm start unavailable" not in edge.proc.process.log_text(), edge.proc.process.log_text()
+        launchers = [p for p in backend.supervisor.processes if p.name.startswith("gateway-launcher")]
+        assert len(launchers) == 1 and _ids(launchers[0].pid) == (nobody.uid, nobody.gid, "")
+        socket_dir = backend._launchers[None].parent
         edge.wait_serving(contract.revision_of(first), model)
         assert edge.request(model).status == 200
         second = a.envelope([a.candidate("local-a", model, stable_id="run-as-second")])
@@ -404,3 +412,4 @@ def test_reference_gateways_serve_a_hop_as_nobody(run_dir: Path, nobody: RunAs) 
             assert _group_members(pid) == [], f"gateway group {pid} left processes behind"
     finally:
         grid.close()
+    assert not launchers[0].running() and not socket_dir.exists(), "the launcher or its socket directory was left"

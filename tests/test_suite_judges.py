@@ -22,8 +22,7 @@ from tests.broken.targets import SUITE, TARGETS, SuiteTest, Targets
 
 
 def _components(breakage: str) -> dict[str, Any]:
-    command = ["{python}", "-m", "tests.broken.launch", "--break", breakage, "-c", "{config}"]
-    return {"gateway": {"command": command, "env": {"PYTHONPATH": str(shared.REPO)}, "startup_timeout_s": 20}}
+    return {"gateway": shared.broken_gateway("tests.broken.launch", breakage, "tests.broken.breakages")}
 
 
 def _registered() -> Iterable[str]:

@@ -6,6 +6,8 @@ import json
 import os
 import ssl
 import sys
+import tempfile
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +109,8 @@ class LocalBackend:
         self._gateway_count = 0
         self._sync_count = 0
         self._pki: GridPKI | None = None
+        self._launchers: dict[int | None, Path] = {}  # site -> socket of its running gateway.launcher
+        self._launcher_lock = threading.Lock()
 
     def _inside(self, site_index: int | None, argv: list[str]) -> list[str]:
         """`argv` started inside the site's network namespace when the sites live in a fabric."""
@@ -248,24 +252,20 @@ class LocalBackend:
         """
         config_path = workdir / "praxis.yaml"
         config_path.write_text(config_text)
-        argv, env_vars = self.impl.gateway.render(config_path, workdir)
+        site = self._site_of(listen.rsplit(":", 1)[0])
+        user = users.gateway_user(self)
+        launcher = self._launcher_socket(site, user)
+        argv, env_vars = self.impl.gateway.render(config_path, workdir, launcher)
         env = {**env_vars, **dict(env or {})}
         if self.seed is not None:
             # --grid-seed also fixes the reference gateway's random choices (other gateways ignore it)
             env = {"AGN_GATEWAY_SEED": f"{self.seed}-{self._gateway_count}", **env}
-        site = self._site_of(listen.rsplit(":", 1)[0])
-        user = users.gateway_user(self)
-        switch_at_start = None
         if user is not None:
             public, private = users.config_files(config_text)
             users.grant_gateway_files(user, run_dir=self.workdir, workdir=workdir, config=config_path,
                                       overlay_dir=overlay_dir, public=public, private=private)
             env = {"HOME": str(workdir), **env}
-            if site is None:
-                switch_at_start = user
-            else:  # entering the namespace needs root: switch users behind `ip netns exec`
-                argv = users.switch_argv(user, argv)
-        argv = self._inside(site, argv)
+        argv, switch_at_start = self._gateway_argv(site, user, argv)
         try:
             proc = self.supervisor.start(name, argv, env=env, cwd=workdir, run_as=switch_at_start)
         except OSError as exc:
@@ -283,6 +283,56 @@ class LocalBackend:
             head = str(exc).split("\n--- gateway log (tail) ---\n", 1)[0]
             raise GatewayStartFailed(f"{head}\n{hint}", exc.exit_code, exc.log_tail) from None
         return gateway
+
+    def _gateway_argv(self, site: int | None, user: users.RunAs | None,
+                      argv: list[str]) -> tuple[list[str], users.RunAs | None]:
+        """`argv` as the gateway user inside the site's namespace, and the user to switch to at start."""
+        if user is not None and site is not None:  # entering the namespace needs root: switch behind it
+            argv = users.switch_argv(user, argv)
+        return self._inside(site, argv), user if site is None else None
+
+    def _launcher_socket(self, site: int | None, user: users.RunAs | None) -> Path | None:
+        """The socket of the site's `gateway.launcher`, started on first use; None without a launcher.
+
+        The launcher runs as the gateway user, in the site's namespace, in a directory of its own in the
+        system temp directory (a Unix socket path must stay short), removed when the run stops.
+        """
+        launcher = self.impl.gateway.launcher
+        if launcher is None:
+            return None
+        with self._launcher_lock:
+            if site in self._launchers:
+                return self._launchers[site]
+            directory = Path(tempfile.mkdtemp(prefix="agn-launcher-"))
+            self.supervisor.remove_after_stop(directory)
+            if user is not None:
+                os.chown(directory, user.uid, user.gid)
+            socket_path = directory / "launcher.sock"
+            argv, env = launcher.render(socket_path)
+            argv, switch_at_start = self._gateway_argv(site, user, argv)
+            name = "gateway-launcher" if site is None else f"gateway-launcher-{site}"
+            try:
+                proc = self.supervisor.start(name, argv, env=env, cwd=directory, run_as=switch_at_start)
+            except OSError as exc:
+                raise GatewayStartFailed(f"gateway.launcher could not be started: {exc}", None, "") from exc
+
+            def probe() -> str:
+                if not proc.running():
+                    return f"exited with {proc.returncode}"
+                return "listening" if socket_path.exists() else "starting"
+
+            try:
+                state = poll_until(probe, lambda s: s != "starting",
+                                   what=f"gateway.launcher to listen on {socket_path}",
+                                   timeout=float(self.impl.gateway.startup_timeout_s))
+            except WaitTimeout as exc:
+                state = str(exc)
+            if state != "listening":
+                self.supervisor.stop(proc)
+                raise GatewayStartFailed(f"gateway.launcher did not come up: {state}", proc.returncode,
+                                         proc.log_tail())
+            self._launchers[site] = socket_path
+            return socket_path
 
     @staticmethod
     def _gateway_start_hint(proc: ManagedProcess, user: Any) -> str | None:

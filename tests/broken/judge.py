@@ -25,6 +25,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -82,6 +83,23 @@ class Profile:
     #: them that skipped is not judged, as long as another target of the breakage was.
     may_skip: frozenset[str] = frozenset()
     pytest_args: tuple[str, ...] = ("-p", "no:xdist", "-p", "no:hypothesispytest", "-p", "no:pytest-kubernetes")
+
+
+def reference_gateway() -> dict[str, Any]:
+    """The reference descriptor's gateway section (command, launcher, timeout) as a descriptor spells it."""
+    text = resources.files("harness.impls").joinpath("reference.yaml").read_text(encoding="utf-8")
+    return dict(yaml.safe_load(text)["gateway"])
+
+
+def broken_gateway(module: str, breakage: str, table: str) -> dict[str, Any]:
+    """A gateway section starting ``python -m module --break breakage -c {config}``, warm-started like the
+    reference gateway from a launcher that has also imported the breakage `table`."""
+    reference = reference_gateway()
+    source = {"PYTHONPATH": str(REPO)}
+    launcher = {"command": [*reference["launcher"]["command"], "--preload", table], "env": source}
+    command = ["{python}", "-m", "reference.warm_start", "run", "{launcher}", "-m", module, "--break", breakage,
+               "-c", "{config}"]
+    return {"command": command, "env": source, "startup_timeout_s": 20, "launcher": launcher}
 
 
 def env() -> dict[str, str]:
