@@ -1,11 +1,13 @@
 """Wall time of whole conformance runs against the reference, and where the seconds go.
 
 Two runs, serial as a user runs them: the consumer profile alone, and the four profiles of the default
-run. Each is `agn-conformance run --profile <profiles> --report <tmp>` as a subprocess (the installed
-console script, or the same CLI through ``python -m harness.cli`` in a checkout), in its own process group
-so everything it started is stopped with it if it overruns, with the bench.phases plugin loaded: the
-breakdown by pytest phase, by harness activity (process start and readiness, stopping, polling waits,
-traffic) and the slowest tests come from it.
+run; beside them, in the same bench run, the consumer profile once more with every reference gateway
+started cold (a descriptor without the reference's `gateway.launcher`), so the warm start's saving is a
+ratio measured side by side. Each is `agn-conformance run --profile <profiles> --report <tmp>` as a
+subprocess (the installed console script, or the same CLI through ``python -m harness.cli`` in a
+checkout), in its own process group so everything it started is stopped with it if it overruns, with the
+bench.phases plugin loaded: the breakdown by pytest phase, by harness activity (process start and
+readiness, stopping, polling waits, traffic) and the slowest tests come from it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +34,25 @@ TIMEOUT_S = 900.0
 SLOWEST = 10
 
 
-def command(report: Path, profile: str = "consumer") -> list[str]:
+#: The label of the consumer run whose reference gateways start cold.
+COLD = "consumer (gateways started cold)"
+
+
+def command(report: Path, profile: str = "consumer", impl: Path | None = None) -> list[str]:
     script = shutil.which("agn-conformance")
     base = [script] if script else [sys.executable, "-m", "harness.cli"]
-    return [*base, "run", "--profile", profile, "--report", str(report)]
+    chosen = ["--impl", str(impl)] if impl is not None else []
+    return [*base, "run", "--profile", profile, "--report", str(report), *chosen]
+
+
+def cold_descriptor(path: Path) -> Path:
+    """The reference descriptor without its launcher: each gateway a fresh ``python -m reference.gateway``."""
+    doc = yaml.safe_load(resources.files("harness.impls").joinpath("reference.yaml").read_text(encoding="utf-8"))
+    doc["implementation"]["project"] = "reference-gateway-cold-start"
+    doc["gateway"].pop("launcher")
+    doc["gateway"]["command"] = ["{python}", "-m", "reference.gateway", "-c", "{config}"]
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
 
 
 OUTCOME_COLUMNS = tuple(f"{level} {stat}" for level in ("core", "extended")
@@ -93,12 +111,13 @@ def _print_breakdown(run: dict[str, Any]) -> None:
     emit(table(f"{run['profile']}: slowest tests", ("test", "s", "mostly"), rows))
 
 
-def run_profile(profile: str, workdir: Path) -> dict[str, Any]:
+def run_profile(profile: str, workdir: Path, impl: Path | None = None, name: str | None = None) -> dict[str, Any]:
     """One `agn-conformance run --profile <profile>`: wall time, exit code (None on timeout), outcomes."""
-    label = profile.replace(",", "-")
+    label = (name or profile).replace(",", "-").replace(" ", "-").strip("()")
+    label = "".join(c for c in label if c.isalnum() or c == "-")
     report = workdir / f"{label}-report.yaml"
     phases_file = workdir / f"{label}-phases.json"
-    argv = [*command(report, profile), "--", "-p", "bench.phases"]
+    argv = [*command(report, profile, impl), "--", "-p", "bench.phases"]
     emit(f"conformance_wall: {' '.join(argv[-8:])} (timeout {TIMEOUT_S:.0f} s)")
     supervisor = Supervisor(workdir / f"{label}-logs")
     env = {**child_env(), phases.ENV: str(phases_file)}
@@ -119,8 +138,8 @@ def run_profile(profile: str, workdir: Path) -> dict[str, Any]:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         emit(f"note: no phase breakdown for the {profile} run ({exc})")
         parts = {}
-    shown = [f"<tmp>/{report.name}" if a == str(report) else a for a in argv]
-    return {"profile": profile, "wall_s": wall, "exit_code": code, "outcomes": outcomes(report),
+    shown = [f"<tmp>/{Path(a).name}" if a in (str(report), str(impl)) else a for a in argv]
+    return {"profile": name or profile, "wall_s": wall, "exit_code": code, "outcomes": outcomes(report),
             "command": shown, "breakdown": parts}
 
 
@@ -131,16 +150,24 @@ def run(quick: bool) -> BenchResult:
         return BenchResult("conformance_wall", skipped="not run in --quick")
     with tempfile.TemporaryDirectory(prefix="agn-bench-conformance-") as tmp:
         runs = [run_profile(profile, Path(tmp)) for profile in TARGETS_S]
+        cold = run_profile("consumer", Path(tmp), cold_descriptor(Path(tmp) / "cold-start.yaml"), COLD)
     emit(table(
         "conformance runs (exit code '-' = stopped at the timeout)",
         ("profile", "wall s", "exit code", *OUTCOME_COLUMNS),
         [(r["profile"], r["wall_s"], "-" if r["exit_code"] is None else r["exit_code"],
           *(r["outcomes"].get(column, "-") for column in OUTCOME_COLUMNS)) for r in runs],
     ))
-    for r in runs:
+    for r in [*runs, cold]:
         _print_breakdown(r)
+    warm = runs[0]
+    emit(table("consumer run, warm-started gateways (the reference descriptor) beside cold-started ones",
+               ("gateways", "wall s", "gateway start s", "gateway starts"),
+               [(r["profile"], r["wall_s"], r.get("breakdown", {}).get("activities_s", {}).get("gateway start", "-"),
+                 r.get("breakdown", {}).get("calls", {}).get("gateway start", "-")) for r in (warm, cold)]))
+    if cold["wall_s"]:
+        emit(f"warm / cold consumer wall time: {warm['wall_s'] / cold['wall_s']:.2f}")
     targets = [Target(f"{r['profile']} conformance run wall time", r["wall_s"], "<=", TARGETS_S[r["profile"]], "s")
                for r in runs]
     for target in targets:
         emit(target.line())
-    return BenchResult("conformance_wall", {"runs": runs}, targets)
+    return BenchResult("conformance_wall", {"runs": runs, "cold_consumer": cold}, targets)
