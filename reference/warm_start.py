@@ -270,35 +270,48 @@ def run(path: str, module: str, args: Sequence[str]) -> NoReturn:
     """Run ``python -m module args`` as a child of the server at `path`, else cold in this process."""
     request = {"argv": [module, *args], "env": dict(os.environ), "cwd": os.getcwd(), "netns": _netns(),
                "python": sys.executable, "pythonpath": os.environ.get("PYTHONPATH", "")}
+    child: list[int] = []  # the child's pid, once the server has said it
+    pending: list[int] = []  # signals that came before it
+
+    def forward(sig: int, _frame: Any) -> None:
+        if not child:
+            pending.append(sig)
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(child[0], sig)
+
+    for sig in FORWARDED:  # from the start: a signal must not kill this process while its child lives
+        signal.signal(sig, forward)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    reply: dict[str, Any] = {}
     try:
         conn.connect(path)
         socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
         reply = json.loads(_read_line(conn))
     except (OSError, ValueError) as exc:
-        conn.close()
-        _cold(module, args, f"{path}: {exc}")
+        reply = {"refused": f"{path}: {exc}"}
     if "pid" not in reply:
         conn.close()
+        if pending:  # asked to stop before anything started: stop as the cold process would have
+            _die_of(pending[0])
         _cold(module, args, str(reply.get("refused", reply)))
-    pid = int(reply["pid"])
-
-    def forward(sig: int, _frame: Any) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
-
-    for sig in FORWARDED:
-        signal.signal(sig, forward)
+    child.append(int(reply["pid"]))
+    for early in pending:
+        forward(early, None)
     try:
         code = int(json.loads(_read_line(conn))["exit"])
     except (OSError, ValueError, KeyError) as exc:
         print(f"warm start: lost the server before the child's exit: {exc}", file=sys.stderr, flush=True)
         os._exit(EX_SOFTWARE)
     if code < 0:  # the child died of a signal: die of the same one
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-        os._exit(128 - code)
+        _die_of(-code)
     os._exit(code)
+
+
+def _die_of(sig: int) -> NoReturn:
+    signal.signal(sig, signal.SIG_DFL)
+    os.kill(os.getpid(), sig)
+    os._exit(128 + sig)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

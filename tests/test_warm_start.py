@@ -24,12 +24,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 PROBE = '''
 import json, os, signal, sys, time
+mode = sys.argv[1] if len(sys.argv) > 1 else "exit"
+if mode == "wait":  # before the report: the test signals as soon as it has read it
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))
 print(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "probe": os.environ.get("PROBE"),
                   "ppid": os.getppid(), "pid": os.getpid()}), flush=True)
 print("to stderr", file=sys.stderr, flush=True)
-mode = sys.argv[1] if len(sys.argv) > 1 else "exit"
 if mode == "wait":
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))
     time.sleep(60)
 elif mode == "die":
     os.kill(os.getpid(), signal.SIGABRT)

@@ -105,10 +105,15 @@ def test_degraded_candidates_stay_until_the_ttl_then_go(fresh: MeshScenario) -> 
     envelope = fresh.mesh.site("site-a").control.reconcile(fresh.net)
     assert [r.get("fresh") for r in oracle.from_site(envelope, local, "site-a")] == [True], \
         f"local candidates are always kept: {oracle.summary(oracle.candidates_for(envelope, local))}"
-    # The TTL removes the candidate from the rendered overlay only: site-a still stores site-c's record.
-    kept = oracle.records_of(a.mesh_status(), site="site-c", network=fresh.net, provider=f"{fresh.tag}-pc")
+    # The TTL removes the candidate from the rendered overlay only: site-a still stores site-c's record. Read
+    # it from a status written a whole second after site-c's age passed the TTL, so after the render that
+    # evicted the candidate (a status read at once may predate that render).
+    status = poll_until(a.mesh_status, lambda s: (oracle.member_age(s, "site-c") or ttl + 1) >= ttl + 1,
+                        timeout=oracle.RECONCILE_SLACK + 2, what=f"site-a to list site-c's age past {ttl + 1}s",
+                        describe=lambda s: f"site-c's age: {oracle.member_age(s, 'site-c')}")
+    kept = oracle.records_of(status, site="site-c", network=fresh.net, provider=f"{fresh.tag}-pc")
     assert kept, (f"the TTL must not delete site-c's CRDT record of {fresh.tag}-pc from site-a's store; site-a's "
-                  f"mesh status lists {oracle.records_of(a.mesh_status(), site='site-c')}")
+                  f"mesh status lists {oracle.records_of(status, site='site-c')}")
 
 
 @pytest.mark.conformance(id="MESH-LEAVE-REMOVES-AT-ONCE", profile="mesh", level="core", feature="gossip",
