@@ -75,6 +75,13 @@ def _report(out: bytes) -> dict[str, object]:
     return json.loads(out.decode().splitlines()[0])
 
 
+def _waiting(path: Path, probe_dir: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """A client whose child has started and waits for SIGTERM (exit 7), and the child's pid."""
+    client = _client(path, probe_dir, "wait")
+    assert client.stdout is not None
+    return client, int(str(_report(client.stdout.readline())["pid"]))
+
+
 def test_a_warm_child_sees_what_a_cold_process_sees(server: tuple[subprocess.Popen[bytes], Path],
                                                     probe_dir: Path) -> None:
     proc, path = server
@@ -101,9 +108,7 @@ def test_an_exception_exits_1_with_its_traceback(server: tuple[subprocess.Popen[
 def test_sigterm_reaches_the_child_and_its_status_comes_back(server: tuple[subprocess.Popen[bytes], Path],
                                                              probe_dir: Path) -> None:
     _, path = server
-    client = _client(path, probe_dir, "wait")
-    assert client.stdout is not None
-    _report(client.stdout.readline())
+    client, _ = _waiting(path, probe_dir)
     client.send_signal(signal.SIGTERM)
     assert client.wait(timeout=30) == 7
 
@@ -127,9 +132,7 @@ def _alive(pid: int) -> bool:
 
 def test_killing_the_client_kills_the_child(server: tuple[subprocess.Popen[bytes], Path], probe_dir: Path) -> None:
     _, path = server
-    client = _client(path, probe_dir, "wait")
-    assert client.stdout is not None
-    child = int(str(_report(client.stdout.readline())["pid"]))
+    client, child = _waiting(path, probe_dir)
     assert _alive(child)
     client.kill()
     client.wait(timeout=10)
@@ -177,9 +180,7 @@ def test_the_server_refuses_what_it_cannot_start_as_asked(tmp_path: Path) -> Non
 def test_sigterm_stops_the_server_after_its_children(server: tuple[subprocess.Popen[bytes], Path],
                                                      probe_dir: Path) -> None:
     proc, path = server
-    client = _client(path, probe_dir, "wait")
-    assert client.stdout is not None
-    _report(client.stdout.readline())
+    client, _ = _waiting(path, probe_dir)
     proc.send_signal(signal.SIGTERM)
     poll_until(path.exists, lambda exists: not exists, what="the socket to go", timeout=10)
     started = time.monotonic()
