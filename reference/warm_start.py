@@ -211,6 +211,8 @@ class WarmServer:
                 os._exit(EX_SOFTWARE)
             for target, fd in enumerate(fds):
                 os.dup2(fd, target)
+            for fd in set(fds) - {0, 1, 2}:  # the copies received: only stdin, stdout and stderr stay
+                os.close(fd)
             _watch_requester(conn)
             os.chdir(request.get("cwd") or ".")
             os.environ.clear()
