@@ -18,7 +18,6 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import yaml
 
 from bench import phases
 from bench.core import ROOT, BenchResult, Target, child_env, emit, table
+from harness.impl import reference_document
 from harness.process import Supervisor
 
 #: Wall-time targets of the runs measured: the consumer profile alone, and the default four profiles.
@@ -47,7 +47,7 @@ def command(report: Path, profile: str = "consumer", impl: Path | None = None) -
 
 def cold_descriptor(path: Path) -> Path:
     """The reference descriptor without its launcher: each gateway a fresh ``python -m reference.gateway``."""
-    doc = yaml.safe_load(resources.files("harness.impls").joinpath("reference.yaml").read_text(encoding="utf-8"))
+    doc = reference_document()
     doc["implementation"]["project"] = "reference-gateway-cold-start"
     doc["gateway"].pop("launcher")
     doc["gateway"]["command"] = ["{python}", "-m", "reference.gateway", "-c", "{config}"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import string
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -38,6 +38,7 @@ __all__ = [
     "Implementation",
     "load_impl",
     "parse_impl",
+    "reference_document",
 ]
 
 REFERENCE = "reference"
@@ -146,6 +147,12 @@ class Implementation:
     contact: tuple[str, ...] = ()
 
 
+def _fill(argv: Sequence[str], env: Mapping[str, str], values: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+    """A command's argv and environment templates with their placeholders replaced by `values`."""
+    return ([template.format_map(values) for template in argv],
+            {name: template.format_map(values) for name, template in env.items()})
+
+
 @dataclass(frozen=True)
 class GatewayLauncher:
     """A helper the local backend starts before the first gateway of a site and stops with the run.
@@ -160,10 +167,7 @@ class GatewayLauncher:
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def render(self, socket: Path) -> tuple[list[str], dict[str, str]]:
-        values = {"python": sys.executable, "socket": str(socket)}
-        argv = [template.format_map(values) for template in self.argv_template]
-        env = {name: template.format_map(values) for name, template in self.env.items()}
-        return argv, env
+        return _fill(self.argv_template, self.env, {"python": sys.executable, "socket": str(socket)})
 
 
 @dataclass(frozen=True)
@@ -188,11 +192,8 @@ class GatewayCommand:
         """
         if self.launcher is not None and launcher is None:
             raise ValueError("gateway.launcher: the gateway command needs the launcher's socket")
-        values = {"python": sys.executable, "config": str(config), "workdir": str(workdir),
-                  "launcher": str(launcher or "")}
-        argv = [template.format_map(values) for template in self.argv_template]
-        env = {name: template.format_map(values) for name, template in self.env.items()}
-        return argv, env
+        return _fill(self.argv_template, self.env, {"python": sys.executable, "config": str(config),
+                                                    "workdir": str(workdir), "launcher": str(launcher or "")})
 
 
 @dataclass(frozen=True)
@@ -219,9 +220,7 @@ class OperatorCommand:
                 raise ValueError("operator.mesh_args: not given, so this operator cannot join a mesh")
             values.update(mesh)
             templates += self.mesh_args
-        argv = [template.format_map(values) for template in templates]
-        env = {name: template.format_map(values) for name, template in self.env.items()}
-        return argv, env
+        return _fill(templates, self.env, values)
 
 
 @dataclass(frozen=True)
@@ -241,11 +240,17 @@ class ImplDescriptor:
 # ------------------------------------------------------------------------------------------- loading
 
 
+def reference_document() -> dict[str, Any]:
+    """The built-in reference descriptor as parsed YAML (a fresh copy), for tools that derive descriptors
+    from it."""
+    text = resources.files("harness.impls").joinpath("reference.yaml").read_text(encoding="utf-8")
+    return dict(_parse_yaml(text, REFERENCE))
+
+
 def load_impl(spec: str) -> ImplDescriptor:
     """Load ``reference`` (the built-in descriptor) or the descriptor file at path ``spec``."""
     if spec == REFERENCE:
-        text = resources.files("harness.impls").joinpath("reference.yaml").read_text(encoding="utf-8")
-        return parse_impl(_parse_yaml(text, REFERENCE), source=REFERENCE)
+        return parse_impl(reference_document(), source=REFERENCE)
     path = Path(spec)
     if not path.is_file():
         raise ImplError("", f"{spec}: no such descriptor file (give '{REFERENCE}' or a path to a YAML file)")

@@ -25,14 +25,13 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 import pytest
 import yaml
 
-from harness.impl import EXTENDED_FEATURES, Implementation, load_impl
+from harness.impl import EXTENDED_FEATURES, Implementation, load_impl, reference_document
 from harness.report.model import TestResult
 from harness.report.writer import ReportError, build_report, load_report
 from tests.broken.forkserver import ForkServer
@@ -87,8 +86,7 @@ class Profile:
 
 def reference_gateway() -> dict[str, Any]:
     """The reference descriptor's gateway section (command, launcher, timeout) as a descriptor spells it."""
-    text = resources.files("harness.impls").joinpath("reference.yaml").read_text(encoding="utf-8")
-    return dict(yaml.safe_load(text)["gateway"])
+    return dict(reference_document()["gateway"])
 
 
 def broken_gateway(module: str, breakage: str, table: str) -> dict[str, Any]:
