@@ -80,12 +80,14 @@ def render_gateway_config(
     static_candidates: Sequence[Mapping[str, Any]] = (),
     hop_tls: Mapping[str, UpstreamTls] | None = None,
     credentials: Sequence[CredentialSource] = (),
+    credential_mount_base: str | None = None,
 ) -> str:
     """The Praxis YAML for one gateway instance.
 
     `hop_tls` gives clusters (the provider hop clusters) an upstream `tls` block: the CA that signs the
     upstream, the gateway's client certificate and the SNI, so they are reached over mTLS. `credentials`
-    are the credential_inject entries of a variant that injects.
+    are the credential_inject entries of a variant that injects; `credential_mount_base` its
+    `projected_credential_mount_base`, where Secrets are mounted as <namespace>/<name>/<key>.
     """
     hop_tls = dict(hop_tls or {})
     missing = sorted(set(hop_tls) - set(clusters))
@@ -125,7 +127,12 @@ def render_gateway_config(
                                                         "cluster": variant.pinned[1]}]})
     filters.append(route)
     if variant.inject:
-        filters.append({"filter": "credential_inject", "credentials": [c.as_entry() for c in credentials]})
+        inject: dict[str, Any] = {"filter": "credential_inject", "credentials": [c.as_entry() for c in credentials]}
+        if credential_mount_base is not None:
+            inject["projected_credential_mount_base"] = credential_mount_base
+        filters.append(inject)
+    elif credential_mount_base is not None:
+        raise ValueError(f"variant {variant.name} has no credential_inject for a projected mount base")
     filters.append({"filter": "load_balancer", "clusters": [_cluster(name, endpoint, hop_tls.get(name))
                                                             for name, endpoint in clusters.items()]})
     config = {

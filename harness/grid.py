@@ -11,13 +11,14 @@ import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness import contract, http_get, traffic
-from harness.backends import Backend
+from harness.backends import Backend, OperationUnsupported
 from harness.backends.local import GatewayProcess, GatewayStartFailed, ProviderProcess
 from harness.control import ControlPlane
 from harness.gateway_config import (
@@ -37,7 +38,7 @@ from harness.gateway_config import (
 from harness.pki import ClientFiles, GridPKI, ServerFiles, client_context
 from harness.projection import project
 from harness.resources import SIGNAL_METRICS
-from harness.run_as import gateway_user
+from harness.run_as import RunAs, gateway_user
 from harness.topology import SiteSpec, Topology
 from harness.waiting import WaitTimeout, poll_until
 
@@ -100,6 +101,10 @@ class Gateway:
     revision_header = REVISION_HEADER
     #: The client certificate the harness gave this gateway for its mTLS hop clusters (None: no such cluster).
     hop_client: ClientFiles | None = None
+    #: The token file credential_inject was configured with, per credential reference (injecting variants).
+    credential_files: Mapping[CredentialRef, Path] = MappingProxyType({})
+    #: credential_inject's projected_credential_mount_base (None: the gateway has none).
+    credential_mount_base: Path | None = None
 
     def __init__(self, site: Site, variant: str, proc: GatewayProcess) -> None:
         self.site = site
@@ -120,6 +125,33 @@ class Gateway:
     def remove_overlay(self) -> None:
         """Take the overlay file away (its visible name); the next write_overlay puts it back."""
         (self.proc.overlay_dir / OVERLAY_FILE).unlink()
+
+    def remove_credential_file(self, ref: CredentialRef) -> None:
+        """Delete the token file credential_inject was configured with for `ref`, under the running gateway.
+
+        OperationUnsupported where the gateway does not read the harness's files (a backend that copies
+        them into a cluster when the gateway starts): deleting the harness's copy would change nothing.
+        """
+        self._files_live()
+        self.credential_files[ref].unlink()
+
+    def mount_secret(self, ref: CredentialRef, token: str) -> None:
+        """Mount a Secret key under the gateway's projected mount base, as <namespace>/<name>/<key>, the way
+        kubelet does (written beside it, then renamed into place); OperationUnsupported as for
+        `remove_credential_file`."""
+        if self.credential_mount_base is None:
+            raise ValueError("this gateway was started without a projected credential mount base")
+        self._files_live()
+        target = self.credential_mount_base / ref.namespace / ref.name / ref.key
+        staged = target.with_name(f".{ref.key}.staged")
+        write_token_file(staged, token, gateway_user(self.site.grid.backend))
+        os.replace(staged, target)
+
+    def _files_live(self) -> None:
+        backend = self.site.grid.backend
+        if not backend.gateway_files_live:
+            raise OperationUnsupported(f"the {backend.name} backend copies a gateway's files when it starts, so "
+                                       "changing them later does not reach the gateway")
 
     def request(self, model: str | None, *, headers: Mapping[str, str] | None = None,
                 cookies: Mapping[str, str] | None = None, path: str = "/v1/chat/completions",
@@ -340,13 +372,14 @@ class Site:
     def start_gateway(self, variant: str, overlay: bytes | None,
                       static_candidates: Sequence[Mapping[str, Any]] = (), *, overlay_dir: Path | None = None,
                       scope: contract.ScopeSpec | None = None, allowlist: Sequence[str] | None = None,
-                      tokens: Mapping[CredentialRef, str] | None = None) -> Gateway:
+                      tokens: Mapping[CredentialRef, str] | None = None, projected: bool = False) -> Gateway:
         """Start a new gateway; raises GatewayStartFailed when it exits or never becomes ready.
 
         `overlay_dir` points the gateway at a directory something else delivers into (overlay-sync);
         `scope` overrides the site's own expected scope (an operator-rendered network); `allowlist`
         replaces the `clusters` list a variant with one renders (by default the site's model clusters);
-        `tokens` are the credentials an injecting variant's credential_inject reads from files.
+        `tokens` are the credentials an injecting variant's credential_inject reads from files; `projected`
+        gives it an (empty) projected_credential_mount_base, which `Gateway.mount_secret` fills.
         """
         backend = self.grid.backend
         listen, admin, workdir = backend.allocate_gateway(self.index)
@@ -355,18 +388,24 @@ class Site:
         client, hop_tls, hop_endpoints = self._hop_mtls(f"{workdir.name}-hop-client", self.model_clusters)
         clusters.update(hop_endpoints)
         credentials, env = self._credential_sources(workdir.name, tokens, "file") if tokens else ([], {})
+        mount_base = self.grid.credentials_dir / workdir.name / "projected" if projected else None
+        if mount_base is not None:
+            mount_base.mkdir(parents=True)
         config = render_gateway_config(
             VARIANTS[variant], listen=listen, admin=admin, overlay_file=str(overlay_dir / OVERLAY_FILE),
             scope=scope or self.scope, clusters=clusters,
             hop_clusters=self.model_clusters, management_cluster=self.management_cluster,
             allowlist=self.model_clusters if allowlist is None else allowlist,
             static_candidates=static_candidates, hop_tls=hop_tls, credentials=credentials,
+            credential_mount_base=None if mount_base is None else str(mount_base),
         )
         proc = backend.start_gateway(f"gateway-{self.spec.name}-{variant}", listen, admin, workdir, config,
                                      overlay_dir, env=env)
         gateway = Gateway(self, variant, proc)
         gateway.hop_client = client
         gateway.last_overlay = overlay
+        gateway.credential_files = MappingProxyType({c.ref: Path(c.file) for c in credentials if c.file})
+        gateway.credential_mount_base = mount_base
         self.grid.track(gateway)
         return gateway
 
@@ -529,12 +568,7 @@ class Site:
         for i, (ref, token) in enumerate(tokens.items()):
             if source == "file":
                 path = self.grid.credentials_dir / tag / ref.name / ref.key
-                path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(fd, "w") as handle:
-                    if owner is not None:
-                        os.fchown(handle.fileno(), owner.uid, owner.gid)
-                    handle.write(token + "\n")
+                write_token_file(path, token, owner)
                 sources.append(CredentialSource(ref, file=str(path)))
             elif source == "env_var":
                 name = f"AGN_PROVIDER_TOKEN_{i}"
@@ -674,3 +708,13 @@ def unique_model(request_name: str, suffix: str = "") -> str:
 
 __all__ = ["Gateway", "GatewayStartFailed", "Grid", "MODEL_HEADER", "ProviderGateway", "Refused", "Reply", "Site",
            "is_refusal", "unique_model"]
+
+
+def write_token_file(path: Path, token: str, owner: RunAs | None) -> None:
+    """A token file as a Secret volume holds it: mode 0600, owned by the user gateways run as (if switched)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        if owner is not None:
+            os.fchown(handle.fileno(), owner.uid, owner.gid)
+        handle.write(token + "\n")

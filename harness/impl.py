@@ -65,6 +65,11 @@ FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
         "the exact bounds of the public Praxis AI code (praxis-proxy/ai): names, sites, clusters and model values "
         "of 1-256 bytes, model values of visible ASCII, at most 1024 candidates, overlay files of at most 2 MiB; "
         "the spec only says reads are bounded and oversized values are rejected"),
+    "projectedCredentials": (
+        "credential_inject's projected credential resolver, `projected_credential_mount_base`, reading a selected "
+        "reference from <base>/<namespace>/<name>/<key> (the public credential_inject of praxis-proxy/ai and its "
+        "projected-credentials example); the spec says such a resolver can use a newly selected, already-mounted "
+        "Secret without rebuilding the pipeline, not how it is configured"),
     # producer profile (an operator)
     "stabilizedAdmission": "stabilized admission hysteresis (overlay contract: Admission state derivation)",
     "kvCachePressure": "the kvCachePressure scoring strategy (provider scoring)",

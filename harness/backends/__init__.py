@@ -53,6 +53,10 @@ class Backend(Protocol):
     @property
     def pki(self) -> GridPKI: ...
 
+    #: Whether a running gateway reads the files the harness wrote for it (certificates, token files) in
+    #: place, so that changing one later reaches the gateway (False where they are copied in at start).
+    gateway_files_live: bool
+
     def start_providers(self, site_index: int, site: SiteSpec) -> dict[str, ProviderProcess]: ...
 
     def start_tls_metrics(self, site_index: int, site: SiteSpec) -> ProviderProcess: ...

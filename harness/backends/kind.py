@@ -338,6 +338,8 @@ class KubeBackend:
     """Everything shared by backends whose components run in Kubernetes clusters, one per site."""
 
     name = "kube"
+    #: A gateway pod gets the files its config names as a Secret made when it starts (see `start_gateway`).
+    gateway_files_live = False
 
     def __init__(self, workdir: Path, topology: Topology, impl: Any, *, runner: Runner | None = None,
                  image: str | None = None, keep: bool = False, seed: int | None = None,

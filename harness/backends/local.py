@@ -97,6 +97,8 @@ class LocalBackend:
     """Starts fake providers and gateways as supervised processes."""
 
     name = "local"
+    #: Gateways run on this machine and read the harness's files where it wrote them.
+    gateway_files_live = True
 
     def __init__(self, workdir: Path, supervisor: Supervisor, plan: AddressPlan | SiteHostPlan, impl: Any,
                  seed: int | None = None, fabric: Fabric | None = None) -> None:

@@ -29,7 +29,7 @@ from reference.gateway import build, hop_headers, proxy, reload, routing_input, 
 from reference.gateway import config as gateway_config
 from reference.gateway.affinity import SessionTable
 from reference.gateway.context import Reject, RequestContext
-from reference.gateway.filters import intelligent_route, intelligent_route_config
+from reference.gateway.filters import credential_inject, intelligent_route, intelligent_route_config
 from reference.gateway.filters.credential_inject import NS as CREDENTIAL_NS
 from reference.gateway.filters.credential_inject import CredentialInjectFilter
 from reference.gateway.filters.intelligent_route import IntelligentRouteFilter
@@ -1139,6 +1139,68 @@ def _inject_first_reference() -> None:
         return outcome
 
     wrap(CredentialInjectFilter, "on_request", inject)
+
+
+@breakage("inject-token-per-cluster", "credential_inject keeps the token it first injected for an upstream cluster, "
+          "so a reload that names another credential for that cluster changes nothing")
+def _inject_token_per_cluster() -> None:
+    first: dict[str, str] = {}
+
+    def inject(original: Callable[[Any, RequestContext], Reject | None], self: Any,
+               ctx: RequestContext) -> Reject | None:
+        outcome = original(self, ctx)
+        if outcome is None and "Authorization" in ctx.headers and ctx.cluster:
+            ctx.headers["Authorization"] = first.setdefault(ctx.cluster, ctx.headers["Authorization"])
+        return outcome
+
+    wrap(CredentialInjectFilter, "on_request", inject)
+
+
+@breakage("credential-file-per-request", "credential_inject reads a file token source again on every request "
+          "and fails closed when the file is gone")
+def _credential_file_per_request() -> None:
+    files: dict[str, str] = {}
+    read_file = credential_inject._read_file
+
+    def remember(file_path: str, path: str) -> str:
+        token = read_file(file_path, path)
+        files["Bearer " + token] = file_path
+        return token
+
+    def inject(original: Callable[[Any, RequestContext], Reject | None], self: Any,
+               ctx: RequestContext) -> Reject | None:
+        outcome = original(self, ctx)
+        source = files.get(ctx.headers.get("Authorization", "")) if outcome is None else None
+        if source is not None:
+            try:
+                ctx.headers["Authorization"] = "Bearer " + Path(source).read_text().strip()
+            except OSError:
+                return credential_inject.UNAVAILABLE
+        return outcome
+
+    _patch(credential_inject, "_read_file", remember)
+    wrap(CredentialInjectFilter, "on_request", inject)
+
+
+@breakage("projected-startup-only", "the projected credential resolver knows only the Secrets mounted when the "
+          "filter was built")
+def _projected_startup_only() -> None:
+    read_projected = credential_inject.read_projected
+    mounted: dict[str, frozenset[Path]] = {}
+
+    def startup_only(base: str, name: str, namespace: str, ref_key: str) -> str | None:
+        known = mounted.setdefault(base, frozenset(p for p in Path(base).rglob("*") if p.is_file()))
+        if Path(base, namespace, name, ref_key) not in known:
+            return None
+        return read_projected(base, name, namespace, ref_key)
+
+    def init(original: Callable[..., None], self: Any, config: Any) -> None:
+        original(self, config)
+        if config.mount_base is not None:
+            mounted[config.mount_base] = frozenset(p for p in Path(config.mount_base).rglob("*") if p.is_file())
+
+    _patch(credential_inject, "read_projected", startup_only)
+    wrap(CredentialInjectFilter, "__init__", init)
 
 
 @breakage("inject-provider-route-only", "credential_inject injects only behind provider_route, so a final-hop "

@@ -162,3 +162,38 @@ def test_oversized_credential_file_is_refused_without_echoing_it(tmp_path: Path)
         credential_inject.parse(raw, "f")
     assert info.value.path == "f.credentials[0].file" and "exceeds" in info.value.message
     assert "sss" not in str(info.value)
+
+
+def test_projected_resolver_reads_the_mount_per_request_and_fails_closed(tmp_path: Path) -> None:
+    """A reference the startup table lacks is read from <base>/<namespace>/<name>/<key> when a request
+    selects it (so a Secret mounted later is used); absent, unsafe or unusable values fail closed (503)."""
+    raw = {"filter": "credential_inject", "credentials": [], "projected_credential_mount_base": str(tmp_path)}
+    inject = CredentialInjectFilter(credential_inject.parse(raw, "f"))
+    full = reference(strategy="bearer_token", name="tok", namespace="grid", key="token")
+
+    def outcome(**fields: str) -> tuple[int | None, str | None]:
+        request = ctx({"Authorization": "Bearer client"})
+        request.metadata.update({**full, **{f"intelligent_route.credential.{k}": v for k, v in fields.items()}})
+        rejection = inject.on_request(request)
+        return (rejection.status if rejection else None), request.headers.get("Authorization")
+
+    assert outcome() == (503, "Bearer client"), "nothing mounted yet"
+    (tmp_path / "grid" / "tok").mkdir(parents=True)
+    (tmp_path / "grid" / "tok" / "token").write_text("tok-projected\n")
+    assert outcome() == (None, "Bearer tok-projected")
+    (tmp_path / "grid" / "tok" / "token").write_text("tok-rotated\n")
+    assert outcome() == (None, "Bearer tok-rotated"), "the mount is read per request"
+    (tmp_path / "grid" / "tok" / "bad").write_text("two\nlines\n")
+    assert outcome(key="bad") == (503, "Bearer client")
+    assert outcome(name="..", key="token") == (503, "Bearer client")
+    assert outcome(name="tok/../tok") == (503, "Bearer client")
+
+
+@pytest.mark.parametrize(("base", "fragment"), [("relative/dir", "absolute"), ("", "1-4096 bytes")])
+def test_projected_mount_base_must_be_an_absolute_path(base: str, fragment: str) -> None:
+    raw = {"filter": "credential_inject", "credentials": [], "projected_credential_mount_base": base}
+    with pytest.raises(ConfigError) as info:
+        credential_inject.parse(raw, "f")
+    assert info.value.path == "f.projected_credential_mount_base" and fragment in info.value.message
+    with pytest.raises(ConfigError, match="requires projected_credential_mount_base"):
+        credential_inject.parse({"filter": "credential_inject", "credentials": []}, "f")

@@ -3,10 +3,13 @@
 A routing filter earlier in the pipeline (provider_route, or intelligent_route on a consumer's final
 hop) publishes a credential *reference* in request metadata: ``intelligent_route.credential.strategy``,
 ``.name``, ``.namespace`` and ``.key``. This filter looks the reference up in the credentials it read at
-startup and sets ``Authorization: Bearer <token>``. No reference at all means the route needs no
-credential and the request passes untouched; a partial, unsupported or unknown reference fails closed
-with 503. Token values live only inside this filter: they never reach logs, metrics, metadata or
-error bodies, and config errors name the offending key, never a value.
+startup and sets ``Authorization: Bearer <token>``. With ``projected_credential_mount_base`` a reference
+the startup table lacks is read, per request, from ``<base>/<namespace>/<name>/<key>``: a Secret mounted
+there after startup (or selected by a later overlay) is used without rebuilding the pipeline. No
+reference at all means the route needs no credential and the request passes untouched; a partial,
+unsupported or unknown reference fails closed with 503. Token values live only inside this filter:
+they never reach logs, metrics, metadata or error bodies, and config errors name the offending key,
+never a value.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ Reference = tuple[str, str, str]  # (name, namespace, key)
 class CredentialInjectConfig:
     # The assembled header values, by reference. Excluded from repr so a config dump cannot leak them.
     headers: dict[Reference, str] = field(repr=False)
+    # Where projected Secrets are mounted (<base>/<namespace>/<name>/<key>); None: the startup table only.
+    mount_base: str | None = None
 
 
 def _bounded(raw: Any, path: str, limit: int) -> str:
@@ -98,14 +103,15 @@ def _token(raw: dict[str, Any], path: str) -> str:
 
 def parse(raw: dict[str, Any], path: str) -> CredentialInjectConfig:
     mapping(raw, path, required=("filter",), optional=("credentials", "projected_credential_mount_base"))
+    mount_base = None
     if raw.get("projected_credential_mount_base") is not None:
-        raise ConfigError(
-            key(path, "projected_credential_mount_base"),
-            "projected_credential_mount_base is not supported by this gateway build",
-        )
+        base_path = key(path, "projected_credential_mount_base")
+        mount_base = _bounded(raw["projected_credential_mount_base"], base_path, MAX_SOURCE_LEN)
+        if not os.path.isabs(mount_base):
+            raise ConfigError(base_path, "must be an absolute path")
     where = key(path, "credentials")
     entries = sequence(raw.get("credentials", []), where, max_items=MAX_CREDENTIALS)
-    if not entries:
+    if not entries and mount_base is None:
         raise ConfigError(where, "empty credentials requires projected_credential_mount_base")
     headers: dict[Reference, str] = {}
     for index, entry in enumerate(entries):
@@ -128,7 +134,27 @@ def parse(raw: dict[str, Any], path: str) -> CredentialInjectConfig:
         if reference in headers:
             raise ConfigError(entry_path, "duplicate credential entry for '{}/{}/{}'".format(*reference))
         headers[reference] = "Bearer " + _token(entry, entry_path)
-    return CredentialInjectConfig(headers)
+    return CredentialInjectConfig(headers, mount_base)
+
+
+def _segment(value: str) -> bool:
+    """A reference field usable as one path component under the mount base (no separators, no dot names)."""
+    return bool(value) and value not in (".", "..") and "/" not in value and "\\" not in value and "\0" not in value
+
+
+def read_projected(base: str, name: str, namespace: str, ref_key: str) -> str | None:
+    """The header value of a projected Secret key, or None when it is absent or unusable (never raises)."""
+    if not (_segment(name) and _segment(namespace) and _segment(ref_key)):
+        return None
+    try:
+        with open(os.path.join(base, namespace, name, ref_key), "rb") as handle:
+            data = handle.read(MAX_TOKEN_BYTES + 1)
+        token = data.decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if len(data) > MAX_TOKEN_BYTES or not _TOKEN.fullmatch(token):
+        return None
+    return "Bearer " + token
 
 
 class CredentialInjectFilter:
@@ -136,9 +162,10 @@ class CredentialInjectFilter:
 
     def __init__(self, config: CredentialInjectConfig) -> None:
         self._headers = config.headers
+        self._mount_base = config.mount_base
 
     def __repr__(self) -> str:
-        return f"CredentialInjectFilter(credentials={len(self._headers)})"
+        return f"CredentialInjectFilter(credentials={len(self._headers)}, projected={self._mount_base is not None})"
 
     def on_request(self, ctx: RequestContext) -> Reject | None:
         md = ctx.metadata
@@ -155,6 +182,8 @@ class CredentialInjectFilter:
             )
             return UNAVAILABLE
         value = self._headers.get((name, namespace, ref_key))
+        if value is None and self._mount_base is not None:
+            value = read_projected(self._mount_base, name, namespace, ref_key)
         if value is None:
             log.warning(
                 "credential_inject: no configured token for selected credential; failing closed %s",
