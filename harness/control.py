@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import yaml
 
 from harness import fastyaml, http_get, producer_oracle
+from harness.backends import OperationUnsupported
 from harness.contract import ScopeSpec
 from harness.process import ManagedProcess
 from harness.resources import DEFAULT_GATEWAY, DEFAULT_NAMESPACE
@@ -86,11 +87,13 @@ class ControlPlane:
 
     process: OperatorProcess
 
-    def __init__(self, site: Site, process: ManagedProcess, manifests: Path, out: Path) -> None:
+    def __init__(self, site: Site, process: ManagedProcess, manifests: Path, out: Path,
+                 respawn: Callable[[], ManagedProcess] | None = None) -> None:
         self.site = site
         self.process = process
         self.manifests = manifests
         self.out = out
+        self._respawn = respawn  # starts the operator again on these directories
         self._applied: dict[tuple[str, str], dict[str, Any]] = {}
         self.chains: list[Chain] = []
 
@@ -123,6 +126,15 @@ class ControlPlane:
 
     def applied(self, kind: str, name: str) -> dict[str, Any]:
         return copy.deepcopy(self._applied[(kind, name)])
+
+    def restart(self) -> None:
+        """Stop the operator (SIGTERM, as a pod is stopped) and start a new process of it on the same
+        resources and outputs, as a Deployment replaces its pod: whatever it kept only in memory is gone,
+        whatever it wrote stays."""
+        if self._respawn is None:
+            raise OperationUnsupported("this control plane was not given a way to start its operator again")
+        self.site.grid.backend.stop(self.process)
+        self.process = self._respawn()
 
     def force_reconcile(self, network: str) -> None:
         """Set a fresh force-refresh annotation on the GridNetwork, as the demos do."""

@@ -36,6 +36,7 @@ from harness.gateway_config import (
     render_provider_gateway_config,
 )
 from harness.pki import ClientFiles, GridPKI, ServerFiles, client_context
+from harness.process import ManagedProcess
 from harness.projection import project
 from harness.resources import SIGNAL_METRICS
 from harness.run_as import RunAs, gateway_user
@@ -433,9 +434,15 @@ class Site:
             if factory is not None:  # a backend whose operator runs elsewhere (in a cluster) brings its own
                 self._control = factory(self, mesh)
             else:
-                process, manifests, out = self.grid.backend.start_operator(self.index, f"operator-{self.spec.name}",
-                                                                           mesh)
-                self._control = ControlPlane(self, process, manifests, out)
+                name = f"operator-{self.spec.name}"
+                process, manifests, out = self.grid.backend.start_operator(self.index, name, mesh)
+
+                def respawn() -> ManagedProcess:
+                    again, same_manifests, same_out = self.grid.backend.start_operator(self.index, name, mesh)
+                    assert (same_manifests, same_out) == (manifests, out), "an operator restarted elsewhere"
+                    return again
+
+                self._control = ControlPlane(self, process, manifests, out, respawn)
         return self._control
 
     def tls_metrics(self) -> ProviderProcess:

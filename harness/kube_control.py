@@ -148,6 +148,13 @@ class KubeControlPlane(ControlPlane):
         self._last_check = 0.0
         self._restarts = self._restart_count()
 
+    def restart(self) -> None:
+        """Replace the operator's pod (a rollout restart of its Deployment) and wait until the new one has
+        rolled out; what the old one kept only in memory is gone, the objects it wrote stay."""
+        self._kubectl("--namespace", NAMESPACE, "rollout", "restart", f"deployment/{OPERATOR_DEPLOYMENT}")
+        self.backend.await_rollout(self.cluster, OPERATOR_DEPLOYMENT, "the restarted operator")
+        self._restarts = self._restart_count()
+
     # --------------------------------------------------------------------------------------- kubectl
 
     def _kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:

@@ -123,6 +123,10 @@ class Scenario:
         if backend in self._failed_metrics:
             self._failed_metrics.remove(backend)
 
+    def restart_operator(self) -> None:
+        """Restart the operator under test (see ControlPlane.restart); later tests get the new process."""
+        self.control.restart()
+
     def delete(self, kind: str, short_or_name: str) -> None:
         name = short_or_name if short_or_name.startswith(self.tag) else self.name(short_or_name)
         self.control.delete(kind, name)

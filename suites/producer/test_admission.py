@@ -200,6 +200,46 @@ def test_stabilized_enters_after_failure_threshold(scenario: Scenario) -> None:
     assert order(scenario, envelope) == ["b", "a"], "restricted a after admitted b"
 
 
+@pytest.mark.conformance(id="PROD-ADM-STAB-RESTART-RESETS-COUNT", profile="producer", level="extended",
+                         feature="stabilizedAdmission",
+                         spec=f"{ADMISSION}: \"Restarting the operator resets the hysteresis counters and requires "
+                              "fresh observations before a restrictive provider is promoted.\"",
+                         statements=["OC-ADMISSION-RESTART-RESETS"])
+def test_restart_resets_the_pressure_count(scenario: Scenario) -> None:
+    """Pressured samples counted before a restart do not count after it.
+
+    failureThreshold 4: three pressured samples leave a new_and_existing; the operator restarts. The new
+    process holds a's state for the minimum duration from its first observation, so the test forces one
+    reconcile, waits out the minimum from its end, and forces another: the new process has taken at most
+    three pressured samples (one when it starts, two forced), so a must still be new_and_existing, and
+    within four more it is existing_only (the restarted operator counts afresh). Fails if the counters
+    survive the restart (a restricted while the new process has counted fewer than four) or pressure no
+    longer counts after it.
+    """
+    failures = 4
+    rendered = two_providers(scenario, resources.stabilized(failures=failures, successes=2, minimum="1s",
+                                                            hold_down="1s"))
+    wait_until_elapsed(rendered, 1.0 + CLOCK_SLACK)
+    set_queue(scenario, 9)
+    for count in range(1, failures):
+        expect(scenario, scenario.reconcile(), {"a": NEW, "b": NEW}, f"after {count} of {failures} pressured samples")
+    scenario.restart_operator()
+    expect(scenario, scenario.reconcile(), {"a": NEW, "b": NEW}, "the first forced reconcile after the restart")
+    wait_until_elapsed(time.monotonic(), 1.0 + CLOCK_SLACK)
+    expect(scenario, scenario.reconcile(), {"a": NEW, "b": NEW},
+           f"the second forced reconcile after the restart, its minimum state duration over ({failures - 1} "
+           f"pressured samples were counted by the old process, at most 3 by the new one)")
+    for _ in range(failures):
+        envelope = scenario.reconcile()
+        if state(envelope, "a") == EXISTING:
+            break
+        expect(scenario, envelope, {"a": NEW, "b": NEW}, "pressured samples after the restart")
+    else:
+        raise AssertionError(f"a stayed {NEW} through {failures + 2} pressured samples after the restart "
+                             f"(failureThreshold {failures}): pressure no longer counts")
+    assert order(scenario, envelope) == ["b", "a"], "restricted a after admitted b"
+
+
 @pytest.mark.conformance(id="PROD-ADM-STAB-EXIT-HOLD-DOWN", profile="producer", level="extended",
                          feature="stabilizedAdmission", spec=ADMISSION,
                          statements=["RG-ADMISSION-TRANSITION-RECOVERY", "PS-LIMITS-STABILIZED-ADMISSION"])

@@ -353,6 +353,38 @@ def test_stale_sample_reused_only_within_window(scenario: Scenario) -> None:
     assert state == "new_and_existing", f"plaintext scrape failure keeps the provider admitted; got {state}"
 
 
+@pytest.mark.conformance(id="PROD-METRICS-STALE-CACHE-PER-PROCESS", profile="producer", level="core",
+                         feature="metrics",
+                         spec=f"{STALE}: \"The cache is per-operator-process; restarting the operator clears all "
+                              "cached samples.\"",
+                         statements=["OC-GRACE-CACHE-PER-PROCESS"])
+def test_restart_clears_the_stale_sample_cache(scenario: Scenario) -> None:
+    """Inside a long staleMetricsSeconds window a failing plaintext endpoint still ranks on its cached sample,
+    until the operator restarts: the first reconcile of the new process scores it neutral.
+
+    c (q=1, 0.9) leads b (0.6) and a (0.4); c's endpoint fails; a reconcile still ranks c first (the cache is
+    in use, well inside its 600 s window). After the restart, with c still failing, c ranks between b and a
+    (neutral 0.5). Fails if the operator keeps its cache across restarts (in a file, its status or an
+    annotation) and goes on serving the sample the old process scraped.
+    """
+    scenario.set_pools({"c": {"queueDepth": 1, "healthy": 1}})
+    scenario.provider("c", metrics={"stale_seconds": 600})
+    set_other(scenario, {"b": {"queueDepth": 4, "healthy": 1}, "a": {"queueDepth": 6, "healthy": 1}})
+    scenario.provider("b", metrics=other_backend_metrics(scenario))
+    scenario.provider("a", metrics=other_backend_metrics(scenario))
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    assert_order(scenario, first_render(scenario), ["c", "b", "a"], "fresh samples 0.9, 0.6, 0.4")
+    assert_order(scenario, scenario.reconcile(), ["c", "b", "a"], "a good scrape just before the failure")
+    fail_metrics(scenario, scenario.metrics_backend)
+    assert_order(scenario, scenario.reconcile(), ["c", "b", "a"],
+                 "a failed scrape inside the 600 s window (the cached sample ranks c)")
+    scenario.restart_operator()
+    envelope = scenario.reconcile()
+    assert_order(scenario, envelope, ["b", "c", "a"],
+                 "the first reconcile after the operator restarted, with c's endpoint still failing: the new "
+                 "process has no cached sample, so c scores neutral 0.5")
+
+
 @pytest.mark.conformance(id="PROD-METRICS-POOL-FILTER", profile="producer", level="core", feature="metrics",
                          spec=METRICS_CONFIG,
                          statements=["PS-METRICS-PROMETHEUS-TEXT", "PS-METRICS-ENDPOINT-OVERRIDE",

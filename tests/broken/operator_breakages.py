@@ -19,6 +19,7 @@ import functools
 import hashlib
 import importlib
 import math
+import pickle
 import types
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -894,6 +895,43 @@ def _stale_sample_dropped() -> None:
         return original(self, target)
 
     _on_failure(fix)
+
+
+def _keep_across_restarts(filename: str, attributes: Callable[[cli.Operator], dict[str, tuple[Any, str]]]) -> None:
+    """Save the named in-memory state of the operator after every reconcile into its working directory
+    (where each backend the judges use starts it) and load it back when a new process starts."""
+    path = Path.cwd() / filename
+    init, reconcile = cli.Operator.__init__, cli.Operator.reconcile
+
+    def load(self: cli.Operator, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if path.exists():
+            for name, value in pickle.loads(path.read_bytes()).items():
+                owner, attribute = attributes(self)[name]
+                setattr(owner, attribute, value)
+
+    async def save(self: cli.Operator, loaded: Loaded) -> bool:
+        outcome = await reconcile(self, loaded)
+        state = {name: getattr(owner, attribute) for name, (owner, attribute) in attributes(self).items()}
+        path.write_bytes(pickle.dumps(state))
+        return outcome
+
+    _patch(cli.Operator, "__init__", load)
+    _patch(cli.Operator, "reconcile", save)
+
+
+@breakage("stale-cache-kept-across-restart", "the last good scrape of each provider is saved to disk and reused by "
+          "the next operator process")
+def _stale_cache_kept_across_restart() -> None:
+    _keep_across_restarts(".scrape-cache.pickle", lambda op: {"cache": (op.scraper, "_cache"),
+                                                              "revision": (op.scraper, "_revision")})
+
+
+@breakage("admission-kept-across-restart", "the stabilized admission counters are saved to disk and resumed by the "
+          "next operator process")
+def _admission_kept_across_restart() -> None:
+    _keep_across_restarts(".admission.pickle", lambda op: {"entries": (op.memory, "_entries"),
+                                                           "revision": (op.scraper, "_revision")})
 
 
 @breakage("plaintext-fails-closed", "a failed plaintext scrape excludes the provider, as if it were TLS")
