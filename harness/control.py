@@ -133,7 +133,10 @@ class ControlPlane:
         whatever it wrote stays."""
         if self._respawn is None:
             raise OperationUnsupported("this control plane was not given a way to start its operator again")
-        self.site.grid.backend.stop(self.process)
+        if isinstance(self.process, ManagedProcess):
+            self.site.grid.backend.stop(self.process)  # also forgets it, so teardown does not stop it again
+        else:
+            self.process.stop()
         self.process = self._respawn()
 
     def force_reconcile(self, network: str) -> None:
