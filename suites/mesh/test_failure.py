@@ -154,6 +154,45 @@ def test_partition_degrades_then_evicts_and_healing_restores(cut: MeshScenario) 
                what=f"site-a to route site-c's {remote} again, fresh, after the link healed")
 
 
+@pytest.mark.conformance(id="MESH-MEMBER-AGE-CLEARED-ON-REJOIN", profile="mesh", level="core", feature="gossip",
+                         spec=f"{STALE}; SWIM member age: \"When the member rejoins (Alive), the instant is cleared.\"",
+                         statements=["OC-SWIM-REJOIN-CLEARED"])
+def test_member_age_starts_again_after_a_rejoin(cut: MeshScenario) -> None:
+    """site-c is cut off until site-a has listed it down for 2 s, then the link heals: once site-a lists it
+    alive its age is 0, and when site-c is cut off a second time its age counts from the second suspicion,
+    not from the first outage. Fails if the instant of the first transition survives the rejoin."""
+    cut.network()
+    a = cut.mesh.site("site-a")
+    bound = cut.mesh.timing.detection_bound(MEMBERS) + oracle.RECONCILE_SLACK
+
+    def view() -> tuple[float, str | None, int | None]:
+        status = a.mesh_status()
+        return time.monotonic(), oracle.member_status(status, "site-c"), oracle.member_age(status, "site-c")
+
+    def shown(row: tuple[float, str | None, int | None]) -> str:
+        return f"site-a lists site-c {row[1]} with ageSecs {row[2]}"
+
+    poll_until(view, lambda r: r[1] == "alive", timeout=20, what="site-a to list site-c alive", describe=shown)
+    first_cut = time.monotonic()
+    cut.mesh.partition(["site-c"], ["site-a", "site-b"])
+    poll_until(view, lambda r: r[1] in ("suspect", "dead") and (r[2] or 0) >= 2, timeout=bound + 10,
+               what="site-a to list site-c down for 2 s", describe=shown)
+    cut.mesh.heal()
+    poll_until(view, lambda r: r[1] == "alive", timeout=40, what="site-a to list site-c alive after the heal",
+               describe=shown)
+    for _ in range(3):
+        row = view()
+        assert row[1] != "alive" or row[2] == 0, f"after the rejoin {shown(row)}: an alive member's age is 0"
+    second_cut = time.monotonic()
+    cut.mesh.partition(["site-c"], ["site-a", "site-b"])
+    down = poll_until(view, lambda r: r[1] in ("suspect", "dead") and r[2] is not None, timeout=bound + 10,
+                      what="site-a to list site-c down again", describe=shown)
+    limit = down[0] - second_cut + 1
+    assert down[2] is not None and down[2] <= limit, (
+        f"{shown(down)} {down[0] - second_cut:.1f}s after the second cut ({down[0] - first_cut:.1f}s after the "
+        f"first): the age must count from the second suspicion (at most {limit:.1f}s), the rejoin cleared the first")
+
+
 @pytest.mark.conformance(id="MESH-MEMBER-AGE-MONOTONIC", profile="mesh", level="core", feature="gossip",
                          spec=f"{STALE}; SWIM member age: \"When a member transitions to Dead or Suspect, the instant "
                               "is recorded and preserved monotonically.\"",

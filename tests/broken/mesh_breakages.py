@@ -255,3 +255,18 @@ def _age_restarts_at_death() -> None:
             member.status_changed_at = now
 
     patch(swim.SwimNode, "_set_state", set_state)
+
+
+@breakage("rejoin-keeps-instant", "a member's down instant is not cleared when it rejoins, so a later suspicion "
+          "reports the age since the first outage")
+def _rejoin_keeps_instant() -> None:
+    original = swim.SwimNode._set_state
+
+    def set_state(self: swim.SwimNode, member: Any, status: Any, incarnation: int, now: float,
+                  added: bool = False) -> None:
+        kept = member.status_changed_at
+        original(self, member, status, incarnation, now, added)
+        if status == swim.ALIVE and kept is not None:
+            member.status_changed_at = kept
+
+    patch(swim.SwimNode, "_set_state", set_state)

@@ -34,4 +34,5 @@ TARGETS: dict[str, Targets] = {
     "trust-revocation-ignored": must_fail("MESH-TRUST-REVOKED-DEMOTES"),
     "remote-weight-dropped": must_fail("MESH-REMOTE-WEIGHT-CARRIED"),
     "age-restarts-at-death": must_fail("MESH-MEMBER-AGE-MONOTONIC"),
+    "rejoin-keeps-instant": must_fail("MESH-MEMBER-AGE-CLEARED-ON-REJOIN", expect="the rejoin cleared the first"),
 }
