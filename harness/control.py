@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+import httpx
 import yaml
 
 from harness import fastyaml, http_get, producer_oracle
@@ -324,10 +325,27 @@ class ControlPlane:
 
 @dataclass
 class OverlaySyncProcess:
+    """A running overlay-sync: the ConfigMap file it follows, where it delivers, and its probes."""
+
     process: ManagedProcess
     configmap_file: Path
     target_dir: Path
     admin: str
+    ready_path: str = "/ready"
+    live_path: str = "/healthy"
+
+    def _probe(self, path: str) -> bool:
+        """An HTTP probe as kubelet runs one: success is a 2xx or 3xx answer."""
+        try:
+            return 200 <= http_get.get(f"http://{self.admin}{path}", timeout=2.0).status_code < 400
+        except httpx.HTTPError:
+            return False
+
+    def ready(self) -> bool:
+        return self._probe(self.ready_path)
+
+    def live(self) -> bool:
+        return self._probe(self.live_path)
 
     def delivered(self) -> dict[str, Any] | None:
         try:
@@ -344,6 +362,54 @@ class OverlaySyncProcess:
 
     def metrics_text(self) -> str:
         return http_get.get(f"http://{self.admin}/metrics", timeout=5.0).text
+
+
+@dataclass
+class SyncFeed:
+    """An overlay-sync under test on a ConfigMap the harness writes itself (no operator involved): the
+    suites publish any bytes under the envelope key and read back what the sidecar delivered."""
+
+    sync: OverlaySyncProcess
+    name: str
+    namespace: str
+
+    @staticmethod
+    def configmap_text(name: str, namespace: str, data: str) -> str:
+        """The ConfigMap object as the operator's directory sink writes it."""
+        return yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap",
+                               "metadata": {"name": name, "namespace": namespace},
+                               "data": {ENVELOPE_KEY: data}}, sort_keys=False)
+
+    def publish(self, data: bytes | str) -> None:
+        """Replace the ConfigMap's envelope (written beside the file, then renamed over it)."""
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        ControlPlane._write(self.sync.configmap_file, self.configmap_text(self.name, self.namespace, text))
+
+    @property
+    def delivered_path(self) -> Path:
+        return self.sync.target_dir / ENVELOPE_KEY
+
+    def delivered_bytes(self) -> bytes | None:
+        try:
+            return self.delivered_path.read_bytes()
+        except OSError:
+            return None
+
+    def delivered_inode(self) -> int | None:
+        """The inode behind the serving file's name (through a symlink, as kubelet projects one)."""
+        try:
+            return os.stat(self.delivered_path).st_ino
+        except OSError:
+            return None
+
+    def ready(self) -> bool:
+        return self.sync.ready()
+
+    def live(self) -> bool:
+        return self.sync.live()
+
+    def log_tail(self, lines: int = 30) -> str:
+        return self.sync.process.log_tail(lines)
 
 
 @dataclass

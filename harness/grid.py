@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness import contract, http_get, traffic
 from harness.backends import Backend, OperationUnsupported
 from harness.backends.local import GatewayProcess, GatewayStartFailed, ProviderProcess
-from harness.control import ControlPlane
+from harness.control import ControlPlane, SyncFeed
 from harness.gateway_config import (
     MODEL_HEADER,
     PROVIDER_FILTER_ORDER,
@@ -337,6 +337,7 @@ class Site:
     _control: ControlPlane | None = None
     _tls_metrics: ProviderProcess | None = None
     _admin_client: httpx.Client | None = None
+    _sync_feeds: int = 0
 
     @property
     def scope(self) -> contract.ScopeSpec:
@@ -444,6 +445,22 @@ class Site:
 
                 self._control = ControlPlane(self, process, manifests, out, respawn)
         return self._control
+
+    def start_overlay_sync(self, scope: contract.ScopeSpec, first: bytes | str) -> SyncFeed:
+        """The overlay-sync under test following a ConfigMap of its own that first holds `first`; stop it
+        with `stop_overlay_sync`. OperatorUnsupported where the backend cannot start one on its own."""
+        self._sync_feeds += 1
+        directory = self.grid.workdir / f"sync-feed-{self.spec.name}-{self._sync_feeds}"
+        directory.mkdir(parents=True)
+        name = f"{scope.gateway}-routing-overlay"
+        path = directory / f"{name}.configmap.yaml"
+        path.write_text(SyncFeed.configmap_text(name, scope.namespace,
+                                                first.decode("utf-8") if isinstance(first, bytes) else first))
+        sync = self.grid.backend.start_overlay_sync(self.index, path, scope)
+        return SyncFeed(sync, name, scope.namespace)
+
+    def stop_overlay_sync(self, feed: SyncFeed) -> int | None:
+        return self.grid.backend.stop(feed.sync.process)
 
     def tls_metrics(self) -> ProviderProcess:
         """A fake backend serving its EPP metrics over HTTPS, signed by the run's CA."""

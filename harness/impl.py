@@ -33,15 +33,21 @@ __all__ = [
     "LAUNCHER_PLACEHOLDERS",
     "RunAs",
     "OperatorCommand",
+    "OVERLAY_SYNC_FEATURE",
+    "OVERLAY_SYNC_PLACEHOLDERS",
+    "OverlaySyncCommand",
     "ImplDescriptor",
     "ImplError",
     "Implementation",
     "load_impl",
     "parse_impl",
+    "parse_overlay_sync",
     "reference_document",
 ]
 
 REFERENCE = "reference"
+#: The extended feature an overlay_sync section is judged under.
+OVERLAY_SYNC_FEATURE = "overlaySync"
 
 #: Extended features an implementation may claim, each with what it covers and where its rule comes from.
 #: Core features are not listed: they are always tested. A feature whose rule no sentence of the spec
@@ -65,6 +71,11 @@ FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
         "the exact bounds of the public Praxis AI code (praxis-proxy/ai): names, sites, clusters and model values "
         "of 1-256 bytes, model values of visible ASCII, at most 1024 candidates, overlay files of at most 2 MiB; "
         "the spec only says reads are bounded and oversized values are rejected"),
+    OVERLAY_SYNC_FEATURE: (
+        "the overlay-sync sidecar of the descriptor's overlay_sync section, judged on its own: it follows a "
+        "ConfigMap, validates each envelope and digest, atomically replaces the serving file, keeps the last "
+        "accepted revision and exposes readiness and liveness (overlay contract: How the new overlay reaches "
+        "Praxis); the sidecar is an optional deployment choice"),
     "projectedCredentials": (
         "credential_inject's projected credential resolver, `projected_credential_mount_base`, reading a selected "
         "reference from <base>/<namespace>/<name>/<key> (the public credential_inject of praxis-proxy/ai and its "
@@ -119,6 +130,14 @@ OPERATOR_PLACEHOLDERS: frozenset[str] = frozenset({"python", "manifests", "out",
 #: cluster NodePort sits in between), the seed addresses (comma-separated, may be empty), its provider
 #: gateway's address, the cluster name peers route to it by, a client certificate and key for fetching
 #: peer certificates, and the SWIM timing the suites' bounds are computed from.
+#: Placeholders allowed in overlay-sync templates: the YAML file holding the ConfigMap object it follows (its
+#: directory is watched), the ConfigMap's data key holding the envelope, the directory to deliver into and
+#: the file name there, the scope envelopes must carry (all four keys as one ``network=..,gateway=..,
+#: namespace=..,local_site=..`` string, or each on its own) and the HOST:PORT to serve its probes on.
+OVERLAY_SYNC_PLACEHOLDERS: frozenset[str] = frozenset({
+    "python", "workdir", "configmap", "key", "target", "file", "scope", "network", "gateway", "namespace",
+    "local_site", "admin",
+})
 MESH_PLACEHOLDERS: frozenset[str] = frozenset({
     "site", "mesh_bind", "mesh_advertise", "mesh_seeds", "gateway_address", "routing_cluster", "client_cert",
     "client_key", "probe_interval", "probe_timeout", "suspicion_mult",
@@ -126,11 +145,12 @@ MESH_PLACEHOLDERS: frozenset[str] = frozenset({
 
 DEFAULT_STARTUP_TIMEOUT_S = 20.0
 
-_TOP_KEYS = {"implementation": True, "gateway": True, "operator": False, "features": False}
+_TOP_KEYS = {"implementation": True, "gateway": True, "operator": False, "overlay_sync": False, "features": False}
 _IMPLEMENTATION_KEYS = {"organization": True, "project": True, "version": True, "contact": True}
 _GATEWAY_KEYS = {"command": True, "env": False, "startup_timeout_s": False, "run_as": False, "launcher": False}
 _LAUNCHER_KEYS = {"command": True, "env": False}
 _OPERATOR_KEYS = {"command": True, "env": False, "mesh_args": False}
+_OVERLAY_SYNC_KEYS = {"command": True, "env": False, "startup_timeout_s": False, "ready_path": True, "live_path": True}
 
 
 class ImplError(ValueError):
@@ -229,6 +249,31 @@ class OperatorCommand:
 
 
 @dataclass(frozen=True)
+class OverlaySyncCommand:
+    """How to start the overlay-sync sidecar under test on the local backend.
+
+    It follows one ConfigMap, given as the YAML file of the object (``{configmap}``; the operator's
+    directory sink writes the same form) whose ``{key}`` holds the envelope, and delivers each accepted
+    revision into ``{target}/{file}``. ``ready_path`` and ``live_path`` are the HTTP paths of its
+    readiness and liveness probes on ``{admin}``; a probe succeeds when it answers 2xx or 3xx, as a
+    Kubernetes HTTP probe does.
+    """
+
+    argv_template: tuple[str, ...]
+    ready_path: str
+    live_path: str
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
+
+    def render(self, *, configmap: Path, key: str, target: Path, file: str, scope: Mapping[str, str], admin: str,
+               workdir: Path) -> tuple[list[str], dict[str, str]]:
+        values = {"python": sys.executable, "workdir": str(workdir), "configmap": str(configmap), "key": key,
+                  "target": str(target), "file": file, "admin": admin, **scope,
+                  "scope": ",".join(f"{name}={value}" for name, value in scope.items())}
+        return _fill(self.argv_template, self.env, values)
+
+
+@dataclass(frozen=True)
 class ImplDescriptor:
     """A loaded descriptor; ``source`` is ``reference`` or the path it was read from.
 
@@ -240,6 +285,7 @@ class ImplDescriptor:
     features: frozenset[str]
     source: str
     operator: OperatorCommand | None = None
+    overlay_sync: OverlaySyncCommand | None = None
 
 
 # ------------------------------------------------------------------------------------------- loading
@@ -272,9 +318,13 @@ def parse_impl(data: Any, *, source: str = "<memory>") -> ImplDescriptor:
     implementation = _parse_implementation(top["implementation"])
     gateway = _parse_gateway(top["gateway"])
     operator = _parse_operator(top["operator"]) if top.get("operator") is not None else None
+    overlay_sync = parse_overlay_sync(top["overlay_sync"]) if top.get("overlay_sync") is not None else None
     features = _parse_features(top.get("features", []))
+    if OVERLAY_SYNC_FEATURE in features and overlay_sync is None:
+        raise ImplError("features", f"{OVERLAY_SYNC_FEATURE} is claimed but there is no overlay_sync section to "
+                                    "start it with")
     return ImplDescriptor(implementation=implementation, gateway=gateway, features=features, source=source,
-                          operator=operator)
+                          operator=operator, overlay_sync=overlay_sync)
 
 
 def _parse_yaml(text: str, source: str) -> Any:
@@ -371,6 +421,26 @@ def _parse_operator(data: Any) -> OperatorCommand:
         "out": "the directory the operator writes ConfigMaps and status into",
     })
     return OperatorCommand(argv_template=argv, env=env, mesh_args=_parse_mesh_args(block.get("mesh_args")))
+
+
+def parse_overlay_sync(data: Any) -> OverlaySyncCommand:
+    """The ``overlay_sync`` section of a descriptor (also how the local backend reads the reference's)."""
+    block = _mapping(data, "overlay_sync", _OVERLAY_SYNC_KEYS)
+    argv, env = _parse_command(block, "overlay_sync", OVERLAY_SYNC_PLACEHOLDERS, {
+        "configmap": "the YAML file of the ConfigMap it follows",
+        "target": "the directory it delivers into",
+        "admin": "the HOST:PORT it serves its probes on",
+    })
+    timeout = block.get("startup_timeout_s", DEFAULT_STARTUP_TIMEOUT_S)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ImplError("overlay_sync.startup_timeout_s", f"must be a positive number of seconds, got {timeout!r}")
+    paths = {}
+    for name in ("ready_path", "live_path"):
+        value = _string(block[name], f"overlay_sync.{name}")
+        if not value.startswith("/"):
+            raise ImplError(f"overlay_sync.{name}", f"must be an absolute HTTP path starting with '/', got {value!r}")
+        paths[name] = value
+    return OverlaySyncCommand(argv_template=argv, env=env, startup_timeout_s=float(timeout), **paths)
 
 
 def _parse_mesh_args(data: Any) -> tuple[str, ...] | None:

@@ -74,6 +74,26 @@ def wait_until_elapsed(start: float, seconds: float) -> None:
         time.sleep(min(remaining, 0.05))
 
 
+def hold_for(probe: Callable[[], T], holds: Callable[[T], bool], *, seconds: float, what: str,
+             describe: Callable[[T], str] | None = None, interval: float = 0.05) -> int:
+    """Check that `holds(probe())` stays true for `seconds` (sampled every `interval`, at least twice: at
+    the start and at the end); AssertionError at the first sample where it does not, naming `what` and
+    that observation. Returns the number of samples. For "must not happen within" judgements.
+    """
+    end = time.monotonic() + seconds
+    samples = 0
+    while True:
+        last = probe()
+        samples += 1
+        if not holds(last):
+            raise AssertionError(f"{what}; it stopped holding after {samples} samples: "
+                                 f"{_short(describe(last) if describe is not None else last, 1500)}")
+        remaining = end - time.monotonic()
+        if remaining <= 0 and samples >= 2:
+            return samples
+        time.sleep(min(interval, max(0.0, remaining)))
+
+
 def _short(value: Any, limit: int = 400) -> str:
     text = repr(value) if not isinstance(value, str) else value
     return text if len(text) <= limit else text[:limit] + "..."

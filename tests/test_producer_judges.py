@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from harness.impl import EXTENDED_FEATURES, load_impl
+from harness.impl import EXTENDED_FEATURES, load_impl, reference_document
 from tests.broken import judge as shared
 from tests.broken.judge import CaseResult, SuiteRuns, hand_made_run, judge
 from tests.broken.operator_targets import SUITE, TARGETS
@@ -26,18 +26,29 @@ from tests.broken.targets import SuiteTest, Targets
 
 
 def _components(breakage: str) -> dict[str, Any]:
-    operator = ["{python}", "-m", "tests.broken.operator_launch", "--break", breakage, "run", "--manifests",
-                "{manifests}", "--out", "{out}", "--poll", "0.1", "--metrics-ca", "{metrics_ca}"]
-    return {
-        "gateway": shared.reference_gateway(),
-        "operator": {"command": operator, "env": {"PYTHONPATH": str(shared.REPO)}},
-    }
+    """The reference gateway, and the operator and overlay-sync with the breakage applied to whichever of
+    the two it breaks (tests/broken/operator_breakages.py or tests/broken/sync_breakages.py)."""
+    from tests.broken.sync_breakages import BREAKAGES as SYNC_BREAKAGES
+
+    source = {"PYTHONPATH": str(shared.REPO)}
+    sync = dict(reference_document()["overlay_sync"])
+    operator: dict[str, Any] = dict(reference_document()["operator"])
+    if breakage in SYNC_BREAKAGES:
+        sync["command"] = ["{python}", "-m", "tests.broken.sync_launch", "--break", breakage,
+                           *sync["command"][3:]]
+        sync["env"] = source
+    else:
+        operator = {"command": ["{python}", "-m", "tests.broken.operator_launch", "--break", breakage, "run",
+                                "--manifests", "{manifests}", "--out", "{out}", "--poll", "0.1", "--metrics-ca",
+                                "{metrics_ca}"], "env": source}
+    return {"gateway": shared.reference_gateway(), "operator": operator, "overlay_sync": sync}
 
 
 def _registered() -> Iterable[str]:
     from tests.broken.operator_breakages import BREAKAGES
+    from tests.broken.sync_breakages import BREAKAGES as SYNC_BREAKAGES
 
-    return BREAKAGES
+    return {**BREAKAGES, **SYNC_BREAKAGES}
 
 
 PROFILE = shared.Profile(

@@ -17,7 +17,8 @@ from harness import http_get
 from harness import run_as as users
 from harness.addresses import ADMIN_PORT, BACKEND_PORT, GATEWAY_PORT, AddressPlan, SiteHostPlan
 from harness.contract import ScopeSpec
-from harness.control import OverlaySyncProcess
+from harness.control import ENVELOPE_KEY, OverlaySyncProcess
+from harness.impl import OverlaySyncCommand, parse_overlay_sync, reference_document
 from harness.pki import GridPKI
 from harness.process import ManagedProcess, Supervisor
 from harness.topology import ProviderSpec, SiteSpec
@@ -206,33 +207,41 @@ class LocalBackend:
         return address
 
     def start_overlay_sync(self, site_index: int, configmap_file: Path, scope: ScopeSpec) -> OverlaySyncProcess:
-        """The reference overlay-sync on one ConfigMap file, delivering into a fresh overlay directory."""
+        """The descriptor's overlay-sync (the reference's when it has none) following one ConfigMap file and
+        delivering into a fresh overlay directory; returns once its liveness probe answers."""
+        command = self.overlay_sync_command()
         self._sync_count += 1
         workdir = self.workdir / f"overlay-sync-{self._sync_count}"
         target = workdir / "overlay"
         target.mkdir(parents=True, exist_ok=True)
         host, _ = self.plan.allocate(site_index, GATEWAY_PORT)
-        scope_arg = ",".join(f"{key}={value}" for key, value in scope.as_dict().items())
-        argv = [sys.executable, "-m", "reference.overlay_sync", "--configmap-file", str(configmap_file),
-                "--target-dir", str(target), "--expected-scope", scope_arg, "--admin", f"{host}:0",
-                "--resync-seconds", "5"]
-        proc = self.supervisor.start(f"overlay-sync-{self._sync_count}", self._inside(site_index, argv), cwd=workdir)
+        admin = f"{host}:{ADMIN_PORT}"
+        argv, env = command.render(configmap=configmap_file, key=ENVELOPE_KEY, target=target, file=ENVELOPE_KEY,
+                                   scope=scope.as_dict(), admin=admin, workdir=workdir)
+        proc = self.supervisor.start(f"overlay-sync-{self._sync_count}", self._inside(site_index, argv),
+                                     env={**os.environ, **env} if env else None, cwd=workdir)
+        sync = OverlaySyncProcess(proc, configmap_file, target, admin, command.ready_path, command.live_path)
 
-        def admin_line() -> str | None:
+        def alive() -> bool:
             if not proc.running():
                 raise GatewayStartFailed(f"overlay-sync exited with {proc.returncode}", proc.returncode,
                                          proc.log_tail())
-            return next((line.split()[-1] for line in proc.log_text().splitlines() if line.startswith("ADMIN ")),
-                        None)
+            return sync.live()
 
         try:
-            admin = poll_until(admin_line, lambda a: a is not None, what="overlay-sync to print ADMIN", timeout=20,
-                               fatal=(GatewayStartFailed,))
+            poll_until(alive, bool, what=f"overlay-sync's liveness probe http://{admin}{command.live_path}",
+                       timeout=command.startup_timeout_s, fatal=(GatewayStartFailed,))
         except BaseException:
             self.supervisor.stop(proc)
             raise
-        assert admin is not None
-        return OverlaySyncProcess(proc, configmap_file, target, admin)
+        return sync
+
+    def overlay_sync_command(self) -> OverlaySyncCommand:
+        """The overlay-sync this run starts: the descriptor's, or the reference's for one without."""
+        command = getattr(self.impl, "overlay_sync", None)
+        if isinstance(command, OverlaySyncCommand):
+            return command
+        return parse_overlay_sync(reference_document()["overlay_sync"])
 
     def allocate_gateway(self, site_index: int) -> tuple[str, str, Path]:
         host, port = self.plan.allocate(site_index, GATEWAY_PORT)
