@@ -280,3 +280,43 @@ def test_run_as_another_user_needs_a_root_harness(tmp_path: Path, monkeypatch: p
         _run_as(tmp_path, 'run_as: "1000:50"')
     same = _run_as(tmp_path, 'run_as: "1000:1000"').gateway.run_as  # its own user: nothing to switch
     assert (same.uid, same.gid) == (1000, 1000) and not same.active
+
+
+SYNC: dict[str, Any] = {
+    "command": ["/opt/sync", "--from", "{configmap}", "--into", "{target}/{file}", "--scope", "{scope}",
+                "--gw", "{gateway}", "--admin", "{admin}"],
+    "ready_path": "/readyz", "live_path": "/livez",
+}
+
+
+def test_overlay_sync_section_renders_every_placeholder(tmp_path: Path) -> None:
+    descriptor = parse_impl({**copy.deepcopy(VALID), "overlay_sync": SYNC, "features": ["overlaySync"]})
+    assert descriptor.overlay_sync is not None
+    scope = {"network": "n", "gateway": "g", "namespace": "ns", "local_site": "s"}
+    argv, env = descriptor.overlay_sync.render(configmap=tmp_path / "cm.yaml", key="k", target=tmp_path / "t",
+                                               file="f.json", scope=scope, admin="127.0.0.1:9", workdir=tmp_path)
+    assert argv == ["/opt/sync", "--from", str(tmp_path / "cm.yaml"), "--into", f"{tmp_path / 't'}/f.json",
+                    "--scope", "network=n,gateway=g,namespace=ns,local_site=s", "--gw", "g", "--admin", "127.0.0.1:9"]
+    assert env == {} and descriptor.overlay_sync.ready_path == "/readyz"
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    ({"command": ["/opt/sync", "{target}", "{admin}"]}, "overlay_sync.command: must contain {configmap}"),
+    ({"command": [*SYNC["command"], "{config}"]}, "overlay_sync.command[11]: unknown placeholder"),
+    ({"ready_path": "readyz"}, "overlay_sync.ready_path: must be an absolute HTTP path"),
+    ({"live_path": None}, "overlay_sync.live_path"),
+    ({"startup_timeout_s": 0}, "overlay_sync.startup_timeout_s: must be a positive number"),
+    ({"port": 9}, "overlay_sync.port"),
+])
+def test_bad_overlay_sync_section_names_the_key(change: dict[str, Any], expected: str) -> None:
+    section = {**SYNC, **change}
+    with pytest.raises(ImplError) as info:
+        parse_impl({**copy.deepcopy(VALID), "overlay_sync": section})
+    assert expected in str(info.value)
+    parse_impl({**copy.deepcopy(VALID), "overlay_sync": SYNC})  # the unchanged section loads
+
+
+def test_overlay_sync_feature_needs_the_section() -> None:
+    with pytest.raises(ImplError, match="overlaySync is claimed but there is no overlay_sync section"):
+        parse_impl({**copy.deepcopy(VALID), "features": ["overlaySync"]})
+    parse_impl({**copy.deepcopy(VALID), "overlay_sync": SYNC, "features": ["overlaySync"]})
