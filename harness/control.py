@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from harness import fastyaml, http_get, producer_oracle
 from harness.backends import OperationUnsupported
@@ -333,6 +334,7 @@ class OverlaySyncProcess:
     admin: str
     ready_path: str = "/ready"
     live_path: str = "/healthy"
+    metrics_path: str | None = None
 
     def _probe(self, path: str) -> bool:
         """An HTTP probe as kubelet runs one: success is a 2xx or 3xx answer."""
@@ -361,7 +363,10 @@ class OverlaySyncProcess:
         return value if isinstance(value, str) else None
 
     def metrics_text(self) -> str:
-        return http_get.get(f"http://{self.admin}/metrics", timeout=5.0).text
+        """Its Prometheus text at the descriptor's metrics_path."""
+        if self.metrics_path is None:
+            raise ValueError("this overlay-sync's descriptor names no metrics_path")
+        return http_get.get(f"http://{self.admin}{self.metrics_path}", timeout=5.0).text
 
 
 @dataclass
@@ -410,6 +415,11 @@ class SyncFeed:
 
     def log_tail(self, lines: int = 30) -> str:
         return self.sync.process.log_tail(lines)
+
+    def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        """Samples of its Prometheus text, keyed by (sample name, labels)."""
+        return {(sample.name, frozenset(sample.labels.items())): sample.value
+                for family in text_string_to_metric_families(self.sync.metrics_text()) for sample in family.samples}
 
 
 @dataclass

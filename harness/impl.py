@@ -34,6 +34,7 @@ __all__ = [
     "RunAs",
     "OperatorCommand",
     "OVERLAY_SYNC_FEATURE",
+    "OVERLAY_SYNC_METRICS_FEATURE",
     "OVERLAY_SYNC_PLACEHOLDERS",
     "OverlaySyncCommand",
     "ImplDescriptor",
@@ -48,6 +49,8 @@ __all__ = [
 REFERENCE = "reference"
 #: The extended feature an overlay_sync section is judged under.
 OVERLAY_SYNC_FEATURE = "overlaySync"
+#: The extended feature of the sidecar's Prometheus series (needs overlay_sync.metrics_path).
+OVERLAY_SYNC_METRICS_FEATURE = "overlaySyncMetrics"
 
 #: Extended features an implementation may claim, each with what it covers and where its rule comes from.
 #: Core features are not listed: they are always tested. A feature whose rule no sentence of the spec
@@ -76,6 +79,11 @@ FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
         "ConfigMap, validates each envelope and digest, atomically replaces the serving file, keeps the last "
         "accepted revision and exposes readiness and liveness (overlay contract: How the new overlay reaches "
         "Praxis); the sidecar is an optional deployment choice"),
+    OVERLAY_SYNC_METRICS_FEATURE: (
+        "the sidecar's Prometheus series under the names of the public grid-overlay-sync (praxis-proxy/grid, "
+        "crates/overlay-sync/src/metrics.rs): grid_overlay_sync_ready, grid_overlay_sync_degraded, "
+        "grid_overlay_sync_validation_failures_total, grid_overlay_sync_last_write_timestamp_seconds and "
+        "grid_overlay_sync_payload_bytes; the spec names delivery health and revision metrics, not the series"),
     "projectedCredentials": (
         "credential_inject's projected credential resolver, `projected_credential_mount_base`, reading a selected "
         "reference from <base>/<namespace>/<name>/<key> (the public credential_inject of praxis-proxy/ai and its "
@@ -150,7 +158,8 @@ _IMPLEMENTATION_KEYS = {"organization": True, "project": True, "version": True, 
 _GATEWAY_KEYS = {"command": True, "env": False, "startup_timeout_s": False, "run_as": False, "launcher": False}
 _LAUNCHER_KEYS = {"command": True, "env": False}
 _OPERATOR_KEYS = {"command": True, "env": False, "mesh_args": False}
-_OVERLAY_SYNC_KEYS = {"command": True, "env": False, "startup_timeout_s": False, "ready_path": True, "live_path": True}
+_OVERLAY_SYNC_KEYS = {"command": True, "env": False, "startup_timeout_s": False, "ready_path": True, "live_path": True,
+                      "metrics_path": False}
 
 
 class ImplError(ValueError):
@@ -256,12 +265,13 @@ class OverlaySyncCommand:
     directory sink writes the same form) whose ``{key}`` holds the envelope, and delivers each accepted
     revision into ``{target}/{file}``. ``ready_path`` and ``live_path`` are the HTTP paths of its
     readiness and liveness probes on ``{admin}``; a probe succeeds when it answers 2xx or 3xx, as a
-    Kubernetes HTTP probe does.
+    Kubernetes HTTP probe does. ``metrics_path`` (optional) serves its Prometheus text there.
     """
 
     argv_template: tuple[str, ...]
     ready_path: str
     live_path: str
+    metrics_path: str | None = None
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
 
@@ -323,6 +333,9 @@ def parse_impl(data: Any, *, source: str = "<memory>") -> ImplDescriptor:
     if OVERLAY_SYNC_FEATURE in features and overlay_sync is None:
         raise ImplError("features", f"{OVERLAY_SYNC_FEATURE} is claimed but there is no overlay_sync section to "
                                     "start it with")
+    if OVERLAY_SYNC_METRICS_FEATURE in features and (overlay_sync is None or overlay_sync.metrics_path is None):
+        raise ImplError("features", f"{OVERLAY_SYNC_METRICS_FEATURE} is claimed but overlay_sync.metrics_path does "
+                                    "not say where the sidecar serves its metrics")
     return ImplDescriptor(implementation=implementation, gateway=gateway, features=features, source=source,
                           operator=operator, overlay_sync=overlay_sync)
 
@@ -435,7 +448,9 @@ def parse_overlay_sync(data: Any) -> OverlaySyncCommand:
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
         raise ImplError("overlay_sync.startup_timeout_s", f"must be a positive number of seconds, got {timeout!r}")
     paths = {}
-    for name in ("ready_path", "live_path"):
+    for name in ("ready_path", "live_path", "metrics_path"):
+        if name not in block:
+            continue
         value = _string(block[name], f"overlay_sync.{name}")
         if not value.startswith("/"):
             raise ImplError(f"overlay_sync.{name}", f"must be an absolute HTTP path starting with '/', got {value!r}")

@@ -320,3 +320,12 @@ def test_overlay_sync_feature_needs_the_section() -> None:
     with pytest.raises(ImplError, match="overlaySync is claimed but there is no overlay_sync section"):
         parse_impl({**copy.deepcopy(VALID), "features": ["overlaySync"]})
     parse_impl({**copy.deepcopy(VALID), "overlay_sync": SYNC, "features": ["overlaySync"]})
+
+
+def test_overlay_sync_metrics_feature_needs_a_metrics_path() -> None:
+    claimed = ["overlaySync", "overlaySyncMetrics"]
+    with pytest.raises(ImplError, match="overlay_sync.metrics_path does not say"):
+        parse_impl({**copy.deepcopy(VALID), "overlay_sync": SYNC, "features": claimed})
+    descriptor = parse_impl({**copy.deepcopy(VALID), "overlay_sync": {**SYNC, "metrics_path": "/metrics"},
+                             "features": claimed})
+    assert descriptor.overlay_sync is not None and descriptor.overlay_sync.metrics_path == "/metrics"

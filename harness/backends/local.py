@@ -220,7 +220,8 @@ class LocalBackend:
                                    scope=scope.as_dict(), admin=admin, workdir=workdir)
         proc = self.supervisor.start(f"overlay-sync-{self._sync_count}", self._inside(site_index, argv),
                                      env={**os.environ, **env} if env else None, cwd=workdir)
-        sync = OverlaySyncProcess(proc, configmap_file, target, admin, command.ready_path, command.live_path)
+        sync = OverlaySyncProcess(proc, configmap_file, target, admin, command.ready_path, command.live_path,
+                                  command.metrics_path)
 
         def alive() -> bool:
             if not proc.running():

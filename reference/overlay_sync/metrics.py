@@ -21,6 +21,11 @@ class SyncMetrics:
         self.rejections = Counter(
             "grid_overlay_sync_rejections", "Overlays refused at validation, by reason.", ["reason"], registry=r
         )
+        # The same refusals under the public sidecar's name; its reason labels are the validation reasons.
+        self.validation_failures = Counter(
+            "grid_overlay_sync_validation_failures", "Overlay updates that failed validation, by reason.", ["reason"],
+            registry=r,
+        )
         self.last_success = Gauge(
             "grid_overlay_sync_last_success_timestamp_seconds",
             "Unix time of the last sync that left the target holding the ConfigMap's revision.",

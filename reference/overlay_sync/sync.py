@@ -123,6 +123,7 @@ class OverlaySyncer:
             self.metrics.syncs.labels(outcome=result.outcome).inc()
             if result.outcome == "rejected" and result.reason:
                 self.metrics.rejections.labels(reason=result.reason).inc()
+                self.metrics.validation_failures.labels(reason=result.reason).inc()
             if result.outcome in ("accepted", "unchanged"):
                 self.metrics.last_success.set(self.clock())
                 self.metrics.degraded.set(0)

@@ -247,3 +247,54 @@ def test_ready_only_once_a_valid_revision_is_served(site: Site, feeds: Feeds) ->
     wait_delivered(feed, valid, "the first valid revision")
     poll_until(feed.ready, bool, timeout=DELIVERY_TIMEOUT, what="the sidecar to pass its readiness probe once "
                "it serves a valid revision")
+
+
+METRICS_SOURCE = ("series names of the public grid-overlay-sync (praxis-proxy/grid, crates/overlay-sync/src/"
+                  "metrics.rs)")
+
+
+def _series(feed: SyncFeed) -> dict[str, float]:
+    """The sidecar's unlabelled gauges and its validation failures summed over reasons."""
+    samples = feed.metrics()
+    out = {name: value for (name, labels), value in samples.items() if not labels}
+    out["validation_failures"] = sum(value for (name, _labels), value in samples.items()
+                                     if name == "grid_overlay_sync_validation_failures_total")
+    return out
+
+
+@pytest.mark.conformance(id="PROD-SYNC-METRICS", profile="producer", level="extended",
+                         feature="overlaySyncMetrics", spec=REGEN + "; " + METRICS_SOURCE,
+                         statements=["OC-REGEN-OVERLAY-SYNC-FEATURES"])
+def test_delivery_health_and_revision_metrics(site: Site, feeds: Feeds) -> None:
+    """After a delivery: grid_overlay_sync_ready 1, _degraded 0, _payload_bytes the serving file's size and
+    _last_write_timestamp_seconds the time of that write. An invalid update counts in
+    _validation_failures_total and makes the sidecar degraded (still ready, no write); the next valid
+    revision clears degraded and moves the write time on. Fails if the series miss a delivery or a
+    refusal, or report health the sidecar does not have."""
+    first, second = revision(site), revision(site)
+    before = time.time()
+    feed = feeds(contract.encode(first))
+    wait_delivered(feed, first, "the first revision")
+    served = feed.delivered_bytes() or b""
+    seen = poll_until(lambda: _series(feed), lambda m: m.get("grid_overlay_sync_ready") == 1,
+                      timeout=DELIVERY_TIMEOUT, what="grid_overlay_sync_ready to be 1 once a revision is served")
+    assert seen.get("grid_overlay_sync_degraded") == 0, f"nothing was refused yet: {seen}"
+    assert seen.get("grid_overlay_sync_payload_bytes") == len(served), (
+        f"grid_overlay_sync_payload_bytes is the serving file's size ({len(served)}): {seen}")
+    written = seen.get("grid_overlay_sync_last_write_timestamp_seconds", 0.0)
+    assert before - 1 <= written <= time.time() + 1, f"the last write happened during this test: {written}"
+    failures = seen["validation_failures"]
+    feed.publish(_wrong_digest(revision(site)))
+    refused = poll_until(lambda: _series(feed), lambda m: m["validation_failures"] >= failures + 1,
+                         timeout=DELIVERY_TIMEOUT, what="grid_overlay_sync_validation_failures_total to count the "
+                         "refused update", describe=lambda m: f"series {m}")
+    assert (refused.get("grid_overlay_sync_degraded"), refused.get("grid_overlay_sync_ready")) == (1, 1), (
+        f"serving the last good revision after a refusal is ready and degraded: {refused}")
+    assert refused.get("grid_overlay_sync_last_write_timestamp_seconds") == written, (
+        f"a refused update writes nothing: {refused}")
+    publish_and_time(feed, second, "the next valid revision")
+    poll_until(lambda: _series(feed),
+               lambda m: m.get("grid_overlay_sync_degraded") == 0
+               and m.get("grid_overlay_sync_last_write_timestamp_seconds", 0.0) > written,
+               timeout=DELIVERY_TIMEOUT, what="the next delivery to clear degraded and move the write time on",
+               describe=lambda m: f"series {m}")

@@ -135,6 +135,7 @@ TARGETS: dict[str, Targets] = {
     "sync-deletes-on-reject": must_fail("PROD-SYNC-INVALID-KEEPS-LKG[*]", expect="invalid envelope"),
     "sync-ready-at-start": must_fail("PROD-SYNC-READY-ONCE-SERVING", expect="invalid envelope"),
     "sync-first-only": must_fail("PROD-SYNC-DELIVERS-EACH-REVISION", expect="the next revision"),
+    "sync-healthy-after-refusal": must_fail("PROD-SYNC-METRICS", expect="ready and degraded"),
     "stale-cache-kept-across-restart": must_fail("PROD-METRICS-STALE-CACHE-PER-PROCESS",
                                                  expect="the new process has no cached sample"),
     "admission-kept-across-restart": must_fail("PROD-ADM-STAB-RESTART-RESETS-COUNT",

@@ -100,3 +100,14 @@ def _first_only() -> None:
         return original(self)
 
     wrap(OverlaySyncer, "_attempt", attempt)
+
+
+@breakage("sync-healthy-after-refusal", "overlay-sync reports itself healthy (not degraded) while it serves the last "
+          "good file after refusing an update")
+def _healthy_after_refusal() -> None:
+    def sync_once(original: Callable[[OverlaySyncer], SyncResult], self: OverlaySyncer) -> SyncResult:
+        result = original(self)
+        self.metrics.degraded.set(0)
+        return result
+
+    wrap(OverlaySyncer, "sync_once", sync_once)
