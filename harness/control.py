@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 FORCE_REFRESH = "grid.praxis.fast/force-refresh"
 ENVELOPE_KEY = "routing-overlay.json"
+#: Where the operator records a tool provider's discovered tools: `<name>.agenttoolprovider.yaml`.
+TOOL_STATUS_SUFFIX = ".agenttoolprovider.yaml"
 LEGACY_KEY = "routing-config.json"
 DEFAULT_TIMEOUT = 20.0
 #: The dir sink's mesh outputs: the membership and merged records, and one file per discovered GridSite.
@@ -208,6 +210,12 @@ class ControlPlane:
     def gridsite(self, name: str) -> dict[str, Any] | None:
         """The GridSite `name` with its status as the operator last wrote it; None while it wrote none."""
         return _read_yaml(self.out / f"{name}{GRIDSITE_SUFFIX}")
+
+    def tool_status(self, name: str) -> dict[str, Any]:
+        """The `status` the operator recorded for AgentToolProvider `name` ({} while it recorded none)."""
+        doc = _read_yaml(self.out / f"{name}{TOOL_STATUS_SUFFIX}") or {}
+        status = doc.get("status")
+        return status if isinstance(status, dict) else {}
 
     def log_text(self) -> str:
         return self.process.log_text()

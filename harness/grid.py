@@ -526,6 +526,16 @@ class Site:
         """Make a fake backend's /metrics answer `status` (None restores it)."""
         self._admin(backend, {"metrics_error_status": status})
 
+    def serve_mcp_tools(self, backend: str, tools: Sequence[str] | None) -> str:
+        """Make a fake backend serve MCP on /mcp advertising `tools` (None: no MCP server); returns the
+        endpoint URL (its plain listener)."""
+        self._admin(backend, {"mcp_tools": None if tools is None else list(tools)})
+        return f"{self.backend(backend).url}/mcp"
+
+    def backend_mcp_requests(self, name: str) -> int:
+        """How many tools/list calls a fake backend's MCP server has answered."""
+        return self._backend_stats(name)["mcp_requests"]
+
     # ------------------------------------------------------------------------------ provider hop
 
     def backend_requests(self, name: str) -> int:

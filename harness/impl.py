@@ -94,6 +94,11 @@ FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "kvCachePressure": "the kvCachePressure scoring strategy (provider scoring)",
     "tlsMetrics": "metrics scraped over TLS, failing closed (overlay contract: Stale metrics grace period)",
     "toolCandidates": "AgentToolProvider resources rendered as mcp_tool candidates",
+    "toolDiscovery": (
+        "the operator probes an AgentToolProvider's MCP endpoint and records the advertised tools in "
+        "status.discoveredTools (routing guide 15); the probe speaks MCP (initialize, tools/list over its HTTP "
+        "transport), which the guide does not spell out, and the directory mode records the status in "
+        "{out}/<name>.agenttoolprovider.yaml"),
     "localityTierNames": (
         "selection_tier values same_site, same_zone, same_region, cross_region and unknown (the public grid "
         "operator); the spec names only the unknown tier and gives the tiers' order, not their field values"),

@@ -309,6 +309,12 @@ class KubeControlPlane(ControlPlane):
         """The GridSite object `name` with its status (None: no such object)."""
         return self._get(GRID_RESOURCES["GridSite"], name)
 
+    def tool_status(self, name: str) -> dict[str, Any]:
+        """The `status` of AgentToolProvider `name` as the cluster holds it."""
+        obj = self._get(self._resource("AgentToolProvider"), name) or {}
+        status = obj.get("status")
+        return status if isinstance(status, dict) else {}
+
     def log_text(self) -> str:
         """The operator container's log, then any API server refusals of resources applied raw."""
         text = self._kubectl("--namespace", NAMESPACE, "logs", f"deployment/{OPERATOR_DEPLOYMENT}", "--tail=-1",

@@ -31,6 +31,7 @@ class Scenario:
         self._applied: list[tuple[str, str]] = []
         self._chains: list[Chain] = []
         self._failed_metrics: list[str] = []
+        self._mcp_backends: list[str] = []
 
     def name(self, short: str) -> str:
         """The test-unique name of a site or provider called `short` in the test."""
@@ -85,17 +86,22 @@ class Scenario:
             models=models or (self.model,), metrics=config, **extra))
         return name
 
-    def tool_provider(self, short: str, *, discovered: Sequence[str], allow: Sequence[str] = (),
+    def tool_provider(self, short: str, *, discovered: Sequence[str] | None, allow: Sequence[str] = (),
                       phase: str = "Available", access: Mapping[str, str] | None = None,
-                      site: str | None = None, cluster: str | None = None) -> str:
+                      site: str | None = None, cluster: str | None = None, endpoint: str | None = None) -> str:
         """Apply an AgentToolProvider named after `short`, hosted at site `site` (short name; default local).
 
         Its status is what the operator's tools/list probe would have left: `phase` and the `discovered` tool
-        names; `allow` is spec.tools (the allowlist) and `access` the accessPolicy.siteSelector.matchLabels.
+        names (None: no discoveredTools, for the operator's own probe of `endpoint` to find); `allow` is
+        spec.tools (the allowlist) and `access` the accessPolicy.siteSelector.matchLabels.
         """
         name = self.name(short)
-        obj = resources.tool_provider(name, self.net, cluster=cluster or short, allow=allow, discovered=discovered,
-                                      site=self.name(site) if site else self.local)
+        extra = {} if endpoint is None else {"endpoint": endpoint}
+        obj = resources.tool_provider(name, self.net, cluster=cluster or short, allow=allow,
+                                      discovered=discovered or (), site=self.name(site) if site else self.local,
+                                      **extra)
+        if discovered is None:
+            del obj["status"]["discoveredTools"]
         obj["status"]["phase"] = phase
         if access is not None:
             obj["spec"]["accessPolicy"] = {"siteSelector": {"matchLabels": dict(access)}}
@@ -117,6 +123,12 @@ class Scenario:
         self.site.set_metrics_failure(backend, 503)
         if backend not in self._failed_metrics:
             self._failed_metrics.append(backend)
+
+    def serve_mcp(self, backend: str, tools: Sequence[str]) -> str:
+        """Make a fake backend an MCP server advertising `tools` until the scenario closes; its endpoint."""
+        if backend not in self._mcp_backends:
+            self._mcp_backends.append(backend)
+        return self.site.serve_mcp_tools(backend, tools)
 
     def restore_metrics(self, backend: str) -> None:
         self.site.set_metrics_failure(backend, None)
@@ -169,6 +181,8 @@ class Scenario:
     def close(self) -> None:
         for backend in list(self._failed_metrics):
             self.restore_metrics(backend)
+        for backend in self._mcp_backends:
+            self.site.serve_mcp_tools(backend, None)
         for chain in self._chains:
             self.control.disconnect(chain)
         for kind, name in reversed(self._applied):

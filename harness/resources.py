@@ -110,8 +110,13 @@ def inference_provider(name: str, network: str, *, site: str, cluster: str, mode
     return _object("InferenceProvider", name, spec, {"phase": phase} if phase else None)
 
 
+#: An MCP endpoint nothing listens on (the discard port of loopback): a tool provider whose status the
+#: suite writes itself is probed in vain, with no name to resolve and no traffic off the machine.
+CLOSED_MCP_ENDPOINT = "http://127.0.0.1:9/mcp"
+
+
 def tool_provider(name: str, network: str, *, cluster: str, allow: Sequence[str], discovered: Sequence[str],
-                  endpoint: str = "http://tools.invalid:3000/mcp", site: str | None = None) -> dict[str, Any]:
+                  endpoint: str = CLOSED_MCP_ENDPOINT, site: str | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"gridNetworkRef": network, "endpoint": endpoint, "clusterName": cluster,
                             "tools": [{"name": tool} for tool in allow]}
     if site:

@@ -125,7 +125,7 @@ def test_other_paths_and_methods_echo_without_counting() -> None:
         assert head.status_code == 200
         assert_identity(head)
         stats = await client.get("/admin/stats")
-        assert stats.json() == {"requests": 0, "metrics_requests": 0}
+        assert stats.json() == {"requests": 0, "metrics_requests": 0, "mcp_requests": 0}
 
     run(scenario)
 
@@ -162,7 +162,7 @@ def test_request_body_limit() -> None:
         streamed = await client.post("/v1/completions", content=_chunks(largest + b"y"))
         assert streamed.status_code == 413
         stats = (await client.get("/admin/stats")).json()
-        assert stats == {"requests": 1, "metrics_requests": 0}
+        assert stats == {"requests": 1, "metrics_requests": 0, "mcp_requests": 0}
 
     run(scenario)
 
@@ -193,7 +193,7 @@ def test_keep_alive_serves_several_requests_on_one_connection() -> None:
         finally:
             writer.close()
             await writer.wait_closed()
-        assert (await client.get("/admin/stats")).json() == {"requests": 3, "metrics_requests": 0}
+        assert (await client.get("/admin/stats")).json() == {"requests": 3, "metrics_requests": 0, "mcp_requests": 0}
 
     run(scenario)
 
@@ -229,9 +229,9 @@ def test_stats_count_metrics_scrapes_apart_from_model_requests() -> None:
         assert (await client.head("/metrics")).status_code == 200
         assert (await client.post("/metrics")).status_code == 405
         assert (await client.post("/v1/chat/completions", json={})).status_code == 200
-        assert (await client.get("/admin/stats")).json() == {"requests": 1, "metrics_requests": 4}
+        assert (await client.get("/admin/stats")).json() == {"requests": 1, "metrics_requests": 4, "mcp_requests": 0}
         reset = await client.post("/admin/reset-stats")
-        assert reset.json() == {"requests": 0, "metrics_requests": 0}
+        assert reset.json() == {"requests": 0, "metrics_requests": 0, "mcp_requests": 0}
 
     run(scenario)
 
@@ -373,7 +373,7 @@ def test_error_status_applies_to_model_api_only() -> None:
             assert "503" in failed.text and len(failed.content) < 200
         assert (await client.get("/v1/models")).status_code == 200
         assert (await client.get("/metrics")).status_code == 200
-        assert (await client.get("/admin/stats")).json() == {"requests": 2, "metrics_requests": 1}
+        assert (await client.get("/admin/stats")).json() == {"requests": 2, "metrics_requests": 1, "mcp_requests": 0}
         assert (await client.post("/admin/config", json={"error_status": None})).status_code == 200
         assert (await client.post("/v1/chat/completions", json={})).status_code == 200
 
@@ -385,11 +385,11 @@ def test_stats_count_and_reset() -> None:
         for _ in range(3):
             await client.post("/v1/chat/completions", json={})
         await client.post("/v1/completions", content=b"prompt")
-        assert (await client.get("/admin/stats")).json() == {"requests": 4, "metrics_requests": 0}
+        assert (await client.get("/admin/stats")).json() == {"requests": 4, "metrics_requests": 0, "mcp_requests": 0}
         reset = await client.post("/admin/reset-stats")
         assert reset.status_code == 200
         assert_identity(reset)
-        assert (await client.get("/admin/stats")).json() == {"requests": 0, "metrics_requests": 0}
+        assert (await client.get("/admin/stats")).json() == {"requests": 0, "metrics_requests": 0, "mcp_requests": 0}
         assert samples((await client.get("/metrics")).text)[("agn_fake_requests_total", ())] == 0
 
     run(scenario)
@@ -881,7 +881,7 @@ def test_mtls_listener_echoes_the_verified_client_certificate(grid_pki: GridPKI)
                 echo = (await plain.post("/v1/chat/completions", json={"model": "m"})).json()["agn"]
                 assert (echo["listener"], echo["peer"]) == ("plain", None)
                 stats = await plain.get("/admin/stats")  # the admin API stays on the plain listener
-                assert stats.json() == {"requests": 2, "metrics_requests": 0}
+                assert stats.json() == {"requests": 2, "metrics_requests": 0, "mcp_requests": 0}
                 config = await plain.post("/admin/config", json={"latency_ms": 1})
                 assert config.status_code == 200
 
@@ -937,7 +937,7 @@ def test_cli_process_serves_plain_and_mtls(grid_pki: GridPKI, tmp_path: Path) ->
         mtls_address, address = first.split(" ", 1)[1], second.split(" ", 1)[1]
         assert ready.read_text() == address  # the ready file names the plain listener
         with httpx.Client(base_url=f"http://{address}", timeout=10.0) as plain:
-            assert plain.get("/admin/stats").json() == {"requests": 0, "metrics_requests": 0}
+            assert plain.get("/admin/stats").json() == {"requests": 0, "metrics_requests": 0, "mcp_requests": 0}
         with httpx.Client(base_url=f"https://{mtls_address}", verify=_client(grid_pki, consumer),
                           timeout=10.0) as client:
             agn = client.post("/v1/chat/completions", json={"model": "m"}).json()["agn"]
@@ -975,3 +975,34 @@ def test_cli_mtls_arguments_are_checked(grid_pki: GridPKI, tmp_path: Path, capsy
     captured = capsys.readouterr()
     assert named in captured.err, captured.err
     assert "LISTENING" not in captured.out
+
+
+def test_mcp_server_lists_the_configured_tools_and_the_probe_reads_them() -> None:
+    """No MCP server until mcp_tools is set; then the operator's discovery probe reads the list (one
+    counted tools/list each time), follows a change, and a server that stops serving fails the probe."""
+    from reference.operator import tool_probe
+
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        endpoint = f"{server.base_url}/mcp"
+        echo = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        assert "result" not in echo.json(), "without mcp_tools /mcp is the ordinary echo"
+        assert (await client.post("/admin/config", json={"mcp_tools": ["alpha", "beta", "alpha"]})).status_code == 200
+        async with httpx.AsyncClient(timeout=5.0) as probe_client:
+            assert await tool_probe.probe(probe_client, endpoint) == ("alpha", "beta")
+            await client.post("/admin/config", json={"mcp_tools": ["gamma"]})
+            assert await tool_probe.probe(probe_client, endpoint) == ("gamma",)
+            assert (await client.get("/admin/stats")).json()["mcp_requests"] == 2
+            await client.post("/admin/config", json={"mcp_tools": None})
+            with pytest.raises(tool_probe.ProbeError, match="no tools list|no result|no JSON"):
+                await tool_probe.probe(probe_client, endpoint)
+        bad = await client.post("/admin/config", json={"mcp_tools": ["", "x"]})
+        assert bad.status_code == 400 and "mcp_tools" in bad.text
+
+    run(scenario)
+
+
+def test_discovery_probe_of_a_closed_port_is_a_probe_error() -> None:
+    from reference.operator import tool_probe
+
+    found, failed = asyncio.run(tool_probe.probe_all({"t": "http://127.0.0.1:9/mcp"}))
+    assert found == {} and "ConnectError" in failed["t"]

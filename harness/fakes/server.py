@@ -35,6 +35,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.samples import Sample
 
+from harness.fakes import mcp
+
 __all__ = [
     "ConfigError",
     "FakeBackend",
@@ -57,7 +59,8 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 MODEL_API_PATHS = frozenset({"/v1/chat/completions", "/v1/completions"})
 DEFAULT_MODELS = ("agn-fake-model",)
 REQUESTS_COUNTER = "agn_fake_requests"  # exposed as agn_fake_requests_total
-CONFIG_KEYS = ("metrics", "latency_ms", "error_status", "models", "metrics_error_status", "metrics_latency_ms")
+CONFIG_KEYS = ("metrics", "latency_ms", "error_status", "models", "metrics_error_status", "metrics_latency_ms",
+               "mcp_tools")
 MAX_LATENCY_MS = 600_000.0
 # JSON has no non-finite numbers, so these strings stand for them in /admin/config (both directions).
 NON_FINITE_VALUES: Mapping[str, float] = {"NaN": math.nan, "+Inf": math.inf, "-Inf": -math.inf}
@@ -104,6 +107,7 @@ class RuntimeConfig:
     models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
     metrics_error_status: int | None = None  # /metrics answers this instead of the exposition
     metrics_latency_ms: float = 0.0  # /metrics answers after this delay (a slow exporter)
+    mcp_tools: list[str] | None = None  # POST /mcp serves MCP with these tools (None: no MCP server)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -113,6 +117,7 @@ class RuntimeConfig:
             "models": list(self.models),
             "metrics_error_status": self.metrics_error_status,
             "metrics_latency_ms": self.metrics_latency_ms,
+            "mcp_tools": None if self.mcp_tools is None else list(self.mcp_tools),
         }
 
     def updated(self, update: Mapping[str, Any]) -> RuntimeConfig:
@@ -229,6 +234,14 @@ def _latency(key: str) -> Callable[[object], float]:
     return parse
 
 
+def _parse_mcp_tools(value: object) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(f"mcp_tools: expected null or a list of non-empty strings, got {value!r}")
+    return list(value)
+
+
 _PARSERS: Mapping[str, Callable[[object], Any]] = {
     "metrics": _parse_metrics,
     "latency_ms": _latency("latency_ms"),
@@ -236,6 +249,7 @@ _PARSERS: Mapping[str, Callable[[object], Any]] = {
     "models": _parse_models,
     "metrics_error_status": _status("metrics_error_status"),
     "metrics_latency_ms": _latency("metrics_latency_ms"),
+    "mcp_tools": _parse_mcp_tools,
 }
 
 
@@ -291,6 +305,7 @@ class FakeBackend:
         self.config = config if config is not None else RuntimeConfig(metrics=default_metrics(name))
         self.requests = 0
         self.metrics_requests = 0  # GET and HEAD /metrics: who scrapes the exporter, and how often
+        self.mcp_requests = 0  # tools/list calls on /mcp: whether and how often an operator probes
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_BackendCollector(self))  # type: ignore[arg-type]
 
@@ -333,6 +348,8 @@ class FakeBackend:
             return await self._admin(request)
         if method == "POST" and path in MODEL_API_PATHS:
             return await self._model_api(request)
+        if method == "POST" and path == mcp.PATH and self.config.mcp_tools is not None:
+            return await self._mcp(request)
         body = await self._read_body(request)
         if body is None:
             return _text(413, f"request body larger than {MAX_BODY_BYTES} bytes")
@@ -362,6 +379,15 @@ class FakeBackend:
             return _text(config.error_status, f"fake backend {self.name} answers {config.error_status} as configured")
         kind = "chat.completion" if request.path == "/v1/chat/completions" else "text_completion"
         return web.json_response(self._echo_body(request, body, kind))
+
+    async def _mcp(self, request: web.Request) -> web.StreamResponse:
+        body = await self._read_body(request)
+        if body is None:
+            return _text(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+        status, message = mcp.answer(body, self.config.mcp_tools or [], self.name)
+        if message is not None and "result" in message and "tools" in message["result"]:
+            self.mcp_requests += 1
+        return web.Response(status=status) if message is None else web.json_response(message, status=status)
 
     def _request_echo(self, request: web.Request, body: bytes) -> dict[str, Any]:
         headers: dict[str, str] = {}
@@ -436,7 +462,7 @@ class FakeBackend:
         if route == ("GET", "/admin/stats"):
             return web.json_response(self._stats())
         if route == ("POST", "/admin/reset-stats"):
-            self.requests = self.metrics_requests = 0
+            self.requests = self.metrics_requests = self.mcp_requests = 0
             return web.json_response(self._stats())
         known = {"/admin/config": "GET, POST", "/admin/stats": "GET", "/admin/reset-stats": "POST"}
         if request.path in known:
@@ -444,7 +470,8 @@ class FakeBackend:
         return _text(404, f"no admin route {request.path}")
 
     def _stats(self) -> dict[str, int]:
-        return {"requests": self.requests, "metrics_requests": self.metrics_requests}
+        return {"requests": self.requests, "metrics_requests": self.metrics_requests,
+                "mcp_requests": self.mcp_requests}
 
     async def _admin_set_config(self, request: web.Request) -> web.StreamResponse:
         raw = await self._read_body(request)

@@ -42,8 +42,9 @@ from typing import Any, Protocol
 
 import yaml
 
+from reference.operator import tool_probe
 from reference.operator.core.admission import AdmissionMemory
-from reference.operator.core.model import Clock, FixedClock, MetricSample, ResourceError, SystemClock
+from reference.operator.core.model import Clock, FixedClock, MetricSample, ResourceError, Resources, SystemClock
 from reference.operator.core.render import Rendered, render
 from reference.operator.mesh.codec import Address
 from reference.operator.mesh.runtime import MeshRuntime, MeshSettings
@@ -220,7 +221,7 @@ class Operator:
             log.warning("metrics scrape of %s failed: %s", provider, problem)
         error: str | None = None
         rendered: list[Rendered] = []
-        resources, remote = loaded.resources, []
+        resources, remote = await self.discover_tools(loaded.resources), []
         if self.mesh is not None:
             self.mesh.update_local(loaded.resources, loaded.objects, samples)
             remote = self.mesh.remote_records()
@@ -235,6 +236,28 @@ class Operator:
         await asyncio.to_thread(self.sink.publish, loaded.resources.networks, rendered, self.clock.wall(), error)
         await self.write_mesh_outputs()
         return error is None
+
+    async def discover_tools(self, resources: Resources) -> Resources:
+        """Probe every AgentToolProvider's MCP endpoint; the tools found replace what its status listed (and
+        are recorded there), a failed probe leaves the status as it was."""
+        endpoints = {t.name: t.endpoint for t in resources.tool_providers if t.endpoint}
+        found, failed = await tool_probe.probe_all(endpoints)
+        for name, problem in sorted(failed.items()):
+            log.warning("tool discovery of %s failed: %s", name, problem)
+        if not found:
+            return resources
+
+        def record() -> None:
+            for name, tools in sorted(found.items()):
+                try:
+                    self.sink.write_tool_status(name, tools)
+                except OSError as exc:
+                    log.warning("recording the tools of %s failed: %s", name, exc)
+
+        await asyncio.to_thread(record)
+        providers = tuple(replace(t, discovered_tools=found[t.name]) if t.name in found else t
+                          for t in resources.tool_providers)
+        return replace(resources, tool_providers=providers)
 
     async def write_mesh_outputs(self) -> None:
         """Discovered GridSites and the mesh status into the sink; the sink writes only what changed."""

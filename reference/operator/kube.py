@@ -449,6 +449,7 @@ class KubeSink(sinks.OverlaySink, sinks.MeshOutputs):
         self.network = network or next(r for r in GRID_RESOURCES if r.kind == NETWORK_KIND)
         self.site = site or next(r for r in GRID_RESOURCES if r.kind == SITE_KIND)
         self.mesh_namespace = mesh_namespace
+        self._tool_status: dict[str, list[str]] = {}
         self.gridsites = gridsites
         self._status: dict[str, dict[str, Any]] = {}
         self._now = now
@@ -614,6 +615,22 @@ class KubeSink(sinks.OverlaySink, sinks.MeshOutputs):
         if self.gridsites is None:
             return {}
         return {str((obj.get("metadata") or {}).get("name")): obj for obj in self.gridsites()}
+
+    def write_tool_status(self, name: str, discovered: Sequence[str]) -> bool:
+        """Merge-patch `status.discoveredTools` of AgentToolProvider `name` when it differs from what this
+        sink last wrote."""
+        wanted = list(discovered)
+        if self._tool_status.get(name) == wanted:
+            return False
+        res = next(r for r in GRID_RESOURCES if r.kind == "AgentToolProvider")
+        try:
+            self.custom.patch_cluster_custom_object_status(
+                res.group, res.version, res.plural, name, {"status": {"discoveredTools": wanted}},
+                _content_type=MERGE_PATCH, _preload_content=False, _request_timeout=REQUEST_SECONDS)
+        except (ApiException, urllib3.exceptions.HTTPError) as exc:
+            raise OSError(f"recording the discovered tools of AgentToolProvider {name}: {api_error(exc)}") from exc
+        self._tool_status[name] = wanted
+        return True
 
     def _write_gridsite(self, name: str, obj: Mapping[str, Any], stored: Mapping[str, Any] | None) -> bool:
         owned = sinks.owned_gridsite(obj)

@@ -28,7 +28,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -48,6 +48,7 @@ DATA_LINK = "..data"
 STATUS_SUFFIX = ".status.yaml"
 CONFIGMAP_SUFFIX = ".configmap.yaml"
 GRIDSITE_SUFFIX = ".gridsite.yaml"
+TOOL_STATUS_SUFFIX = ".agenttoolprovider.yaml"
 MESH_STATUS_FILE = "mesh.state.yaml"
 
 
@@ -146,6 +147,11 @@ class OverlaySink(abc.ABC):
             self.write_consumer_config(output)
         except OSError as exc:
             log.error("consumer config %s of %s not written: %s", output.name, network, exc)
+
+    def write_tool_status(self, name: str, discovered: Sequence[str]) -> bool:
+        """Record the tools a discovery probe found in AgentToolProvider `name`'s status; True when written
+        (an unchanged list is not written again). Sinks without somewhere to put it keep nothing."""
+        return False
 
     def publish(
         self,
@@ -309,6 +315,7 @@ class DirSink(OverlaySink, MeshOutputs):
         self.out.mkdir(parents=True, exist_ok=True)
         self._gridsites: dict[str, Any] = {}
         self._mesh_status: Any = None
+        self._tool_status: dict[str, list[str]] = {}
 
     def configmap_path(self, name: str) -> Path:
         return self.out / f"{name}{CONFIGMAP_SUFFIX}"
@@ -366,6 +373,19 @@ class DirSink(OverlaySink, MeshOutputs):
         }
         _atomic_write(self.status_path(network.name), yaml.safe_dump(doc, sort_keys=True))
 
+    def tool_status_path(self, name: str) -> Path:
+        return self.out / f"{name}{TOOL_STATUS_SUFFIX}"
+
+    def write_tool_status(self, name: str, discovered: Sequence[str]) -> bool:
+        """`<name>.agenttoolprovider.yaml`: the provider's status as discovery recorded it."""
+        wanted = list(discovered)
+        if self._tool_status.get(name) == wanted and self.tool_status_path(name).exists():
+            return False
+        _atomic_write(self.tool_status_path(name), yaml.safe_dump(tool_status_object(name, wanted),
+                                                                     sort_keys=True))
+        self._tool_status[name] = wanted
+        return True
+
     def gridsite_path(self, name: str) -> Path:
         return self.out / f"{name}{GRIDSITE_SUFFIX}"
 
@@ -414,3 +434,9 @@ def _without_probe_time(obj: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(status, dict):
         status.pop("lastProbeTime", None)
     return out
+
+
+def tool_status_object(name: str, discovered: Sequence[str]) -> dict[str, Any]:
+    """AgentToolProvider `name` with the status tool discovery records."""
+    return {"apiVersion": API_VERSION, "kind": "AgentToolProvider", "metadata": {"name": name},
+            "status": {"discoveredTools": list(discovered)}}

@@ -21,6 +21,7 @@ import pytest
 from harness import producer_oracle as oracle
 from harness import resources
 from harness.producer_support import Scenario
+from harness.waiting import poll_until
 
 ORDERING = "routing-architecture-and-overlay-contract#candidate-scoring-and-ordering"
 LOCALITY = "routing-architecture-and-overlay-contract#locality-tier-derivation"
@@ -626,6 +627,45 @@ def test_tool_candidates_follow_the_allowlist(scenario: Scenario) -> None:
     assert _tools(env) == expected
     assert len(oracle.candidates(env, kind="mcp_tool")) == len(expected)
     _assert_groups_valid(env)
+
+
+TOOLS_DISCOVERY = (f"{TOOLS}: \"AGN discovers MCP tools from AgentToolProvider resources and publishes them as "
+                   "routing-overlay candidates.\"; Discovery and propagation: \"The operator probes the endpoint and "
+                   "records advertised tool names in status.discoveredTools.\"; the probe speaks MCP (initialize, "
+                   "tools/list over its HTTP transport)")
+#: A plain fake backend of the site that serves MCP for the discovery test (not the metrics backend).
+MCP_BACKEND = "provider-b"
+
+
+@pytest.mark.conformance(id="PROD-TOOL-DISCOVERY-PROBES", profile="producer", level="extended",
+                         feature="toolDiscovery", spec=TOOLS_DISCOVERY,
+                         statements=["RG-TOOLS-DISCOVERS", "RG-TOOLS-PROBE-RECORD"])
+def test_tools_are_discovered_from_the_mcp_endpoint(scenario: Scenario) -> None:
+    """An AgentToolProvider with no discovered tools in its status, whose endpoint is an MCP server listing
+    alpha and beta: the overlay gets mcp_tool candidates alpha and beta, the provider's status records
+    them, and the server was asked tools/list. The server then lists alpha and gamma: the next reconciles
+    follow, in the overlay and the status. Fails if the operator publishes only tools already in the
+    status, never asks the endpoint, probes it once, or does not record what it found."""
+    site = scenario.site
+    asked = site.backend_mcp_requests(MCP_BACKEND)
+    endpoint = scenario.serve_mcp(MCP_BACKEND, ["alpha", "beta"])
+    provider = scenario.tool_provider("t1", discovered=None, endpoint=endpoint)
+    scenario.network()
+    first = {("alpha", "t1"), ("beta", "t1")}
+    env = scenario.envelope(until=lambda e: _tools(e) == first, force=True,
+                            what=f"tool candidates {sorted(first)} discovered from {endpoint}")
+    _assert_groups_valid(env)
+    assert site.backend_mcp_requests(MCP_BACKEND) > asked, "the MCP server was never asked tools/list"
+    poll_until(lambda: scenario.control.tool_status(provider).get("discoveredTools"),
+               lambda tools: sorted(tools or []) == ["alpha", "beta"], timeout=20,
+               what=f"the status of {provider} to record the discovered tools alpha and beta")
+    scenario.serve_mcp(MCP_BACKEND, ["alpha", "gamma"])
+    second = {("alpha", "t1"), ("gamma", "t1")}
+    scenario.envelope(until=lambda e: _tools(e) == second, force=True,
+                      what=f"tool candidates {sorted(second)} once the server lists alpha and gamma")
+    poll_until(lambda: scenario.control.tool_status(provider).get("discoveredTools"),
+               lambda tools: sorted(tools or []) == ["alpha", "gamma"], timeout=20,
+               what=f"the status of {provider} to record alpha and gamma")
 
 
 @pytest.mark.conformance(id="PROD-TOOL-UNAVAILABLE-EXCLUDED", profile="producer", level="extended",

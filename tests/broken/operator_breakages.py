@@ -30,7 +30,7 @@ import rfc8785
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from reference.operator import cli, scrape, sinks, sources, triggers
+from reference.operator import cli, scrape, sinks, sources, tool_probe, triggers
 from reference.operator.core import admission, candidates, configmap, consumer_config, model, ordering, scoring
 from reference.operator.core.admission import (
     EXISTING_ONLY,
@@ -895,6 +895,32 @@ def _stale_sample_dropped() -> None:
         return original(self, target)
 
     _on_failure(fix)
+
+
+@breakage("tools-not-probed", "tool providers are never probed: only tools already in their status are published")
+def _tools_not_probed() -> None:
+    async def discover_tools(self: cli.Operator, resources: Any) -> Any:
+        return resources
+
+    _patch(cli.Operator, "discover_tools", discover_tools)
+
+
+@breakage("tools-probed-once", "each tool provider's MCP endpoint is probed once; later changes are never seen")
+def _tools_probed_once() -> None:
+    probe_all = tool_probe.probe_all
+    seen: dict[str, tuple[str, ...]] = {}
+
+    async def once(endpoints: Mapping[str, str]) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
+        found, failed = await probe_all({name: url for name, url in endpoints.items() if name not in seen})
+        seen.update(found)
+        return {name: seen[name] for name in endpoints if name in seen}, failed
+
+    _patch(tool_probe, "probe_all", once)
+
+
+@breakage("tool-status-not-recorded", "discovered tools are published but never recorded in the provider's status")
+def _tool_status_not_recorded() -> None:
+    _patch(sinks.DirSink, "write_tool_status", lambda self, name, discovered: False)
 
 
 def _keep_across_restarts(filename: str, attributes: Callable[[cli.Operator], dict[str, tuple[Any, str]]]) -> None:

@@ -126,6 +126,10 @@ TARGETS: dict[str, Targets] = {
     "strategy-cached": must_fail("PROD-SCORE-STRATEGY-CHANGE"),
     "local-phase-filtered": must_fail("PROD-ORD-LOCAL-NOT-PHASE-FILTERED[*]"),
     "stale-cache-wins": must_fail("PROD-METRICS-STALE-FRESH-WINS"),
+    # tool discovery
+    "tools-not-probed": must_fail("PROD-TOOL-DISCOVERY-PROBES", expect="discovered from"),
+    "tools-probed-once": must_fail("PROD-TOOL-DISCOVERY-PROBES", expect="once the server lists alpha and gamma"),
+    "tool-status-not-recorded": must_fail("PROD-TOOL-DISCOVERY-PROBES", expect="to record the discovered tools"),
     # overlay-sync (tests/broken/sync_breakages.py)
     "sync-digest-unchecked": must_fail("PROD-SYNC-INVALID-KEEPS-LKG[wrong-content-digest]",
                                        "PROD-SYNC-INVALID-KEEPS-LKG[stale-digest-after-edit]",

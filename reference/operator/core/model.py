@@ -152,6 +152,7 @@ class ToolProviderSpec:
     access_selector: Mapping[str, str] = field(default_factory=dict)
     phase: str | None = None
     site: str | None = None
+    endpoint: str | None = None  # the MCP server tool discovery probes
 
     @property
     def cluster(self) -> str:
@@ -399,4 +400,5 @@ def tool_provider_from_resource(obj: Mapping[str, Any]) -> ToolProviderSpec:
         access_selector=_labels(obj, "spec.accessPolicy.siteSelector.matchLabels"),
         site=_get(obj, "spec.site", str),
         phase=_get(obj, "status.phase", str),
+        endpoint=_get(obj, "spec.endpoint", str),
     )
