@@ -51,6 +51,13 @@ def _registered() -> Iterable[str]:
     return {**BREAKAGES, **SYNC_BREAKAGES}
 
 
+def _launched() -> Iterable[str]:
+    """The breakages tests/broken/operator_launch knows (the sidecar's are checked on their own below)."""
+    from tests.broken.operator_breakages import BREAKAGES
+
+    return BREAKAGES
+
+
 PROFILE = shared.Profile(
     name="producer",
     suite=SUITE,
@@ -62,6 +69,7 @@ PROFILE = shared.Profile(
     launcher="tests.broken.operator_launch",
     launch_args=("run", "--manifests", ".", "--out", "out"),
     registered=_registered,
+    launched=_launched,
     cannot_start_targets=Targets(("PROD-CRED-REFERENCE", "PROD-ORD-TIE-BREAK")),
     cannot_start_test="test_operator_that_cannot_start_is_no_verdict",
     cannot_start_symptom="the operator failed to start",
@@ -89,6 +97,23 @@ def test_every_operator_breakage_has_targets() -> None:
 
 def test_unknown_operator_breakage_is_refused() -> None:
     shared.check_unknown_refused(PROFILE)
+
+
+def test_every_sidecar_breakage_has_targets_applies_and_unknown_is_refused() -> None:
+    """The overlay-sync breakages (tests/broken/sync_breakages.py) are judged by the same table: each has
+    targets, each finds what it patches, and tests/broken/sync_launch refuses an unknown one."""
+    from tests.broken.sync_breakages import BREAKAGES as SYNC_BREAKAGES
+
+    assert sorted(set(SYNC_BREAKAGES) - set(TARGETS)) == []
+    code = ("from tests.broken.sync_breakages import BREAKAGES\n"
+            "for breakage in BREAKAGES.values():\n    breakage.apply()\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=shared.REPO, env=shared.env(), capture_output=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    done = subprocess.run([sys.executable, "-m", "tests.broken.sync_launch", "--break", "no-such-breakage"],
+                          cwd=shared.REPO, env=shared.env(), capture_output=True, timeout=60, check=False)
+    stderr = done.stderr.decode(errors="replace")
+    assert done.returncode == 2 and all(name in stderr for name in SYNC_BREAKAGES), stderr
 
 
 def test_operator_that_cannot_start_is_no_verdict(suite_runs: SuiteRuns, suite_ids: dict[str, SuiteTest]) -> None:

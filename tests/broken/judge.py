@@ -31,7 +31,14 @@ from typing import Any, Literal
 import pytest
 import yaml
 
-from harness.impl import EXTENDED_FEATURES, Implementation, load_impl, reference_document
+from harness.impl import (
+    EXTENDED_FEATURES,
+    OVERLAY_SYNC_FEATURE,
+    OVERLAY_SYNC_METRICS_FEATURE,
+    Implementation,
+    load_impl,
+    reference_document,
+)
 from harness.report.model import TestResult
 from harness.report.writer import ReportError, build_report, load_report
 from tests.broken.forkserver import ForkServer
@@ -81,6 +88,8 @@ class Profile:
     #: Conformance ids that skip where the machine lacks something (network namespaces): a target among
     #: them that skipped is not judged, as long as another target of the breakage was.
     may_skip: frozenset[str] = frozenset()
+    #: The breakages `launcher` itself knows, when `registered` also lists ones another launcher applies.
+    launched: Callable[[], Iterable[str]] | None = None
     pytest_args: tuple[str, ...] = ("-p", "no:xdist", "-p", "no:hypothesispytest", "-p", "no:pytest-kubernetes")
 
 
@@ -141,12 +150,17 @@ class SuiteRun:
 
 
 def write_descriptor(profile: Profile, path: Path, breakage: str) -> Path:
-    """An implementation descriptor for the broken implementation, claiming every extended feature."""
+    """An implementation descriptor for the broken implementation, claiming every extended feature its
+    sections can serve (the overlay-sync ones only with an overlay_sync section)."""
+    components = profile.components(breakage)
+    features = set(EXTENDED_FEATURES)
+    if "overlay_sync" not in components:
+        features -= {OVERLAY_SYNC_FEATURE, OVERLAY_SYNC_METRICS_FEATURE}
     descriptor = {
         "implementation": {"organization": "agn-conformance", "project": f"broken-{profile.component}-{breakage}",
                            "version": "0.0.0", "contact": ["tests/broken"]},
-        **profile.components(breakage),
-        "features": sorted(EXTENDED_FEATURES),
+        **components,
+        "features": sorted(features),
     }
     path.write_text(yaml.safe_dump(descriptor, sort_keys=False))
     load_impl(str(path))  # the harness must accept it exactly as it accepts a vendor's
@@ -427,7 +441,7 @@ def check_unknown_refused(profile: Profile) -> None:
     stderr = done.stderr.decode(errors="replace")
     assert done.returncode == 2, stderr
     assert NO_SUCH_BREAKAGE in stderr, stderr
-    assert all(name in stderr for name in profile.registered()), stderr
+    assert all(name in stderr for name in (profile.launched or profile.registered)()), stderr
 
 
 def check_cannot_start(profile: Profile, runs: SuiteRuns, tests: Mapping[str, SuiteTest]) -> None:
