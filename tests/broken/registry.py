@@ -6,11 +6,13 @@ modules (and the other way round).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import argparse
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Breakage", "patch", "registrar", "wrap"]
+__all__ = ["Breakage", "apply_from_argv", "patch", "registrar", "wrap"]
 
 
 @dataclass(frozen=True)
@@ -51,3 +53,21 @@ def wrap(owner: Any, attribute: str, wrapper: Callable[..., Any]) -> None:
         return wrapper(original, self, *args, **kwargs)
 
     patch(owner, attribute, wrapped)
+
+
+def apply_from_argv(prog: str, component: str, command: str, breakages: Mapping[str, Breakage],
+                    argv: list[str] | None) -> list[str] | None:
+    """Parse ``--break NAME`` off `argv`, apply that breakage and return the other arguments (for
+    `command`); None, after one stderr line listing the known breakages, when NAME is unknown."""
+    parser = argparse.ArgumentParser(
+        prog=prog, description=f"Run the reference {component} with one behaviour deliberately broken.",
+        epilog=f"Arguments other than --break go to {command} unchanged.", allow_abbrev=False)
+    parser.add_argument("--break", dest="breakage", required=True, metavar="NAME",
+                        help="the breakage to apply: " + ", ".join(sorted(breakages)))
+    args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    if args.breakage not in breakages:
+        print(f"{parser.prog}: unknown breakage {args.breakage!r}; known breakages: "
+              + ", ".join(sorted(breakages)), file=sys.stderr)
+        return None
+    breakages[args.breakage].apply()
+    return rest
