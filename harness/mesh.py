@@ -294,12 +294,13 @@ class MeshScenario:
 
     def provider(self, at: str, short: str, models: Sequence[str], *, network: str | None = None,
                  capacity_weight: int | None = None, queue: float | str | None = None,
-                 credential: Mapping[str, str] | None = None) -> str:
+                 credential: Mapping[str, str] | None = None, cluster: str | None = None) -> str:
         """An InferenceProvider of site `at` served by its fake backend; returns its name.
 
         With `queue` its pool on that backend exports that queue depth (capacity 10) and one ready pod,
         and site `at` scrapes it, so its record carries the metrics its own site measured. `credential`
-        is its bearer-token secretRef (a Secret the test applies at `at`).
+        is its bearer-token secretRef (a Secret the test applies at `at`). `cluster` is its clusterName
+        (default: the backend's name), for several local candidates of one model.
         """
         site = self.mesh.sites[at]
         name = f"{self.tag}-{short}"
@@ -308,9 +309,18 @@ class MeshScenario:
         if queue is not None:
             site.site.set_pool_metrics(site.backend, name, queueDepth=queue, healthy=1)
             metrics = resources.metrics_config(endpoint, name, queue_capacity=10)
-        self.apply(at, resources.inference_provider(name, network or self.net, site=at, cluster=site.backend,
+        self.apply(at, resources.inference_provider(name, network or self.net, site=at,
+                                                     cluster=cluster or site.backend,
                                                      models=models, endpoint=endpoint, metrics=metrics,
                                                      capacity_weight=capacity_weight, credential=credential))
+        return name
+
+    def tool_provider(self, at: str, short: str, tools: Sequence[str], *, network: str | None = None) -> str:
+        """An AgentToolProvider of site `at` whose status lists `tools` as discovered (no allowlist)."""
+        site = self.mesh.sites[at]
+        name = f"{self.tag}-{short}"
+        self.apply(at, resources.tool_provider(name, network or self.net, cluster=site.backend, allow=(),
+                                               discovered=tools, site=at))
         return name
 
     def set_queue(self, at: str, short: str, queue: float | str, *, network: str | None = None) -> None:

@@ -71,6 +71,13 @@ def from_site(envelope: Mapping[str, Any] | None, model: str, site: str) -> list
     return [c for c in candidates_for(envelope, model) if c.get("site") == site]
 
 
+def tools_from_site(envelope: Mapping[str, Any] | None, site: str) -> list[dict[str, Any]]:
+    """The overlay's mcp_tool candidates hosted at `site`."""
+    overlay = (envelope or {}).get("overlay") or {}
+    return [c for c in overlay.get("candidates") or []
+            if isinstance(c, dict) and c.get("kind") == "mcp_tool" and c.get("site") == site]
+
+
 def models_in(envelope: Mapping[str, Any] | None) -> set[str]:
     overlay = (envelope or {}).get("overlay") or {}
     return {str(c.get("name")) for c in overlay.get("candidates") or [] if isinstance(c, dict)}

@@ -279,6 +279,106 @@ def test_remote_provider_is_ranked_by_the_metrics_its_site_measured(scenario: Me
                            what=f"site-a to rank its own {model} (queue 6) ahead of site-c's (now queue 8)")
 
 
+REMOTE_SANITISED = (f"{ARCH}, NaN and infinity: \"CRDT values are treated as absent when non-finite and then "
+                    "defaulted/clamped in crdt_metrics_to_backend.\"; provider-scoring, Missing and Stale Metrics: "
+                    "\"Ratio values received through remote state are clamped before scoring.\"")
+#: site-c's raw queue (capacity 10) and the order site-a must publish: its own providers score 1.0 (queue 0),
+#: 0.6 (queue 4) and 0.2 (queue 8); site-c's ratio clamped to 0 scores 1.0 (behind the same-site one on
+#: locality), and a non-finite one is absent, so site-c scores the neutral 0.5.
+SANITISED_ORDERS: dict[str, tuple[float | str, list[str]]] = {
+    "negative": (-3, ["a0", "c", "a4", "a8"]),
+    "nan": ("NaN", ["a0", "a4", "c", "a8"]),
+    "infinite": ("+Inf", ["a0", "a4", "c", "a8"]),
+}
+
+
+@pytest.mark.conformance(id="MESH-REMOTE-RATIO-CLAMPED", profile="mesh", level="core", feature="gossip",
+                         spec=REMOTE_SANITISED, statements=["PS-STALE-REMOTE-RATIO-CLAMPED", "OC-NAN-CRDT-ABSENT"])
+@pytest.mark.parametrize("case", list(SANITISED_ORDERS))
+def test_remote_ratios_are_sanitised_before_scoring(scenario: MeshScenario, case: str) -> None:
+    """scoreFirst with queueDepth: site-c's provider exports a queue outside [0, 1] of capacity (-3 of 10) or a
+    non-finite one, and site-a ranks it among three providers of its own at queue 0, 4 and 8. Clamped, -0.3
+    is 0 (score 1.0, behind site-a's equal one); NaN and +Inf are absent (neutral 0.5, between 0.6 and 0.2).
+    The site sending the record or the one receiving it may sanitise; the mesh runs one implementation, so
+    this fails only if neither does: an unclamped -0.3 ranks site-c first (score 1.3), a non-finite value
+    read as a number ranks it first (NaN as 0) or last (+Inf as a full queue).
+    """
+    raw, expected = SANITISED_ORDERS[case]
+    scenario.network(routing="scoreFirst", scoring="queueDepth")
+    model = scenario.model("r")
+    scenario.trust("site-a", "site-c")
+    backend = scenario.mesh.site("site-a").backend
+    clusters = {"c": scenario.mesh.site("site-c").routing_cluster}
+    for short, queue in (("a0", 0), ("a4", 4), ("a8", 8)):
+        clusters[short] = f"{backend}-{short}"
+        scenario.provider("site-a", short, [model], queue=queue, cluster=clusters[short])
+    scenario.provider("site-c", "pc", [model], queue=raw)
+    order = [clusters[short] for short in expected]
+
+    def ranked(envelope: dict[str, Any]) -> list[Any]:
+        return [r.get("cluster") for r in oracle.candidates_for(envelope, model)]
+
+    envelope = scenario.wait_envelope("site-a", lambda e: len(ranked(e)) == 4, force=True,
+                                      what=f"site-a to list its three providers of {model} and site-c's")
+    scenario.wait_envelope("site-a", lambda e: ranked(e) == order, force=True,
+                           what=f"site-a to rank {model} as {order} with site-c's queue {raw!r} sanitised "
+                                f"(first rendered: {ranked(envelope)})")
+
+
+TOOLS_PROPAGATE = ("routing-guide, Discovery and propagation: \"Tool provider state propagates to remote sites "
+                   "through SWIM and CRDT state.\"; the GridSite gate of " + ELIGIBILITY)
+
+
+def _tools(envelope: dict[str, Any] | None, site: str) -> list[Any]:
+    """Names of the tool candidates hosted at `site` (the spec names no cluster for a tool candidate)."""
+    return [r.get("name") for r in oracle.tools_from_site(envelope, site)]
+
+
+@pytest.mark.conformance(id="MESH-TOOLS-PROPAGATE", profile="mesh", level="extended", feature="toolCandidates",
+                         spec=TOOLS_PROPAGATE, statements=["RG-TOOLS-PROPAGATE"])
+def test_remote_tool_provider_reaches_a_trusting_site(scenario: MeshScenario) -> None:
+    """site-c's AgentToolProvider (discovered tool "search") reaches site-a, which trusts site-c, as an
+    mcp_tool candidate at site-c. site-b holds site-c's records too but
+    does not trust site-c: neither site-c's model nor its tool is in site-b's overlay. Fails if only
+    InferenceProvider records are gossiped, or if remote tools skip the GridSite gate.
+    """
+    scenario.network()
+    model = scenario.model("t")
+    scenario.trust("site-a", "site-c")
+    provider = scenario.provider("site-c", "pc", [model])
+    scenario.tool_provider("site-c", "tc", ["search"])
+    envelope = scenario.wait_envelope("site-a", lambda e: bool(_tools(e, "site-c")),
+                                      what="site-a's overlay to list site-c's tool search")
+    assert _tools(envelope, "site-c") == ["search"], \
+        f"site-c's tools at site-a: {oracle.tools_from_site(envelope, 'site-c')}"
+    _remote_ready(scenario, "site-b", "site-c", provider)
+    at_b = scenario.mesh.site("site-b").control.reconcile(scenario.net)
+    assert not _tools(at_b, "site-c") and not oracle.from_site(at_b, model, "site-c"), \
+        f"site-b does not trust site-c, yet lists {oracle.summary(oracle.from_site(at_b, model, 'site-c'))} " \
+        f"and tools {_tools(at_b, 'site-c')} from it"
+
+
+@pytest.mark.conformance(id="MESH-TOOLS-DISTINCT-IDENTITY", profile="mesh", level="extended",
+                         feature="toolCandidates",
+                         spec="routing-guide, Discovery and propagation: \"Tool providers use a tool/ prefix in their "
+                              "CRDT provider identity. This keeps an AgentToolProvider distinct from an "
+                              "InferenceProvider with the same Kubernetes name.\"",
+                         statements=["RG-TOOLS-DISTINCT-IDENTITY"])
+def test_same_named_remote_tool_and_model_providers_both_arrive(scenario: MeshScenario) -> None:
+    """site-c has an InferenceProvider and an AgentToolProvider both called x: site-a (trusting site-c) lists
+    site-c's model and site-c's tool. Fails if the two share one record identity, so one replaces the other.
+    """
+    scenario.network()
+    model = scenario.model("x")
+    scenario.trust("site-a", "site-c")
+    scenario.provider("site-c", "x", [model])
+    scenario.tool_provider("site-c", "x", ["lookup"])
+    envelope = scenario.wait_envelope(
+        "site-a", lambda e: bool(_tools(e, "site-c")) and bool(oracle.from_site(e, model, "site-c")),
+        what=f"site-a's overlay to list site-c's model {model} and its tool lookup")
+    assert _tools(envelope, "site-c") == ["lookup"], f"site-c's tools at site-a: {_tools(envelope, 'site-c')}"
+
+
 NO_SECRET_COPY = (f"{ARCH}, File-backed token source: \"In production, the same rule applies at the final-hop point: "
                   "mount the Secret only into the final-hop gateway or provider-side component that makes the final "
                   "backend call. AGN does not copy Secret values across clusters.\"")

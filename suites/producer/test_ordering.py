@@ -74,9 +74,10 @@ def _tiers(env: Mapping[str, Any]) -> dict[str, str]:
     return {cluster: str(c.get("selection_tier")) for cluster, c in oracle.by_cluster(env).items()}
 
 
-def _tools(env: Mapping[str, Any]) -> set[tuple[str, str]]:
-    """(tool name, cluster) of every mcp_tool candidate."""
-    return {(str(c.get("name")), str(c.get("cluster"))) for c in oracle.candidates(env, kind="mcp_tool")}
+def _tools(env: Mapping[str, Any]) -> set[str]:
+    """The tool names of the mcp_tool candidates. Each test gives every tool provider tools of its own: the
+    spec names no cluster for a tool candidate, so the tool name is what tells the providers apart."""
+    return {str(c.get("name")) for c in oracle.candidates(env, kind="mcp_tool")}
 
 
 def _assert_groups_valid(env: Mapping[str, Any]) -> None:
@@ -622,7 +623,7 @@ def test_tool_candidates_follow_the_allowlist(scenario: Scenario) -> None:
     scenario.apply(resources.tool_provider(scenario.name("t2"), scenario.net, cluster="tools-2", allow=[],
                                            discovered=["alpha", "beta"], site=scenario.local))
     scenario.network()
-    expected = {("search", "tools-1"), ("fetch", "tools-1"), ("alpha", "tools-2"), ("beta", "tools-2")}
+    expected = {"search", "fetch", "alpha", "beta"}
     env = scenario.envelope(until=lambda e: expected <= _tools(e), what=f"tool candidates {sorted(expected)}")
     assert _tools(env) == expected
     assert len(oracle.candidates(env, kind="mcp_tool")) == len(expected)
@@ -651,7 +652,7 @@ def test_tools_are_discovered_from_the_mcp_endpoint(scenario: Scenario) -> None:
     endpoint = scenario.serve_mcp(MCP_BACKEND, ["alpha", "beta"])
     provider = scenario.tool_provider("t1", discovered=None, endpoint=endpoint)
     scenario.network()
-    first = {("alpha", "t1"), ("beta", "t1")}
+    first = {"alpha", "beta"}
     env = scenario.envelope(until=lambda e: _tools(e) == first, force=True,
                             what=f"tool candidates {sorted(first)} discovered from {endpoint}")
     _assert_groups_valid(env)
@@ -660,7 +661,7 @@ def test_tools_are_discovered_from_the_mcp_endpoint(scenario: Scenario) -> None:
                lambda tools: sorted(tools or []) == ["alpha", "beta"], timeout=20,
                what=f"the status of {provider} to record the discovered tools alpha and beta")
     scenario.serve_mcp(MCP_BACKEND, ["alpha", "gamma"])
-    second = {("alpha", "t1"), ("gamma", "t1")}
+    second = {"alpha", "gamma"}
     scenario.envelope(until=lambda e: _tools(e) == second, force=True,
                       what=f"tool candidates {sorted(second)} once the server lists alpha and gamma")
     poll_until(lambda: scenario.control.tool_status(provider).get("discoveredTools"),
@@ -680,13 +681,13 @@ def test_unavailable_tool_provider_is_excluded(scenario: Scenario) -> None:
     scenario.tool_provider("t1", discovered=["search"], phase="Unavailable")
     scenario.tool_provider("t2", discovered=["fetch"])
     scenario.network()
-    env = scenario.envelope(until=lambda e: ("fetch", "t2") in _tools(e), what="the Available provider's tool")
-    assert _tools(env) == {("fetch", "t2")}, f"an Unavailable tool provider is excluded: {sorted(_tools(env))}"
+    env = scenario.envelope(until=lambda e: "fetch" in _tools(e), what="the Available provider's tool")
+    assert _tools(env) == {"fetch"}, f"an Unavailable tool provider is excluded: {sorted(_tools(env))}"
 
     scenario.tool_provider("t1", discovered=["search"])
-    env = scenario.envelope(until=lambda e: ("search", "t1") in _tools(e), force=True,
+    env = scenario.envelope(until=lambda e: "search" in _tools(e), force=True,
                             what="t1's tool once t1 is Available")
-    assert _tools(env) == {("fetch", "t2"), ("search", "t1")}
+    assert _tools(env) == {"fetch", "search"}
     _assert_groups_valid(env)
 
 
@@ -706,9 +707,9 @@ def test_tool_access_policy_matches_the_consumer_site(scenario: Scenario) -> Non
     scenario.tool_provider("silver", discovered=["fetch"], access={"tier": "silver"}, site="b")
     scenario.tool_provider("open", discovered=["list"], site="b")
     scenario.network()
-    env = scenario.envelope(until=lambda e: {("search", "gold"), ("list", "open")} <= _tools(e),
+    env = scenario.envelope(until=lambda e: {"search", "list"} <= _tools(e),
                             what="the tools a gold consumer may use")
-    assert _tools(env) == {("search", "gold"), ("list", "open")}, (
+    assert _tools(env) == {"search", "list"}, (
         f"the silver-only tool provider is hidden from a gold consumer: {sorted(_tools(env))}")
     _assert_groups_valid(env)
 
@@ -727,13 +728,13 @@ def test_tool_access_fails_closed_for_an_unknown_consumer(scenario: Scenario) ->
     scenario.tool_provider("gold", discovered=["search"], access={"tier": "gold"}, site="b")
     scenario.tool_provider("open", discovered=["list"], site="b")
     scenario.network()
-    env = scenario.envelope(until=lambda e: ("list", "open") in _tools(e), what="the unrestricted tool")
-    assert _tools(env) == {("list", "open")}, f"an unknown consumer site fails closed: {sorted(_tools(env))}"
+    env = scenario.envelope(until=lambda e: "list" in _tools(e), what="the unrestricted tool")
+    assert _tools(env) == {"list"}, f"an unknown consumer site fails closed: {sorted(_tools(env))}"
 
     scenario.grid_site("a", region="r1", zone="z1", labels={"tier": "gold"})
-    env = scenario.envelope(until=lambda e: ("search", "gold") in _tools(e), force=True,
+    env = scenario.envelope(until=lambda e: "search" in _tools(e), force=True,
                             what="the gold-only tool once the consumer site is known as gold")
-    assert _tools(env) == {("search", "gold"), ("list", "open")}
+    assert _tools(env) == {"search", "list"}
 
 
 @pytest.mark.conformance(id="PROD-ORD-LOCAL-NOT-PHASE-FILTERED", profile="producer", level="core",
@@ -780,13 +781,16 @@ def test_each_network_lists_only_its_own_providers(scenario: Scenario, kind: str
         scenario.apply(resources.inference_provider(scenario.name("p2"), other, site=scenario.local, cluster="p2",
                                                     models=(scenario.model,)))
     else:
-        scenario.tool_provider("p1", discovered=["search"])
+        scenario.tool_provider("p1", discovered=["p1"])
         scenario.apply(resources.tool_provider(scenario.name("p2"), other, cluster="p2", allow=(),
-                                               discovered=["search"], site=scenario.local))
+                                               discovered=["p2"], site=scenario.local))
     scenario.apply(resources.grid_network(other, [gateway]))
     scenario.network()
 
     def clusters(env: Mapping[str, Any]) -> list[str]:
+        """Inference candidates by cluster; tool candidates by tool name (the spec names no tool cluster)."""
+        if kind == "tool":
+            return sorted(_tools(env))
         return sorted(str(c.get("cluster")) for c in oracle.candidates(env, kind=None))
 
     mine = scenario.envelope(lambda env: "p1" in clusters(env), what=f"{kind} provider p1 in its own network")
@@ -802,7 +806,7 @@ def test_each_network_lists_only_its_own_providers(scenario: Scenario, kind: str
                               "InferenceProvider with the same Kubernetes name.\"",
                          statements=["RG-TOOLS-DISTINCT-IDENTITY"])
 def test_tool_provider_and_inference_provider_may_share_a_name(scenario: Scenario) -> None:
-    """An InferenceProvider and an AgentToolProvider both called x: both are published, each on its cluster.
+    """An InferenceProvider and an AgentToolProvider both called x: the model and the tool are both published.
 
     Fails if providers are keyed by Kubernetes name alone, so one kind hides or overwrites the other.
     """
@@ -812,7 +816,51 @@ def test_tool_provider_and_inference_provider_may_share_a_name(scenario: Scenari
     env = scenario.envelope(lambda e: bool(_tools(e)) and bool(oracle.names(e)),
                             what="the inference and the tool candidate of x")
     assert oracle.names(env) == ["x-inference"], f"inference candidates: {oracle.names(env)}"
-    assert _tools(env) == {("search", "x-tool")}, f"tool candidates: {_tools(env)}"
+    assert _tools(env) == {"search"}, f"tool candidates: {_tools(env)}"
+
+
+@pytest.mark.conformance(id="PROD-TOOL-NO-INFERENCE-SIGNALS", profile="producer", level="extended",
+                         feature="toolCandidates", spec=TOOLS_UNAVAILABLE, statements=["RG-TOOLS-NO-METRICS"])
+def test_tool_candidates_take_no_inference_signals(scenario: Scenario) -> None:
+    """Tool candidates are neither scored, admitted nor weighted from the inference signals of a same-named pool.
+
+    InferenceProviders t1 (queue 9 of 10: existing_only, capacityWeight 5) and t2 (queue 1, capacityWeight 700)
+    share their names (and, where the operator reads it, the cluster name) with AgentToolProviders t1 and t2,
+    which both offer the tool alpha, under scoreFirst + queueDepth + static weightedRandom. The inference
+    candidates are ordered, admitted and weighted by their signals (t2 first, t1 existing_only, weights 700
+    and 5). The two alpha candidates must both be new_and_existing, in one group, in tie-break order (by
+    cluster, whatever the operator names a tool candidate's cluster), with equal weights where the operator
+    publishes weights. Fails if the tool path reads the same-named pool's queue score (t2's tool first), its
+    admission (t1's tool existing_only) or its capacityWeight (5 against 700).
+    """
+    scenario.set_pools({"t1": {"queueDepth": 9, "kvCacheUtilization": 0.2, "healthy": 1},
+                        "t2": {"queueDepth": 1, "kvCacheUtilization": 0.2, "healthy": 1}})
+    scenario.provider("t1", metrics=True, capacity_weight=5)
+    scenario.provider("t2", metrics=True, capacity_weight=700)
+    scenario.tool_provider("t1", discovered=["alpha"])
+    scenario.tool_provider("t2", discovered=["alpha"])
+    scenario.network(routing="scoreFirst", scoring="queueDepth", selection="weightedRandom", static_placement=True)
+
+    def settled(env: Mapping[str, Any]) -> bool:
+        states = {c: str(x.get("admission_state")) for c, x in oracle.by_cluster(env).items()}
+        return (len(oracle.candidates(env, kind="mcp_tool")) == 2
+                and states == {"t1": "existing_only", "t2": "new_and_existing"})
+
+    env = scenario.envelope(until=settled, what="both alpha tool candidates, and t1's pool existing_only")
+    inference = oracle.by_cluster(env)
+    assert oracle.names(env) == ["t2", "t1"], f"inference candidates follow their queue: {oracle.names(env)}"
+    assert [inference[c].get("traffic_weight") for c in ("t2", "t1")] == [700, 5], (
+        f"inference weights are the capacityWeights: {inference}")
+    tools = oracle.candidates(env, kind="mcp_tool")
+    clusters = [str(c.get("cluster")) for c in tools]
+    assert clusters == sorted(clusters) and len(set(clusters)) == 2, (
+        f"the two alpha candidates are in tie-break order, not ordered by a pool's queue score: {tools}")
+    assert {str(c.get("admission_state")) for c in tools} == {"new_and_existing"}, (
+        f"tool candidates take no admission from a pool's pressure: {tools}")
+    assert len({c.get("selection_group") for c in tools}) == 1, f"the tool candidates form one group: {tools}"
+    weights = [c.get("traffic_weight") for c in tools]
+    assert weights[0] == weights[1], f"tool candidates get no capacity weighting: traffic_weight {weights}"
+    _assert_groups_valid(env)
 
 
 @pytest.mark.conformance(id="PROD-GRP-SCORES-NOT-WEIGHTS", profile="producer", level="core", feature="groups",

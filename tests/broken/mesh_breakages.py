@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
+from reference.operator import scrape
 from reference.operator.core import candidates
 from reference.operator.core.model import GatewayRef, GridNetworkSpec, GridSiteSpec, RemoteProviderRecord, Resources
 from reference.operator.mesh import announce, records, runtime, sites, swim
@@ -270,3 +272,95 @@ def _rejoin_keeps_instant() -> None:
             member.status_changed_at = kept
 
     patch(swim.SwimNode, "_set_state", set_state)
+
+
+# ------------------------------------------------------------------------------------- tools and ratios
+
+
+@breakage("tools-not-gossiped", "only InferenceProvider records are announced: remote AgentToolProviders never reach "
+          "other sites")
+def _tools_not_gossiped() -> None:
+    def own(resources: Resources, samples: Iterable[Any], site: str, cluster: str,
+            now: float) -> dict[Key, ProviderRecord]:
+        content = _own_content(resources, samples, site, cluster, now)
+        return {key: r for key, r in content.items() if r.kind != records.TOOL}
+
+    patch(announce, "own_content", own)
+
+
+@breakage("tool-identity-unprefixed", "tool records are keyed by the bare Kubernetes name, so an AgentToolProvider "
+          "named like an InferenceProvider replaces its record")
+def _tool_identity_unprefixed() -> None:
+    def own(resources: Resources, samples: Iterable[Any], site: str, cluster: str,
+            now: float) -> dict[Key, ProviderRecord]:
+        out: dict[Key, ProviderRecord] = {}
+        for r in _own_content(resources, samples, site, cluster, now).values():
+            bare = r.provider.removeprefix(announce.TOOL_IDENTITY_PREFIX) if r.kind == records.TOOL else r.provider
+            record = dataclasses.replace(r, provider=bare)
+            out[record.key] = record
+        return out
+
+    patch(announce, "own_content", own)
+
+
+@breakage("remote-tools-ungated", "remote tool records are rendered whatever their GridSite's phase (the gate is "
+          "applied to models only)")
+def _remote_tools_ungated() -> None:
+    def remote_eligible(record: RemoteProviderRecord, network: GridNetworkSpec, gateway: GatewayRef,
+                        sites_: Mapping[str, GridSiteSpec]) -> bool:
+        if record.kind == records.TOOL:
+            return record.network == network.name and record.site != gateway.local_site
+        return _remote_eligible(record, network, gateway, sites_)
+
+    patch(candidates, "remote_eligible", remote_eligible)
+
+
+@breakage("remote-ratios-unclamped", "a site gossips its providers' queue ratios before clamping them, and peers score "
+          "received ratios as they come")
+def _remote_ratios_unclamped() -> None:
+    from reference.operator.core import scoring
+
+    def unclamped_signals(provider: Any, sample: Any, now: float) -> tuple[Any, int | None]:
+        if sample is None or (sample.expires_at is not None and now > sample.expires_at):
+            return None, None
+        queue = scoring.finite(sample.queue_depth)
+        if queue is not None and provider.queue_capacity:
+            queue = queue / provider.queue_capacity
+        return scoring.Signals(queue_depth=queue, kv_cache_utilization=scoring.finite(sample.kv_cache_utilization),
+                               healthy=bool(sample.healthy)), sample.revision
+
+    patch(announce, "usable_signals", unclamped_signals)
+    patch(records, "clamp_ratio", records.finite)
+    patch(candidates, "normalise_ratio", scoring.finite)
+
+
+@breakage("remote-nonfinite-as-number", "a site keeps non-finite queue samples and gossips them as numbers (NaN as an "
+          "empty queue, +Inf as a full one) instead of leaving them out, and peers score them")
+def _remote_nonfinite_as_number() -> None:
+    from reference.operator.core import scoring
+
+    def numeric_signals(provider: Any, sample: Any, now: float) -> tuple[Any, int | None]:
+        if sample is None or (sample.expires_at is not None and now > sample.expires_at):
+            return None, None
+        queue = sample.queue_depth
+        if queue is not None and provider.queue_capacity:
+            queue = queue / provider.queue_capacity
+        queue = None if queue is None else min(1.0, max(0.0, queue))  # NaN -> 0.0, +Inf -> 1.0
+        return scoring.Signals(queue_depth=queue, kv_cache_utilization=scoring.normalise_ratio(
+            sample.kv_cache_utilization), healthy=bool(sample.healthy)), sample.revision
+
+    def extract_all(text: str, target: Any) -> dict[str, float]:
+        """The scrape, non-finite samples kept (the pool filter and first-sample rule unchanged)."""
+        wanted = {metric: signal for signal, metric in target.signal_names.items()}
+        found: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                signal = wanted.get(sample.name)
+                if signal is None or signal in found:
+                    continue
+                if target.pool_name is None or sample.labels.get(scrape.POOL_LABEL) == target.pool_name:
+                    found[signal] = float(sample.value)
+        return found
+
+    patch(scrape, "extract", extract_all)
+    patch(announce, "usable_signals", numeric_signals)

@@ -35,4 +35,9 @@ TARGETS: dict[str, Targets] = {
     "remote-weight-dropped": must_fail("MESH-REMOTE-WEIGHT-CARRIED"),
     "age-restarts-at-death": must_fail("MESH-MEMBER-AGE-MONOTONIC"),
     "rejoin-keeps-instant": must_fail("MESH-MEMBER-AGE-CLEARED-ON-REJOIN", expect="the rejoin cleared the first"),
+    "tools-not-gossiped": must_fail("MESH-TOOLS-PROPAGATE", "MESH-TOOLS-DISTINCT-IDENTITY"),
+    "tool-identity-unprefixed": must_fail("MESH-TOOLS-DISTINCT-IDENTITY"),
+    "remote-tools-ungated": must_fail("MESH-TOOLS-PROPAGATE", expect="does not trust"),
+    "remote-ratios-unclamped": must_fail("MESH-REMOTE-RATIO-CLAMPED[negative]"),
+    "remote-nonfinite-as-number": must_fail("MESH-REMOTE-RATIO-CLAMPED[nan]", "MESH-REMOTE-RATIO-CLAMPED[infinite]"),
 }

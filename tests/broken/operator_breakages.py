@@ -336,6 +336,46 @@ def _tool_providers(fix: Callable[[model.ToolProviderSpec], model.ToolProviderSp
     _patch(candidates, "tool_entries", tool_entries)
 
 
+def _tools_through_inference(field: str) -> None:
+    """The tool path borrows one signal of the InferenceProvider on the same cluster: its admission state,
+    its queue score or its capacityWeight (the inference path is untouched)."""
+
+    def build_candidates(network: GridNetworkSpec, gateway: GatewayRef, providers: list[model.ProviderSpec],
+                         states: Mapping[str, candidates.ProviderState], tool_providers: list[model.ToolProviderSpec],
+                         records: list[model.RemoteProviderRecord], policy: Policy,
+                         sites: Mapping[str, GridSiteSpec]) -> list[dict[str, Any]]:
+        pools = {provider.cluster: provider for provider in providers}
+        entries = candidates.local_entries(network, gateway, providers, states, sites)
+        for entry in candidates.tool_entries(gateway, tool_providers, sites):
+            pool = pools.get(entry.cluster)
+            state = states.get(pool.name) if pool is not None else None
+            if pool is not None and state is not None and state.admission_state != admission.EXCLUDED:
+                borrowed = {"admission_state": state.admission_state,
+                            "score": scoring.score(network.scoring_strategy, state.signals),
+                            "capacity_weight": pool.capacity_weight}
+                entry = dataclasses.replace(entry, **{field: borrowed[field]})
+            entries.append(entry)
+        entries += candidates.remote_entries(network, gateway, records, policy, sites)
+        return candidates.to_dicts(candidates.order(entries, network.routing_policy), network)
+
+    _patch(render, "build_candidates", build_candidates)
+
+
+@breakage("tools-admitted-by-pool", "a tool candidate takes the admission state of the same-cluster inference pool")
+def _tools_admitted_by_pool() -> None:
+    _tools_through_inference("admission_state")
+
+
+@breakage("tools-scored-by-pool", "tool candidates are ordered by the queue score of the same-cluster inference pool")
+def _tools_scored_by_pool() -> None:
+    _tools_through_inference("score")
+
+
+@breakage("tools-capacity-weighted", "a tool candidate's traffic_weight is the same-cluster provider's capacityWeight")
+def _tools_capacity_weighted() -> None:
+    _tools_through_inference("capacity_weight")
+
+
 @breakage("tool-unavailable-kept", "an Unavailable AgentToolProvider still publishes its tools (the phase is not read)")
 def _tool_unavailable_kept() -> None:
     _tool_providers(lambda p: dataclasses.replace(p, phase=None) if p.phase == "Unavailable" else p)

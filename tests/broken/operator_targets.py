@@ -54,6 +54,9 @@ TARGETS: dict[str, Targets] = {
     "tool-allowlist-undiscovered": must_fail("PROD-TOOL-ALLOWLIST"),
     "tool-unavailable-kept": must_fail("PROD-TOOL-UNAVAILABLE-EXCLUDED"),
     "tool-access-ignored": must_fail("PROD-TOOL-ACCESS-POLICY", "PROD-TOOL-ACCESS-UNKNOWN-SITE"),
+    "tools-admitted-by-pool": must_fail("PROD-TOOL-NO-INFERENCE-SIGNALS"),
+    "tools-scored-by-pool": must_fail("PROD-TOOL-NO-INFERENCE-SIGNALS"),
+    "tools-capacity-weighted": must_fail("PROD-TOOL-NO-INFERENCE-SIGNALS"),
     # envelope and ConfigMap
     "timestamp-in-digest": must_fail("PROD-ENV-CONTRACT", "PROD-ENV-REVISION-STABLE", "PROD-ENV-PROVENANCE-GENERATION",
                                      "PROD-CRED-ROTATION-KEEPS-REVISION"),

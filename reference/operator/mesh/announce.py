@@ -9,7 +9,8 @@ Decoding is strict because the bytes come from the network: a bounded inflate, J
 infinities, integers within 2**53 (what every JSON reader represents exactly), no duplicate or unknown
 keys; every rejection is a DocumentError with a reason.
 
-`OwnRecords` turns this site's InferenceProviders and latest metric samples into records. Revisions come
+`OwnRecords` turns this site's InferenceProviders (with their latest metric samples) and AgentToolProviders
+(their allowed discovered tools, under a `tool/` identity) into records. Revisions come
 from a hybrid clock, max(previous + 1, wall milliseconds), raised only when the content changes, so a
 restarted site still outranks what it announced before. A deleted provider becomes a tombstone (phase
 Unavailable) for 600 s, long enough for every peer to learn of it. `RecordStore` is the merged view of
@@ -27,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from reference.operator.core.candidates import allowed_tools
 from reference.operator.core.model import MetricSample, Resources
 from reference.operator.core.render import usable_signals
 from reference.operator.mesh.records import (
@@ -35,6 +37,7 @@ from reference.operator.mesh.records import (
     MAX_NAME,
     MAX_RECORDS,
     PHASES,
+    TOOL,
     DocumentError,
     Key,
     Metrics,
@@ -51,6 +54,8 @@ TOMBSTONE_SECONDS = 600.0
 MAX_NETWORKS = 256
 MAX_JSON_INT = 2**53
 UNAVAILABLE = "Unavailable"
+#: AgentToolProviders announce under this prefix, so one named like an InferenceProvider keeps its own record.
+TOOL_IDENTITY_PREFIX = "tool/"
 _KEYS = ("schema_version", "site", "gateway", "networks", "records")
 
 log = logging.getLogger(__name__)
@@ -233,8 +238,9 @@ def _announcement(body: Any) -> Announcement:
 def own_content(
     resources: Resources, samples: Iterable[MetricSample], site: str, cluster: str, now: float
 ) -> dict[Key, ProviderRecord]:
-    """This site's records without revisions: one per InferenceProvider of a local GridNetwork whose
-    `spec.site` is unset or this site. Metrics are the latest usable sample, normalised to [0, 1]."""
+    """This site's records without revisions: one per InferenceProvider and AgentToolProvider of a local
+    GridNetwork whose `spec.site` is unset or this site. Provider metrics are the latest usable sample,
+    normalised to [0, 1]; a tool record lists the allowed discovered tools and carries no metrics."""
     networks = {network.name for network in resources.networks}
     latest = {sample.provider: sample for sample in samples}
     out: dict[Key, ProviderRecord] = {}
@@ -258,11 +264,31 @@ def own_content(
             capacity_weight=provider.capacity_weight,
             writer=site,
         )
-        try:
-            out[record.key] = record_from_dict(record_to_dict(record), f"InferenceProvider {provider.name}")
-        except DocumentError as error:  # not announceable (a name the record format refuses): skip it
-            log.warning("not announcing %s: %s", provider.name, error)
+        _announceable(out, record, f"InferenceProvider {provider.name}")
+    for tool_provider in resources.tool_providers:
+        if tool_provider.network not in networks or (tool_provider.site and tool_provider.site != site):
+            continue
+        record = ProviderRecord(
+            network=tool_provider.network,
+            site=site,
+            provider=TOOL_IDENTITY_PREFIX + tool_provider.name,
+            cluster=cluster,
+            models=tuple(allowed_tools(tool_provider)),
+            kind=TOOL,
+            phase=tool_provider.phase if tool_provider.phase in PHASES else "Available",
+            site_selector=tuple(sorted(tool_provider.access_selector.items())),
+            writer=site,
+        )
+        _announceable(out, record, f"AgentToolProvider {tool_provider.name}")
     return out
+
+
+def _announceable(out: dict[Key, ProviderRecord], record: ProviderRecord, what: str) -> None:
+    """Keep `record` if the record format accepts it (a name it refuses is logged and skipped)."""
+    try:
+        out[record.key] = record_from_dict(record_to_dict(record), what)
+    except DocumentError as error:
+        log.warning("not announcing %s: %s", what, error)
 
 
 def _content(record: ProviderRecord) -> ProviderRecord:
