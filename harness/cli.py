@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--html", default=None, metavar="FILE", help="also write a readable HTML report")
     run.add_argument("--keep", action="store_true",
                      help="keep the grid's working directories (configs, overlays, logs) after the run")
+    run.add_argument("--slow", action="store_true",
+                     help="also run the slow tests, which wait out the operator's default reconcile cadences "
+                          "(about ten minutes more)")
     run.add_argument("--seed", type=int, default=None, metavar="N",
                      help="seed for randomised choices, to reproduce a run")
 
@@ -176,6 +179,7 @@ def build_pytest_args(
     report: str,
     html: str | None = None,
     keep: bool = False,
+    slow: bool = False,
     seed: int | None = None,
     extra: Sequence[str] = (),
     package: str = SUITES_PACKAGE,
@@ -196,6 +200,8 @@ def build_pytest_args(
         args += ["--conformance-html", html]
     if keep:
         args.append("--grid-keep")
+    if slow:
+        args.append("--grid-slow")
     if seed is not None:
         args += ["--grid-seed", str(seed)]
     if image:
@@ -351,7 +357,7 @@ def _command_run(args: argparse.Namespace) -> int:
         report_path.unlink()
     pytest_args = build_pytest_args(
         suite_profiles=present, profiles=args.profiles, backend=args.backend, impl=impl_arg,
-        report=str(report_path), html=html_path, keep=args.keep, seed=args.seed, extra=args.extra,
+        report=str(report_path), html=html_path, keep=args.keep, slow=args.slow, seed=args.seed, extra=args.extra,
         package=SUITES_PACKAGE, image=args.image, kube_contexts=args.kube_contexts)
     rc = run_pytest(pytest_args)
 

@@ -38,6 +38,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--grid-topology", default="single-site", help="bundled topology name or a topology file")
     group.addoption("--grid-wait-scale", type=float, default=None,
                     help="multiply every wait deadline by this factor (e.g. 2 on a slow machine)")
+    group.addoption("--grid-slow", action="store_true",
+                    help="also run the slow tests, which wait out a default cadence of the operator (minutes each)")
     group.addoption("--impl", default="reference", help="implementation descriptor: 'reference' or a YAML file")
     group.addoption("--conformance-report", default=None, help="write the conformance report (YAML) here")
     group.addoption("--conformance-html", default=None, help="write an HTML conformance report here")
@@ -48,6 +50,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "conformance(id, profile, level, feature, spec, statements): a conformance test with a stable id"
+    )
+    config.addinivalue_line(
+        "markers", "slow(seconds): a conformance test that waits out a default cadence of about `seconds`; "
+                   "it runs only with --grid-slow"
     )
     config.stash[_RESULTS_KEY] = {}
     config.pluginmanager.register(_Recorder(config), "agn-conformance-recorder")
@@ -81,6 +87,19 @@ def conformance_meta(item: pytest.Item) -> dict[str, str] | None:
     return {key: str(value) for key, value in meta.items()}
 
 
+SLOW_OPTION = "--grid-slow"
+
+
+def skip_unless_slow(config: pytest.Config, item: pytest.Item) -> None:
+    """A slow test is skipped, saying how long it takes and how to run it, unless slow tests were asked for."""
+    marker = item.get_closest_marker("slow")
+    if marker is None or config.getoption(SLOW_OPTION, False):
+        return
+    seconds = marker.args[0] if marker.args else marker.kwargs.get("seconds", "?")
+    item.add_marker(pytest.mark.skip(reason=f"slow: waits out a default cadence (about {seconds} s); run with "
+                                            f"{SLOW_OPTION} (agn-conformance run --slow)"))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     seen: dict[str, str] = {}
     catalogue: Any = None
@@ -88,6 +107,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         meta = conformance_meta(item)
         if meta is None:
             continue
+        skip_unless_slow(config, item)
         named = conformance_statements(item)
         if named:
             if catalogue is None:

@@ -8,6 +8,7 @@ scores cannot pass by accident.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 
 from harness import producer_oracle, resources
 from harness.producer_support import Scenario
-from harness.waiting import wait_until_elapsed
+from harness.waiting import poll_until, wait_until_elapsed
 
 ORDERING = "routing-architecture-and-overlay-contract#candidate-scoring-and-ordering"
 SCORING_NO_METRICS = "provider-scoring#no-metrics-default"
@@ -668,6 +669,87 @@ def test_metric_change_alone_is_published_by_the_periodic_reconcile(scenario: Sc
     scenario.set_pools({"a": {"queueDepth": 6}, "b": {"queueDepth": 1}})
     scenario.envelope(lambda env: order(scenario, env) == ["b", "a"], timeout=2 * seconds + 1.0,
                       what=f"b first by the periodic reconcile ({interval} interval), unforced")
+
+
+#: What a periodic reconcile may take past its period to be seen: the scrape, the render, the write and the
+#: harness's polling of the ConfigMap.
+CADENCE_SLACK = 10.0
+CADENCE = ("routing-architecture-and-overlay-contract, What causes a reconcile: \"An absent value uses the safe "
+           "default of 300 seconds for plaintext metrics. A network with TLS metric credentials defaults to 60 seconds "
+           "and never permits a custom interval longer than that bound, so certificate rotation detection is not "
+           "delayed.\"")
+
+
+def _tls_and_plaintext(scenario: Scenario, way: str) -> None:
+    """a (q=1) scraped over TLS the given way, b (q=6) in plaintext on the other backend."""
+    tls = scenario.site.tls_metrics()
+    scenario.metrics_backend = tls.spec.name
+    scenario.set_metrics("a", queueDepth=1, healthy=1)
+    tls_provider(scenario, "a", tls.url, way)
+    set_other(scenario, {"b": {"queueDepth": 6, "healthy": 1}})
+    scenario.provider("b", metrics=other_backend_metrics(scenario))
+
+
+def _swap_is_published_within(scenario: Scenario, period: float, why: str) -> None:
+    """a leads b; the fake EPPs then swap their queues, with no resource write and nothing forced: b must lead
+    within `period` (plus the slack) of the settled first overlay, which follows the last reconcile, so the
+    deadline is never shorter than the period. Reconciling sooner is not asserted against: the sentences
+    bound the cadence, and an operator may reconcile for other reasons too."""
+    assert_order(scenario, first_render(scenario), ["a", "b"], "queues 1 and 6 of 10")
+    scenario.set_metrics("a", queueDepth=6)
+    set_other(scenario, {"b": {"queueDepth": 1}})
+    scenario.envelope(lambda env: order(scenario, env) == ["b", "a"], timeout=period + CADENCE_SLACK,
+                      what=f"b first by a periodic reconcile within {period:.0f} s ({why}), nothing forced")
+
+
+@pytest.mark.slow(300)
+@pytest.mark.conformance(id="PROD-RECONCILE-DEFAULT-300", profile="producer", level="core", feature="metrics",
+                         spec=CADENCE, statements=["OC-RECONCILE-INTERVAL-DEFAULT-300"])
+def test_absent_interval_reconciles_plaintext_metrics_within_300_seconds(scenario: Scenario) -> None:
+    """No metricsRefreshInterval and plaintext metrics only: a metric-only change is published within 300 s.
+
+    Fails if an absent interval means no periodic reconcile at all, or a default period longer than 300 s.
+    """
+    scenario.set_pools({"a": {"queueDepth": 1, "healthy": 1}})
+    scenario.provider("a", metrics=True)
+    set_other(scenario, {"b": {"queueDepth": 6, "healthy": 1}})
+    scenario.provider("b", metrics=other_backend_metrics(scenario))
+    scenario.network(routing="scoreFirst", scoring="queueDepth", refresh=None)
+    _swap_is_published_within(scenario, 300.0, "the default for plaintext metrics")
+
+
+@pytest.mark.slow(60)
+@pytest.mark.conformance(id="PROD-RECONCILE-TLS-DEFAULT-60", profile="producer", level="extended",
+                         feature="tlsMetrics", spec=CADENCE, statements=["OC-RECONCILE-INTERVAL-TLS-DEFAULT-60"])
+@pytest.mark.parametrize("way", TLS_WAYS)
+def test_tls_metrics_default_to_a_60_second_cadence(scenario: Scenario, way: str) -> None:
+    """No metricsRefreshInterval, one provider's metrics over TLS (metricsConfig.tls, or spec.tls alone): a
+    metric-only change is published within 60 s. Fails if the TLS network takes the plaintext default of
+    300 s, so certificate problems are noticed minutes late, or if spec.tls alone is not taken as TLS.
+    """
+    _tls_and_plaintext(scenario, way)
+    scenario.network(routing="scoreFirst", scoring="queueDepth", refresh=None)
+    _swap_is_published_within(scenario, 60.0, f"the default with TLS metric credentials ({way})")
+
+
+@pytest.mark.slow(60)
+@pytest.mark.conformance(id="PROD-RECONCILE-TLS-MAX-60", profile="producer", level="extended",
+                         feature="tlsMetrics", spec=CADENCE, statements=["OC-RECONCILE-INTERVAL-TLS-MAX-60"])
+@pytest.mark.parametrize("way", TLS_WAYS)
+def test_tls_metrics_cap_a_longer_interval_at_60_seconds(scenario: Scenario, way: str) -> None:
+    """metricsRefreshInterval 120s on a network with TLS metrics: its changes are published within 60 s all
+    the same. "Never permits" is also met by refusing the network: then its status must name
+    metricsRefreshInterval, and nothing is judged further. Fails if the custom 120 s is honoured.
+    """
+    _tls_and_plaintext(scenario, way)
+    scenario.network(routing="scoreFirst", scoring="queueDepth", refresh="120s")
+    published, refused = poll_until(
+        lambda: (scenario.control.envelope(scenario.net) is not None,
+                 "metricsRefreshInterval" in json.dumps(scenario.control.status(scenario.net))),
+        any, timeout=20.0, what="a first overlay, or a status refusing metricsRefreshInterval 120s")
+    if refused and not published:
+        return
+    _swap_is_published_within(scenario, 60.0, f"120s capped with TLS metric credentials ({way})")
 
 
 @pytest.mark.conformance(id="PROD-METRICS-SIGNAL-NAME-UNMATCHED", profile="producer", level="core",

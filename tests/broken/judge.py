@@ -49,6 +49,9 @@ from tests.broken.targets import SuiteTest, Targets, expand, keyword_expression,
 JUDGE_WAIT_SCALE = 0.5
 REPO = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 240.0
+#: Slow targets wait out cadences of up to five minutes each, at their full deadlines.
+SLOW_RUN_TIMEOUT_S = 900.0
+SLOW_ENV = "AGN_JUDGE_SLOW"
 COLLECT_TIMEOUT_S = 120.0
 JOBS_ENV = "AGN_JUDGE_JOBS"
 DEFAULT_JOBS = 3
@@ -249,9 +252,12 @@ class SuiteRuns:
         expected = expand(targets.ids, self.tests, self.profile.suite)
         keyword = keyword_expression(expected, self.tests)
         # Only the suite modules holding the targets are collected; -k picks the targets inside them.
+        # A slow target's deadline is the cadence it judges: halved, every implementation would miss it.
+        scale, slow = (1.0, ["--grid-slow"]) if targets.slow else (JUDGE_WAIT_SCALE, [])
+        timeout = SLOW_RUN_TIMEOUT_S if targets.slow else RUN_TIMEOUT_S
         argv = ["--pyargs", *modules(expected, self.tests), "-p", "no:cacheprovider",
                 "-q", "--impl", str(descriptor), "--conformance-report", str(report), "--junitxml", str(junit),
-                "-k", keyword, "--grid-wait-scale", str(JUDGE_WAIT_SCALE), *self.profile.pytest_args]
+                "-k", keyword, "--grid-wait-scale", str(scale), *slow, *self.profile.pytest_args]
         started = time.monotonic()
         with self._lock:
             if self._closed:
@@ -260,11 +266,11 @@ class SuiteRuns:
             self._live[label] = server.start(label, argv, output)
         stopped = ""
         try:
-            returncode = server.wait(label, RUN_TIMEOUT_S)
+            returncode = server.wait(label, timeout)
             if returncode is None:
                 _stop_session(self._live[label], lambda grace: server.wait(label, grace) is not None)
                 returncode = server.wait(label, 1.0)
-                stopped = f"\n[stopped after {RUN_TIMEOUT_S:.0f}s]"
+                stopped = f"\n[stopped after {timeout:.0f}s]"
         finally:
             with self._lock:
                 self._live.pop(label, None)
@@ -391,7 +397,8 @@ def fixtures(profile: Profile) -> tuple[Any, Any]:
         if not under_xdist:  # start every selected run now, longest first; the tests then wait for theirs
             breakages, cannot_start = _selected(request.session.items, request.module, profile)
             for name in breakages:
-                runs.submit(name, name, profile.targets[name])
+                if judge_slow() or not profile.targets[name].slow:
+                    runs.submit(name, name, profile.targets[name])
             if cannot_start:
                 runs.submit(CANNOT_START, NO_SUCH_BREAKAGE, profile.cannot_start_targets)
         try:
@@ -405,9 +412,16 @@ def fixtures(profile: Profile) -> tuple[Any, Any]:
 # --------------------------------------------------------------------------------------- test bodies
 
 
+def judge_slow() -> bool:
+    """Whether this session judges the slow targets too (AGN_JUDGE_SLOW=1; minutes per breakage)."""
+    return os.environ.get(SLOW_ENV, "") == "1"
+
+
 def check_breakage(profile: Profile, breakage: str, runs: SuiteRuns, tests: Mapping[str, SuiteTest]) -> None:
     """Every target of `breakage` fails, for the right reason."""
     targets = profile.targets[breakage]
+    if targets.slow and not judge_slow():
+        pytest.skip(f"its targets are slow tests (minutes each); judged with {SLOW_ENV}=1")
     run = runs.submit(breakage, breakage, targets).result()
     problems = judge(run, targets, tests, profile)
     assert not problems, f"breakage {breakage}:\n" + "\n".join(problems) + "\n" + run.describe()

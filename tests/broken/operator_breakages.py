@@ -1265,3 +1265,35 @@ def _tier_names_hyphenated() -> None:
         return out
 
     _patch(candidates, "to_dicts", to_dicts)
+
+
+# ------------------------------------------------------------------------------------- reconcile cadences
+
+
+@breakage("no-default-interval", "a network without metricsRefreshInterval is reconciled only on resource changes "
+          "and forced refreshes: there is no periodic default")
+def _no_default_interval() -> None:
+    _patch(triggers, "DEFAULT_INTERVAL", 86400.0)
+
+
+@breakage("tls-cadence-uncapped", "TLS metric credentials change nothing: the plaintext 300 s default and any "
+          "custom interval apply to TLS networks as well")
+def _tls_cadence_uncapped() -> None:
+    _patch(triggers, "TLS_CAP", math.inf)
+
+
+@breakage("tls-cap-default-only", "with TLS metrics the 60 s bound replaces only an absent interval: a custom one "
+          "longer than 60 s is honoured")
+def _tls_cap_default_only() -> None:
+    def refresh_interval(objects: Any) -> float:
+        objects = list(objects)
+        custom = [triggers.parse_interval(o["spec"]["metricsRefreshInterval"]) for o in objects
+                  if o.get("kind") == "GridNetwork" and (o.get("spec") or {}).get("metricsRefreshInterval")]
+        if custom:
+            return min(custom)
+        tls = any(o.get("kind") == "InferenceProvider" and isinstance((o.get("spec") or {}).get("metricsConfig"),
+                                                                         Mapping) and scrape.uses_tls(o)
+                  for o in objects)
+        return triggers.TLS_CAP if tls else triggers.DEFAULT_INTERVAL
+
+    _patch(cli, "refresh_interval", refresh_interval)

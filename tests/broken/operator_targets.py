@@ -54,6 +54,10 @@ TARGETS: dict[str, Targets] = {
     "tool-allowlist-undiscovered": must_fail("PROD-TOOL-ALLOWLIST"),
     "tool-unavailable-kept": must_fail("PROD-TOOL-UNAVAILABLE-EXCLUDED"),
     "tool-access-ignored": must_fail("PROD-TOOL-ACCESS-POLICY", "PROD-TOOL-ACCESS-UNKNOWN-SITE"),
+    # reconcile cadences (slow tests: judged with AGN_JUDGE_SLOW=1)
+    "no-default-interval": must_fail("PROD-RECONCILE-DEFAULT-300", slow=True),
+    "tls-cadence-uncapped": must_fail("PROD-RECONCILE-TLS-DEFAULT-60[*]", "PROD-RECONCILE-TLS-MAX-60[*]", slow=True),
+    "tls-cap-default-only": must_fail("PROD-RECONCILE-TLS-MAX-60[*]", slow=True),
     "tools-admitted-by-pool": must_fail("PROD-TOOL-NO-INFERENCE-SIGNALS"),
     "tools-scored-by-pool": must_fail("PROD-TOOL-NO-INFERENCE-SIGNALS"),
     "tools-capacity-weighted": must_fail("PROD-TOOL-NO-INFERENCE-SIGNALS"),

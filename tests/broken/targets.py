@@ -34,17 +34,19 @@ class Targets:
 
     `expect`: text every failure report must contain. `startup_failure`: the broken behaviour is a
     refusal to start (or, for an operator, to write the ConfigMap where the suite looks for it), so that
-    is the expected symptom rather than a wrong reason.
+    is the expected symptom rather than a wrong reason. `slow`: the targets are slow tests (they wait out a
+    default cadence of minutes), judged only when AGN_JUDGE_SLOW=1 and then with their full deadlines.
     """
 
     ids: tuple[str, ...]
     expect: str | None = None
     startup_failure: bool = False
+    slow: bool = False
 
 
-def must_fail(*ids: str, expect: str | None = None, startup_failure: bool = False) -> Targets:
+def must_fail(*ids: str, expect: str | None = None, startup_failure: bool = False, slow: bool = False) -> Targets:
     """Targets written the way the tables read: the ids, then how their failures must read."""
-    return Targets(ids, expect, startup_failure)
+    return Targets(ids, expect, startup_failure, slow)
 
 
 _t = must_fail
