@@ -8,7 +8,7 @@ The suites apply and delete resources, force reconciles with the force-refresh a
 ConfigMap and status, and connect the reference overlay-sync and a gateway to follow a revision from
 rendered to distributed, accepted and serving. `output_names` and `written_texts` list what the operator
 wrote without the suites knowing where it lives (files here, objects of a cluster in
-`harness.kube_control.KubeControlPlane`).
+`harness.backends.kube.control.KubeControlPlane`).
 """
 
 from __future__ import annotations

@@ -221,8 +221,8 @@ def close_cluster_backend(backend: Any, *, failed: bool) -> None:
 
 def cluster_preflight(config: pytest.Config, backend_name: str, topology: Any) -> str | None:
     """Why the kind/existing backend cannot run on this machine (None: it can)."""
-    from harness.backends.existing import parse_contexts, preflight_existing
-    from harness.backends.kind import preflight_kind
+    from harness.backends.kube.existing import parse_contexts, preflight_existing
+    from harness.backends.kube.kind import preflight_kind
     from harness.backends.runner import Runner
 
     if backend_name == "kind":
@@ -236,8 +236,8 @@ def cluster_preflight(config: pytest.Config, backend_name: str, topology: Any) -
 
 def make_cluster_backend(config: pytest.Config, backend_name: str, workdir: Path, topology: Any, impl: Any,
                      supervisor: Supervisor, plan: AddressPlan) -> Any:
-    from harness.backends.existing import ExistingBackend, parse_contexts
-    from harness.backends.kind import KindBackend
+    from harness.backends.kube.existing import ExistingBackend, parse_contexts
+    from harness.backends.kube.kind import KindBackend
     from harness.backends.runner import Runner
 
     common: dict[str, Any] = {

@@ -35,17 +35,12 @@ from cryptography import x509
 
 from harness import contract
 from harness.addresses import AddressPlan
-from harness.backends.existing import ExistingBackend, parse_contexts, preflight_existing
-from harness.backends.kind import (
-    DEFAULT_IMAGE,
-    BackendUnavailable,
-    KindBackend,
-    KubeProvider,
-    PodState,
-    kubectl_too_old,
-    pod_state,
-    preflight_kind,
-)
+from harness.backends.kube.existing import ExistingBackend, parse_contexts, preflight_existing
+from harness.backends.kube.handles import BackendUnavailable, KubeProvider
+from harness.backends.kube.kind import KindBackend, preflight_kind
+from harness.backends.kube.manifests import PodState, pod_state
+from harness.backends.kube.names import DEFAULT_IMAGE
+from harness.backends.kube.tools import kubectl_too_old
 from harness.backends.local import GatewayStartFailed
 from harness.backends.runner import CommandFailed, Runner
 from harness.gateway_config import CredentialRef, ProviderRoute, TrustedPeer

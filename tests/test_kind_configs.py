@@ -180,7 +180,7 @@ def kind_binary() -> str:
 def test_kind_itself_accepts_every_site_config_and_the_run_copies(kind_binary: str, tmp_path: Path) -> None:
     """Each config (as shipped, and as a run rewrites it with its name and host ports) gets through kind's
     strict decoding and validation to creating the `kind` network, the first step that needs Docker."""
-    from harness.backends.kind import KindBackend
+    from harness.backends.kube.kind import KindBackend
     from harness.topology import load_topology
 
     backend = KindBackend(tmp_path / "work", load_topology("three-node-mesh"), None, run_id="t1")

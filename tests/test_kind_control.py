@@ -18,12 +18,12 @@ import pytest
 import yaml
 
 from harness import contract, resources
-from harness.backends.kind import FollowedConfigMap, KubeOverlaySync
+from harness.backends.kube.control import KubeControlPlane
+from harness.backends.kube.handles import FollowedConfigMap, KubeOverlaySync
 from harness.backends.local import OperatorUnsupported
 from harness.backends.runner import CommandFailed
 from harness.control import FORCE_REFRESH, OperatorExited
 from harness.grid import Grid
-from harness.kube_control import KubeControlPlane
 from harness.topology import load_topology
 from tests.test_kind_backend import Tools, make_kind, parts, ready_server, root, tools  # noqa: F401 - fixtures
 

@@ -363,7 +363,7 @@ def test_gateway_pod_shares_the_overlay_directory() -> None:
 
 
 def test_gateway_mounts_its_hop_client_certificate_from_an_optional_secret() -> None:
-    from harness.backends.kind import GATEWAY_HOP_TLS_DIR, GATEWAY_HOP_TLS_SECRET
+    from harness.backends.kube.names import GATEWAY_HOP_TLS_DIR, GATEWAY_HOP_TLS_SECRET
 
     pod = dict(_pod_specs(_base_objects()))["agn-gateway"]
     volumes = {v["name"]: v for v in pod["volumes"]}
@@ -378,7 +378,8 @@ def _rendered_site(tmp_path: Path) -> tuple[Any, list[Obj]]:
     """What the kind backend applies to site-a of the single-site topology (no cluster needed)."""
     from types import SimpleNamespace
 
-    from harness.backends.kind import KindBackend, SiteCluster
+    from harness.backends.kube.handles import SiteCluster
+    from harness.backends.kube.kind import KindBackend
     from harness.backends.runner import Runner
     from harness.topology import load_topology
 
@@ -408,7 +409,7 @@ def test_rendered_site_gateway_config_loads_from_the_mounted_hop_secret(tmp_path
     Deployment mounts it; its hop clusters use mTLS, the management cluster does not."""
     import base64
 
-    from harness.backends.kind import GATEWAY_HOP_TLS_DIR
+    from harness.backends.kube.names import GATEWAY_HOP_TLS_DIR
 
     backend, docs = _rendered_site(tmp_path)
     try:

@@ -23,12 +23,13 @@ from cryptography.x509.oid import NameOID
 from harness import mesh_oracle
 from harness.addresses import AddressPlan
 from harness.backends import OperationUnsupported
-from harness.backends.existing import ExistingBackend
-from harness.backends.kind import BackendUnavailable, KindBackend
+from harness.backends.kube.control import KubeControlPlane
+from harness.backends.kube.existing import ExistingBackend
+from harness.backends.kube.handles import BackendUnavailable
+from harness.backends.kube.kind import KindBackend
 from harness.backends.runner import Runner
 from harness.control import OperatorExited
 from harness.impl import parse_impl
-from harness.kube_control import KubeControlPlane
 from harness.mesh import Mesh, MeshSite, start_site_provider_gateway
 from harness.process import Supervisor
 from harness.topology import Topology, load_topology

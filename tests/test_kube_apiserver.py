@@ -326,8 +326,9 @@ def plane(api: KubeApiServer, tmp_path: Path) -> Any:
     There is no kubelet, so the operator runs as a process here (with its service account's token) and
     the Deployment checks are out of reach: `check_interval` puts them beyond the test's life.
     """
-    from harness.backends.kind import KubeBackend, SiteCluster
-    from harness.kube_control import KubeControlPlane
+    from harness.backends.kube.backend import KubeBackend
+    from harness.backends.kube.control import KubeControlPlane
+    from harness.backends.kube.handles import SiteCluster
     from harness.topology import load_topology
 
     topology = load_topology("single-site")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.model import TestResult
-from harness.report.writer import failures_by_feature, truncate_message, write_text_atomic
+from harness.report.text import failures_by_feature, truncate_message, write_text_atomic
 
 __all__ = ["HTML_MESSAGE_LIMIT", "render_html", "write_html"]
 

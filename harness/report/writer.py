@@ -11,7 +11,6 @@ lists every failing feature of the run, so many failures of one missing feature 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
@@ -22,7 +21,9 @@ import yaml
 
 from harness import fastyaml
 from harness.impl import Implementation
+from harness.report.html import write_html as _write_html
 from harness.report.model import TestResult
+from harness.report.text import MESSAGE_LIMIT, failures_by_feature, truncate_message, write_text_atomic
 from harness.statements import Statement, by_document, coverage
 
 __all__ = [
@@ -44,8 +45,6 @@ __all__ = [
 
 API_VERSION = "agn-conformance.praxis.fast/v1alpha1"
 KIND = "ConformanceReport"
-#: Failure messages in the YAML report are cut to about this many characters (head and tail kept).
-MESSAGE_LIMIT = 2000
 
 _DIST_NAME = "agn-conformance"
 
@@ -69,19 +68,6 @@ def format_date(date: datetime | None = None) -> str:
     moment = date or datetime.now(UTC)
     moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def truncate_message(message: str, limit: int = MESSAGE_LIMIT) -> str:
-    """Shorten ``message`` to about ``limit`` characters, keeping its start and its end.
-
-    Both ends matter: the start names what was checked and the end (for a pytest traceback) holds the
-    assertion that failed.
-    """
-    if len(message) <= limit:
-        return message
-    keep = max(limit // 2 - 40, 1)
-    omitted = len(message) - 2 * keep
-    return f"{message[:keep]}\n... [{omitted} characters omitted] ...\n{message[-keep:]}"
 
 
 def build_report(
@@ -142,23 +128,6 @@ def _summary_failures(sections: Sequence[Mapping[str, Any]]) -> list[dict[str, A
                 rows.append({"profile": section.get("name", "?"), "level": level, "feature": feature,
                              "failed": len(ids), "tests": list(ids)})
     return rows
-
-
-def failures_by_feature(level_section: Mapping[str, Any]) -> dict[str, list[str]]:
-    """The failed test ids of one level section keyed by feature, also from reports written before
-    ``failuresByFeature`` existed (their ids are grouped under ``?``: the feature was not recorded)."""
-    grouped = level_section.get("failuresByFeature")
-    if isinstance(grouped, Mapping):
-        return {str(feature): [str(i) for i in ids] for feature, ids in grouped.items() if isinstance(ids, list)}
-    failed = level_section.get("failedTests")
-    if not isinstance(failed, list) or not failed:
-        return {}
-    features = {str(entry.get("id")): str(entry["feature"]) for entry in level_section.get("failures") or []
-                if isinstance(entry, Mapping) and entry.get("feature")}
-    out: dict[str, list[str]] = {}
-    for test_id in map(str, failed):
-        out.setdefault(features.get(test_id, "?"), []).append(test_id)
-    return out
 
 
 def not_judged(results: Sequence[TestResult], profiles: Sequence[str]) -> list[dict[str, str]]:
@@ -257,8 +226,6 @@ def write_html(
     report: Mapping[str, Any], results: Sequence[TestResult], path: str | os.PathLike[str]
 ) -> Path:
     """Write the HTML page; see :func:`harness.report.html.write_html` (re-exported here for convenience)."""
-    from harness.report.html import write_html as _write_html  # the page module imports this one
-
     return _write_html(report, results, path)
 
 
@@ -276,16 +243,3 @@ def load_report(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(data.get("profiles"), list) or not isinstance(data.get("summary"), dict):
         raise ReportError(f"{source}: {KIND} without profiles or summary")
     return data
-
-
-def write_text_atomic(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` through a temporary file and a rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -14,16 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.backends.kind import (
-    ADMIN_PORT,
-    NAMESPACE,
-    RUN_LABEL,
-    BackendUnavailable,
-    KubeBackend,
-    SiteCluster,
-    _wait_http,
-    kubectl_too_old,
-)
+from harness.backends.kube.backend import KubeBackend
+from harness.backends.kube.handles import BackendUnavailable, SiteCluster
+from harness.backends.kube.names import ADMIN_PORT, NAMESPACE, RUN_LABEL
+from harness.backends.kube.tools import kubectl_too_old, wait_http
 from harness.backends.runner import Runner
 from harness.topology import Topology
 from harness.waiting import WaitTimeout
@@ -81,7 +75,7 @@ class ExistingBackend(KubeBackend):
     def wait_gateway_ready(self, site: SiteCluster) -> None:
         ports = self.forward(site, "service/agn-gateway", [ADMIN_PORT], f"{site.spec.name}-agn-gateway")
         try:
-            _wait_http(f"http://127.0.0.1:{ports[ADMIN_PORT]}/ready", f"site {site.spec.name} gateway /ready",
+            wait_http(f"http://127.0.0.1:{ports[ADMIN_PORT]}/ready", f"site {site.spec.name} gateway /ready",
                        self.ready_timeout)
         except WaitTimeout as exc:
             raise BackendUnavailable(f"{exc}\n{self.collect_logs(site)}") from None

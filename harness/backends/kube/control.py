@@ -46,13 +46,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from harness import producer_oracle
-from harness.backends.kind import (
-    FIELD_MANAGER,
-    NAMESPACE,
-    OPERATOR_DEPLOYMENT,
-    KubeOverlaySync,
-    SiteCluster,
-)
+from harness.backends.kube.handles import KubeOverlaySync, SiteCluster
+from harness.backends.kube.names import FIELD_MANAGER, NAMESPACE, OPERATOR_DEPLOYMENT
 from harness.backends.runner import CommandFailed
 from harness.contract import ScopeSpec
 from harness.control import DEFAULT_TIMEOUT, FORCE_REFRESH, MESH_STATE, Chain, ControlPlane, OperatorExited
@@ -60,7 +55,7 @@ from harness.resources import API_VERSION, DEFAULT_GATEWAY, DEFAULT_NAMESPACE
 from harness.waiting import poll_until
 
 if TYPE_CHECKING:
-    from harness.backends.kind import KubeBackend
+    from harness.backends.kube.backend import KubeBackend
     from harness.grid import Gateway, Site
 
 GROUP = API_VERSION.split("/", 1)[0]

@@ -1,0 +1,269 @@
+"""The kind backend: one kind cluster per site, made for the run, the project's image loaded into each.
+
+Clusters are created concurrently through pytest-kubernetes' kind manager and deleted at the end. The
+harness also reaches into the node containers: a crash is a SIGSTOP of the operator's process (found
+with crictl), a cut link is a pair of iptables DROP rules in the raw table of the two nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pytest_kubernetes.options import ClusterOptions
+from pytest_kubernetes.providers.kind import KindManagerBase
+
+from harness.backends.kube.backend import KubeBackend
+from harness.backends.kube.handles import BackendUnavailable, SiteCluster
+from harness.backends.kube.manifests import operator_container
+from harness.backends.kube.names import ADMIN_NODEPORT, NAMESPACE
+from harness.backends.kube.tools import kubectl_too_old, missing_tools, wait_http
+from harness.backends.runner import CommandFailed, Runner
+from harness.topology import SiteSpec, Topology
+from harness.waiting import WaitTimeout, poll_until
+
+#: Host ports of kind port mappings claimed by the backends of this process (two grids of one session).
+_CLAIMED_PORTS: dict[tuple[str, int], int] = {}
+
+
+_CLAIMED_LOCK = threading.Lock()
+
+
+#: (checkout, tag) of the images this process has built: the grids of one session (the main grid, the
+#: provider profile's, every mesh) build the image once.
+_BUILT_IMAGES: set[tuple[str, str]] = set()
+
+
+_BUILD_LOCK = threading.Lock()
+
+
+def preflight_kind(runner: Runner) -> str | None:
+    """Why the kind backend cannot run here (None: it can)."""
+    missing = missing_tools(runner, ("docker", "kind", "kubectl"))
+    if missing:
+        return f"the kind backend needs {', '.join(missing)} on PATH (not found)"
+    old = kubectl_too_old(runner)
+    if old is not None:
+        return old
+    info = runner.run(["docker", "info"], check=False, timeout=60)
+    if info.returncode != 0:
+        first = (info.stderr or info.stdout).strip().splitlines()[:1]
+        return f"`docker info` failed (exit {info.returncode}): no Docker engine{': ' + first[0] if first else ''}"
+    return None
+
+
+class _KindCluster(KindManagerBase):
+    """pytest-kubernetes' kind manager with its commands sent through the Runner as argv lists.
+
+    The upstream manager joins arguments into a shell string and sleeps between readiness probes; here
+    kind and kubectl run without a shell and readiness is polled with a deadline.
+    """
+
+    def __init__(self, runner: Runner, config_path: Path, kubeconfig: Path) -> None:
+        self._runner = runner
+        super().__init__(provider_config=str(config_path), kubeconfig=kubeconfig)
+
+    def _exec(self, arguments: list[str], additional_env: dict[str, str] | None = None,
+              timeout: int | None = None) -> Any:
+        return self._runner.run(["kind", *arguments], timeout=timeout or self._cluster_options.cluster_timeout)
+
+    def kubectl(self, args: list[str], as_dict: bool = True, timeout: int = 60) -> dict[str, Any] | str:
+        argv = ["kubectl", "--kubeconfig", str(self.kubeconfig), *args] + (["-o", "json"] if as_dict else [])
+        out = self._runner.run(argv, timeout=timeout).stdout
+        return dict(json.loads(out)) if as_dict else out
+
+    def ready(self, timeout: int = 240) -> bool:
+        def probe() -> bool:
+            readyz = str(self.kubectl(["get", "--raw", "/readyz"], as_dict=False))
+            self.kubectl(["get", "serviceaccount", "default", "--namespace", "default"], as_dict=False)
+            return readyz.strip() == "ok"
+
+        try:
+            poll_until(probe, bool, what=f"cluster {self.cluster_name} to be ready", timeout=timeout,
+                       interval=0.5, max_interval=2.0)
+        except WaitTimeout:
+            return False
+        return True
+
+    def create(self, cluster_options: ClusterOptions | None = None, timeout: int = 240, **kwargs: Any) -> None:
+        self._created = True  # from here on teardown deletes it, even if creation fails half-way
+        self._on_create(self._cluster_options)
+        if not self.ready(timeout):
+            raise RuntimeError(f"kind cluster {self.cluster_name} did not become ready in {timeout}s")
+
+    def delete(self) -> None:
+        if self._created:
+            self._on_delete()
+
+
+class KindBackend(KubeBackend):
+    """Creates one kind cluster per site (concurrently), loads the image, installs, deletes what it made."""
+
+    name = "kind"
+
+    def __init__(self, workdir: Path, topology: Topology, impl: Any, **kwargs: Any) -> None:
+        super().__init__(workdir, topology, impl, **kwargs)
+        self.clusters: dict[str, _KindCluster] = {}
+        self._claimed: set[tuple[str, int]] = set()
+        self._cuts: list[tuple[str, str]] = []  # (node container, source address) of each DROP rule in place
+
+    def cluster_name(self, site: SiteSpec) -> str:
+        return f"agn-{self.run_id}-{site.name}"
+
+    def prepare(self) -> None:
+        """Build the image from the checkout, once per process (not at all when --grid-image names one)."""
+        if self.image_given:
+            return
+        with _BUILD_LOCK:
+            if (str(self.root), self.image) in _BUILT_IMAGES:
+                return
+            self.runner.run(["docker", "build", "-f", str(self.root / "reference" / "Dockerfile"), "-t",
+                             self.image, str(self.root)], timeout=1800)
+            _BUILT_IMAGES.add((str(self.root), self.image))
+
+    def kind_config(self, site: SiteSpec) -> tuple[Path, dict[int, int]]:
+        """This run's copy of clusters/kind/<site>.yaml, named for the run; and its host port mappings.
+
+        A host port another backend of this process already maps (the provider profile's two-site grid
+        beside the session's main grid) is replaced by a free one, so both can exist at once.
+        """
+        source = self.root / "clusters" / "kind" / f"{site.name}.yaml"
+        if not source.is_file():
+            raise BackendUnavailable(f"no kind cluster config for site {site.name}: {source} is missing")
+        config = yaml.safe_load(source.read_text()) or {}
+        config["name"] = self.cluster_name(site)
+        ports: dict[int, int] = {}
+        for node in config.get("nodes") or []:
+            for mapping in node.get("extraPortMappings") or []:
+                protocol = str(mapping.get("protocol", "TCP")).upper()
+                mapping["hostPort"] = self._claim(protocol, int(mapping["hostPort"]),
+                                                  str(mapping.get("listenAddress") or "127.0.0.1"))
+                if protocol == "TCP":
+                    ports[int(mapping["containerPort"])] = int(mapping["hostPort"])
+        target = self.workdir / "kube" / site.name / "kind.yaml"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(yaml.safe_dump(config, sort_keys=False))
+        return target, ports
+
+    def connect(self) -> list[SiteCluster]:
+        existing = set(self.runner.run(["kind", "get", "clusters"]).stdout.split())
+        clash = [self.cluster_name(s) for s in self.topology.sites if self.cluster_name(s) in existing]
+        if clash:
+            raise BackendUnavailable(f"kind clusters {', '.join(clash)} already exist; not reusing them")
+        sites: list[SiteCluster] = []
+        for index, spec in enumerate(self.topology.sites):
+            config, ports = self.kind_config(spec)
+            kubeconfig = self.workdir / "kube" / spec.name / "kubeconfig"
+            kubeconfig.touch()
+            cluster = _KindCluster(self.runner, config, kubeconfig)
+            self.clusters[cluster.cluster_name] = cluster
+            sites.append(SiteCluster(index, spec, cluster.cluster_name, ["--kubeconfig", str(kubeconfig)], ports))
+        self.sites = sites
+        self._each_site(self._create_and_load)
+        return sites
+
+    def _claim(self, protocol: str, port: int, address: str) -> int:
+        with _CLAIMED_LOCK:
+            if _CLAIMED_PORTS.get((protocol, port), id(self)) != id(self):
+                port = _free_port(protocol, address)
+            _CLAIMED_PORTS[(protocol, port)] = id(self)
+            self._claimed.add((protocol, port))
+        return port
+
+    def _create_and_load(self, site: SiteCluster) -> None:
+        cluster = self.clusters[site.name]
+        cluster.create(timeout=int(self.ready_timeout))
+        cluster.load_image(self.image)
+
+    def wait_gateway_ready(self, site: SiteCluster) -> None:
+        port = site.host_ports.get(ADMIN_NODEPORT)
+        if port is None:
+            raise BackendUnavailable(f"kind config of site {site.spec.name} maps no host port to {ADMIN_NODEPORT}")
+        try:
+            wait_http(f"http://127.0.0.1:{port}/ready", f"site {site.spec.name} gateway /ready", self.ready_timeout)
+        except WaitTimeout as exc:
+            raise BackendUnavailable(f"{exc}\n{self.collect_logs(site)}") from None
+
+    # ------------------------------------------------------------------------ the nodes (mesh failures)
+
+    def node_exec(self, node: str, *argv: str) -> str:
+        """Run `argv` in a kind node's container (where containerd, crictl and iptables live)."""
+        return self.runner.run(["docker", "exec", node, *argv], timeout=60).stdout
+
+    def suspend_operator(self, site: SiteCluster) -> None:
+        """SIGSTOP the operator's process from its node: it stops answering and gossiping without a goodbye,
+        while its pod and Deployment stay as they are (nothing restarts it)."""
+        pods = [p for p in self.operator_pods(site) if not (p.get("metadata") or {}).get("deletionTimestamp")]
+        if len(pods) != 1:
+            raise BackendUnavailable(f"site {site.spec.name}: expected one operator pod, found {len(pods)}")
+        pod = pods[0]
+        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        container = operator_container(pod.get("spec") or {}).get("name")
+        name = (pod.get("metadata") or {}).get("name")
+        if not node or not container or not name:
+            raise BackendUnavailable(f"site {site.spec.name}: operator pod {name} has no node or container yet")
+        ids = self.node_exec(node, "crictl", "ps", "-q", "--label", f"io.kubernetes.pod.namespace={NAMESPACE}",
+                             "--label", f"io.kubernetes.pod.name={name}",
+                             "--label", f"io.kubernetes.container.name={container}").split()
+        if len(ids) != 1:
+            raise BackendUnavailable(f"site {site.spec.name}: crictl on {node} lists {len(ids)} running "
+                                     f"containers {container} of pod {name}")
+        try:
+            pid = int(json.loads(self.node_exec(node, "crictl", "inspect", "-o", "json", ids[0]))["info"]["pid"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BackendUnavailable(f"site {site.spec.name}: crictl inspect {ids[0]} on {node} gives no pid "
+                                     f"({exc})") from None
+        self.node_exec(node, "sh", "-c", f"kill -STOP {pid}")
+
+    def partition(self, group_a: Iterable[int], group_b: Iterable[int]) -> None:
+        """Drop, in the raw table before connection tracking, every packet a node of one group receives from
+        a node of the other (both ways: the mesh's UDP and the gateway probes alike)."""
+        a, b = [self.sites[i] for i in group_a], [self.sites[i] for i in group_b]
+        for one in a:
+            for other in b:
+                for here, there in ((one, other), (other, one)):
+                    for node, _ in self.nodes(here):
+                        for _, source in self.nodes(there):
+                            if (node, source) not in self._cuts:
+                                self.node_exec(node, "iptables", "-t", "raw", "-I", "PREROUTING", "-s", source,
+                                               "-j", "DROP")
+                                self._cuts.append((node, source))
+
+    def heal(self) -> None:
+        """Delete exactly the rules `partition` inserted, newest first."""
+        for node, source in list(reversed(self._cuts)):
+            self.node_exec(node, "iptables", "-t", "raw", "-D", "PREROUTING", "-s", source, "-j", "DROP")
+            self._cuts.remove((node, source))
+
+    def close(self) -> None:
+        """Delete exactly the clusters this run created (all of them are kept with --grid-keep)."""
+        super().close()
+        with _CLAIMED_LOCK:
+            for claim in self._claimed:
+                _CLAIMED_PORTS.pop(claim, None)
+            self._claimed.clear()
+        if self.keep:
+            for name, cluster in self.clusters.items():
+                print(f"\nagn-conformance: kept kind cluster {name} (kubeconfig {cluster.kubeconfig})")
+            return
+        errors: list[str] = []
+        for name, cluster in self.clusters.items():
+            try:
+                cluster.delete()
+            except CommandFailed as exc:
+                errors.append(f"{name}: {exc}")
+        if errors:
+            raise RuntimeError("could not delete kind clusters: " + "; ".join(errors))
+
+
+def _free_port(protocol: str, address: str) -> int:
+    """A port nothing listens on at `address` right now (the kernel's pick)."""
+    kind = socket.SOCK_DGRAM if protocol == "UDP" else socket.SOCK_STREAM
+    with socket.socket(socket.AF_INET, kind) as sock:
+        sock.bind((address if address != "0.0.0.0" else "127.0.0.1", 0))
+        return int(sock.getsockname()[1])

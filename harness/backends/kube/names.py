@@ -1,0 +1,46 @@
+"""Names, ports and paths the Kubernetes backends give the objects they make in a site's cluster."""
+
+from __future__ import annotations
+
+NAMESPACE = "agn-system"
+DEFAULT_IMAGE = "agn-conformance/reference:dev"
+OVERLAY_KEY = "routing-overlay.json"
+POD_OVERLAY_DIR = "/var/run/agn/overlay"
+POD_FILES_DIR = "/var/run/agn/files"
+POD_SEED_DIR = "/var/run/agn/seed"
+GATEWAY_PORT = 8080
+ADMIN_PORT = 9901
+SYNC_ADMIN_PORT = 9102
+FAKE_PORT = 8000
+#: The fake backends' mTLS listener (hop clusters), with its certificate, key and client CA from a Secret.
+FAKE_MTLS_PORT = 8444
+FAKE_MTLS_DIR = "/etc/agn/mtls"
+TLS_METRICS_PORT = 8443
+#: The optional Secret of the standing gateway (manifests/base/gateway.yaml) with its hop client
+#: certificate (tls.crt, tls.key) and the CA that signs the hop clusters (ca.crt), and where it is mounted.
+GATEWAY_HOP_TLS_SECRET = "agn-gateway-hop-tls"
+GATEWAY_HOP_TLS_DIR = "/etc/agn/hop-tls"
+GATEWAY_NODEPORT = 30080
+ADMIN_NODEPORT = 30901
+FIELD_MANAGER = "agn-conformance"
+RUN_LABEL = "agn.grid/run"
+GATEWAY_LABEL = "agn.grid/gateway"
+OPERATOR_DEPLOYMENT = "agn-operator"
+OPERATOR_SELECTOR = "app.kubernetes.io/name=agn-operator"
+#: The Secret holding the run's CA: the name the suites' metricsConfig.tls.caSecretRef points at.
+METRICS_CA_SECRET = "metrics-ca"
+METRICS_CA_DIR = "/etc/agn/metrics-ca"
+#: The operator's mesh membership: the pod's UDP port and the NodePort of Service agn-operator-mesh
+#: (externalTrafficPolicy Local), which members of other clusters send to at the node's address.
+MESH_POD_PORT = 7946
+MESH_NODEPORT = 30946
+#: The Secret carrying the operator's mesh client certificate (tls.crt, tls.key) and where it is mounted.
+MESH_CLIENT_SECRET = "agn-operator-mesh-client"
+MESH_CLIENT_DIR = "/etc/agn/mesh-client"
+MESH_CLIENT_FILES = {"client_cert": "tls.crt", "client_key": "tls.key"}
+#: What the descriptor's operator placeholders name in the pod: the operator reads the API, not
+#: directories, so {manifests}, {out} and {workdir} point at its scratch emptyDir.
+POD_SCRATCH_DIR = "/tmp"
+TLS_METRICS_NAME = "agn-tls-metrics"
+#: How long a gateway following a ConfigMap waits for overlay-sync's first delivery before starting anyway.
+FIRST_DELIVERY_SECONDS = 60
