@@ -21,6 +21,8 @@ from typing import Any, TextIO
 
 import pytest
 
+from harness.backends import BACKEND_NAMES
+from harness.features import PROFILES
 from harness.impl import REFERENCE, ImplDescriptor, ImplError, load_impl
 from harness.report.html import write_html
 from harness.report.writer import (
@@ -51,8 +53,7 @@ __all__ = [
 ]
 
 PROG = "agn-conformance"
-PROFILES: tuple[str, ...] = ("consumer", "producer", "provider", "mesh")
-BACKENDS: tuple[str, ...] = ("local", "kind", "existing")
+BACKENDS: tuple[str, ...] = BACKEND_NAMES
 DEFAULT_REPORT = "conformance-report.yaml"
 SUITES_PACKAGE = "suites"
 

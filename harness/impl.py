@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from harness.features import EXTENDED_FEATURES, FEATURE_DESCRIPTIONS, OVERLAY_SYNC_FEATURE, OVERLAY_SYNC_METRICS_FEATURE
 from harness.run_as import RunAs, parse_run_as
 
 __all__ = [
@@ -47,88 +48,6 @@ __all__ = [
 ]
 
 REFERENCE = "reference"
-#: The extended feature an overlay_sync section is judged under.
-OVERLAY_SYNC_FEATURE = "overlaySync"
-#: The extended feature of the sidecar's Prometheus series (needs overlay_sync.metrics_path).
-OVERLAY_SYNC_METRICS_FEATURE = "overlaySyncMetrics"
-
-#: Extended features an implementation may claim, each with what it covers and where its rule comes from.
-#: Core features are not listed: they are always tested. A feature whose rule no sentence of the spec
-#: gives names the public code it was taken from, so an implementation that follows the spec alone can
-#: decline it.
-FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
-    "weightedRandom": "weightedRandom selection inside the first viable group (routing guide 5)",
-    "cookieAffinity": "session affinity keyed by a cookie (routing guide 8)",
-    "skipPaths": "skip_paths bypass model lookup (intelligent_route filter: Behavior)",
-    "managementCluster": "skipped paths go to management_cluster (intelligent_route filter: Behavior)",
-    "clustersAllowlist": "reloads naming a cluster outside `clusters` are rejected (intelligent_route filter: Scope)",
-    "prometheusMetrics": "the praxis_ai_intelligent_route_* series (intelligent_route filter: Metrics)",
-    "mcpToolRouting": "tools/call matched against mcp_tool candidates (intelligent_route filter: MCP lookup)",
-    "strictOverlayValidation": (
-        "overlay rules of the public Praxis AI code (praxis-proxy/ai, routing overlay and group index) that no "
-        "spec sentence states: selection groups non-decreasing, all-or-none grouped and one admission state per "
-        "group; selection_policy has no member besides mode; unknown candidate kinds and admission states, "
-        "duplicate candidates, a provenance.source_name other than scope.network and a rendered_at that is not "
-        "RFC 3339 are rejected"),
-    "exactValueLimits": (
-        "the exact bounds of the public Praxis AI code (praxis-proxy/ai): names, sites, clusters and model values "
-        "of 1-256 bytes, model values of visible ASCII, at most 1024 candidates, overlay files of at most 2 MiB; "
-        "the spec only says reads are bounded and oversized values are rejected"),
-    OVERLAY_SYNC_FEATURE: (
-        "the overlay-sync sidecar of the descriptor's overlay_sync section, judged on its own: it follows a "
-        "ConfigMap, validates each envelope and digest, atomically replaces the serving file, keeps the last "
-        "accepted revision and exposes readiness and liveness (overlay contract: How the new overlay reaches "
-        "Praxis); the sidecar is an optional deployment choice"),
-    OVERLAY_SYNC_METRICS_FEATURE: (
-        "the sidecar's Prometheus series under the names of the public grid-overlay-sync (praxis-proxy/grid, "
-        "crates/overlay-sync/src/metrics.rs): grid_overlay_sync_ready, grid_overlay_sync_degraded, "
-        "grid_overlay_sync_validation_failures_total, grid_overlay_sync_last_write_timestamp_seconds and "
-        "grid_overlay_sync_payload_bytes; the spec names delivery health and revision metrics, not the series"),
-    "projectedCredentials": (
-        "credential_inject's projected credential resolver, `projected_credential_mount_base`, reading a selected "
-        "reference from <base>/<namespace>/<name>/<key> (the public credential_inject of praxis-proxy/ai and its "
-        "projected-credentials example); the spec says such a resolver can use a newly selected, already-mounted "
-        "Secret without rebuilding the pipeline, not how it is configured"),
-    # producer profile (an operator)
-    "stabilizedAdmission": "stabilized admission hysteresis (overlay contract: Admission state derivation)",
-    "kvCachePressure": "the kvCachePressure scoring strategy (provider scoring)",
-    "tlsMetrics": "metrics scraped over TLS, failing closed (overlay contract: Stale metrics grace period)",
-    "toolCandidates": "AgentToolProvider resources rendered as mcp_tool candidates",
-    "toolDiscovery": (
-        "the operator probes an AgentToolProvider's MCP endpoint and records the advertised tools in "
-        "status.discoveredTools (routing guide 15); the probe speaks MCP (initialize, tools/list over its HTTP "
-        "transport), which the guide does not spell out, and the directory mode records the status in "
-        "{out}/<name>.agenttoolprovider.yaml"),
-    "localityTierNames": (
-        "selection_tier values same_site, same_zone, same_region, cross_region and unknown (the public grid "
-        "operator); the spec names only the unknown tier and gives the tiers' order, not their field values"),
-    "presetCluster": (
-        "a cluster set by an earlier filter is preserved by intelligent_route (intelligent_route filter: Behavior); "
-        "the suites set it with the Praxis core router filter (path_prefix routes, as the public "
-        "praxis-configs/credential-injection.yaml uses it), which the spec does not name"),
-    "generatedConsumerConfig": (
-        "the consumer Praxis config the operator generates beside the overlay when a gateway reference enables "
-        "consumerConfig: a ConfigMap of that name with a praxis.yaml key, cluster endpoints from "
-        "consumerConfig.clusterEndpoints (the public grid operator, crates/operator/src/resources/consumer_config.rs); "
-        "the spec says the operator generates it and what it holds, not where"),
-    "siteNameLocality": (
-        "a provider of the consumer's own site is same_site by its site name even without GridSite geography (the "
-        "public grid operator); the spec's text says only that without geography all candidates are unknown tier"),
-    # provider profile (a provider gateway)
-    "credentialValueSource": "credential_inject with an inline `value` token source",
-    "credentialEnvSource": "credential_inject with an `env_var` token source",
-    "credentialFailClosed": (
-        "credential_inject answers 503 when the selected credential reference is partial, unsupported or unknown "
-        "(the public credential_inject of praxis-proxy/ai); the spec only says the token never leaks"),
-    "clientAuthorizationStripped": (
-        "provider_route removes the client's Authorization also on a route without a credential (the public "
-        "provider_route of praxis-proxy/ai); the spec states only that the provider token is injected"),
-    "providerRouteStatus": (
-        "the exact answers of the public provider_route (praxis-proxy/ai): 403 for a missing or unknown candidate, "
-        "a missing hop request id or a malformed revision, 400 for a missing model, 404 for a model or path "
-        "outside the candidate's route; the spec only says the hop is validated and refused"),
-})
-EXTENDED_FEATURES: frozenset[str] = frozenset(FEATURE_DESCRIPTIONS)
 
 #: Placeholders allowed in gateway command and environment templates; ``{launcher}`` is the socket of the
 #: descriptor's ``gateway.launcher``, and only allowed with one.

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from harness.addresses import AddressPlan
+from harness.backends import BACKEND_NAMES
+from harness.features import PROFILES, marker_problem
 from harness.process import Supervisor
 from harness.waiting import WAIT_SCALE_ENV
 
-PROFILES = ("consumer", "producer", "provider", "mesh")
-LEVELS = ("core", "extended")
 _RESULTS_KEY = pytest.StashKey[dict[str, Any]]()
 _ID_KEY = pytest.StashKey[str]()
 _IMPL_KEY = pytest.StashKey[Any]()
@@ -26,7 +26,7 @@ _UNSUPPORTED = "unsupported feature"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("agn-conformance", "AI Grid Network conformance")
-    group.addoption("--grid-backend", default="local", choices=("local", "kind", "existing"),
+    group.addoption("--grid-backend", default="local", choices=BACKEND_NAMES,
                     help="where grid components run: local processes (default), kind clusters made for the run, "
                          "or existing clusters (--grid-kube-contexts)")
     group.addoption("--grid-image", default=None, metavar="TAG",
@@ -82,8 +82,9 @@ def conformance_meta(item: pytest.Item) -> dict[str, str] | None:
     missing = [key for key in ("id", "profile", "level", "feature", "spec") if not meta.get(key)]
     if missing:
         raise pytest.UsageError(f"{item.nodeid}: conformance marker lacks {', '.join(missing)}")
-    if meta["profile"] not in PROFILES or meta["level"] not in LEVELS:
-        raise pytest.UsageError(f"{item.nodeid}: bad profile or level in conformance marker")
+    problem = marker_problem(str(meta["profile"]), str(meta["level"]), str(meta["feature"]))
+    if problem is not None:
+        raise pytest.UsageError(f"{item.nodeid}: conformance marker: {problem}")
     return {key: str(value) for key, value in meta.items()}
 
 

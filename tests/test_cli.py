@@ -290,7 +290,7 @@ def tiny_suites(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str
         import pytest
 
         @pytest.mark.conformance(id="consumer-revision-1", profile="consumer", level="core",
-                                 feature="overlayRevision", spec="overlay-contract 4.2")
+                                 feature="overlayValidation", spec="overlay-contract 4.2")
         def test_revision():
             raise AssertionError("collection only: never run")
 
@@ -323,7 +323,7 @@ def test_list_prints_marker_fields(tiny_suites: str, monkeypatch: pytest.MonkeyP
     lines = [line.split() for line in captured.out.splitlines()]
     assert lines == [
         ["id", "profile", "level", "feature", "spec"],
-        ["consumer-revision-1", "consumer", "core", "overlayRevision", "overlay-contract", "4.2"],
+        ["consumer-revision-1", "consumer", "core", "overlayValidation", "overlay-contract", "4.2"],
         ["consumer-weights-1", "consumer", "extended", "weightedRandom", "selection", "2.3"],
     ]
     assert "profile 'producer' has no suite package" in captured.err

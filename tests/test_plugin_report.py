@@ -16,14 +16,14 @@ ROOT = Path(__file__).resolve().parents[1]
 SUITE = '''
 import pytest
 
-def _mark(test_id, level="core", feature="f"):
+def _mark(test_id, level="core", feature="groups"):
     return pytest.mark.conformance(id=test_id, profile="consumer", level=level, feature=feature, spec="s")
 
 @_mark("T-PASS")
 def test_pass():
     assert True
 
-@_mark("T-FAIL", feature="g")
+@_mark("T-FAIL", feature="roundRobin")
 def test_fail():
     assert 1 == 2
 
@@ -60,12 +60,13 @@ def test_report_counts_every_conformance_result(tmp_path: Path, workers: str | N
     consumer = load_report(report)["profiles"][0]
     assert consumer["core"]["statistics"] == {"passed": 3, "failed": 2, "skipped": 1}
     assert sorted(consumer["core"]["failedTests"]) == ["T-FAIL", "T-PARAM[3]"]
-    assert consumer["core"]["failuresByFeature"] == {"f": ["T-PARAM[3]"], "g": ["T-FAIL"]}
-    assert {f["id"]: f["feature"] for f in consumer["core"]["failures"]} == {"T-FAIL": "g", "T-PARAM[3]": "f"}
+    assert consumer["core"]["failuresByFeature"] == {"groups": ["T-PARAM[3]"], "roundRobin": ["T-FAIL"]}
+    features = {f["id"]: f["feature"] for f in consumer["core"]["failures"]}
+    assert features == {"T-FAIL": "roundRobin", "T-PARAM[3]": "groups"}
     assert consumer["core"]["skippedTests"] == ["T-SKIP"]
     assert consumer["extended"]["statistics"]["passed"] == 1
     assert consumer["extended"]["failuresByFeature"] == {}
     summary = load_report(report)["summary"]
     assert summary["passed"] is False
     assert [(row["level"], row["feature"], row["tests"]) for row in summary["failuresByFeature"]] == [
-        ("core", "f", ["T-PARAM[3]"]), ("core", "g", ["T-FAIL"])]
+        ("core", "groups", ["T-PARAM[3]"]), ("core", "roundRobin", ["T-FAIL"])]

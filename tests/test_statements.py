@@ -98,7 +98,7 @@ def test_the_report_shows_coverage_per_document() -> None:
 SUITE = '''
 import pytest
 
-@pytest.mark.conformance(id="T-1", profile="consumer", level="core", feature="f", spec="s",
+@pytest.mark.conformance(id="T-1", profile="consumer", level="core", feature="groups", spec="s",
                          statements=[{sid!r}])
 def test_one():
     assert True

@@ -1,0 +1,173 @@
+"""Profiles and the features their tests judge: core features every implementation of a profile has,
+extended features it may claim in its descriptor.
+
+A conformance marker names one (profile, level, feature) of this registry and a descriptor claims extended
+features from it; an unknown name is an error naming the test or key, never a silently unsupported feature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+PROFILES: tuple[str, ...] = ("consumer", "producer", "provider", "mesh")
+LEVELS: tuple[str, ...] = ("core", "extended")
+
+#: The extended feature an overlay_sync section is judged under.
+OVERLAY_SYNC_FEATURE = "overlaySync"
+#: The extended feature of the sidecar's Prometheus series (needs overlay_sync.metrics_path).
+OVERLAY_SYNC_METRICS_FEATURE = "overlaySyncMetrics"
+
+#: Extended features an implementation may claim, each with what it covers and where its rule comes from.
+#: Core features are not listed: they are always tested. A feature whose rule no sentence of the spec
+#: gives names the public code it was taken from, so an implementation that follows the spec alone can
+#: decline it.
+FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
+    "weightedRandom": "weightedRandom selection inside the first viable group (routing guide 5)",
+    "cookieAffinity": "session affinity keyed by a cookie (routing guide 8)",
+    "skipPaths": "skip_paths bypass model lookup (intelligent_route filter: Behavior)",
+    "managementCluster": "skipped paths go to management_cluster (intelligent_route filter: Behavior)",
+    "clustersAllowlist": "reloads naming a cluster outside `clusters` are rejected (intelligent_route filter: Scope)",
+    "prometheusMetrics": "the praxis_ai_intelligent_route_* series (intelligent_route filter: Metrics)",
+    "mcpToolRouting": "tools/call matched against mcp_tool candidates (intelligent_route filter: MCP lookup)",
+    "strictOverlayValidation": (
+        "overlay rules of the public Praxis AI code (praxis-proxy/ai, routing overlay and group index) that no "
+        "spec sentence states: selection groups non-decreasing, all-or-none grouped and one admission state per "
+        "group; selection_policy has no member besides mode; unknown candidate kinds and admission states, "
+        "duplicate candidates, a provenance.source_name other than scope.network and a rendered_at that is not "
+        "RFC 3339 are rejected"),
+    "exactValueLimits": (
+        "the exact bounds of the public Praxis AI code (praxis-proxy/ai): names, sites, clusters and model values "
+        "of 1-256 bytes, model values of visible ASCII, at most 1024 candidates, overlay files of at most 2 MiB; "
+        "the spec only says reads are bounded and oversized values are rejected"),
+    OVERLAY_SYNC_FEATURE: (
+        "the overlay-sync sidecar of the descriptor's overlay_sync section, judged on its own: it follows a "
+        "ConfigMap, validates each envelope and digest, atomically replaces the serving file, keeps the last "
+        "accepted revision and exposes readiness and liveness (overlay contract: How the new overlay reaches "
+        "Praxis); the sidecar is an optional deployment choice"),
+    OVERLAY_SYNC_METRICS_FEATURE: (
+        "the sidecar's Prometheus series under the names of the public grid-overlay-sync (praxis-proxy/grid, "
+        "crates/overlay-sync/src/metrics.rs): grid_overlay_sync_ready, grid_overlay_sync_degraded, "
+        "grid_overlay_sync_validation_failures_total, grid_overlay_sync_last_write_timestamp_seconds and "
+        "grid_overlay_sync_payload_bytes; the spec names delivery health and revision metrics, not the series"),
+    "projectedCredentials": (
+        "credential_inject's projected credential resolver, `projected_credential_mount_base`, reading a selected "
+        "reference from <base>/<namespace>/<name>/<key> (the public credential_inject of praxis-proxy/ai and its "
+        "projected-credentials example); the spec says such a resolver can use a newly selected, already-mounted "
+        "Secret without rebuilding the pipeline, not how it is configured"),
+    # producer profile (an operator)
+    "stabilizedAdmission": "stabilized admission hysteresis (overlay contract: Admission state derivation)",
+    "kvCachePressure": "the kvCachePressure scoring strategy (provider scoring)",
+    "tlsMetrics": "metrics scraped over TLS, failing closed (overlay contract: Stale metrics grace period)",
+    "toolCandidates": "AgentToolProvider resources rendered as mcp_tool candidates",
+    "toolDiscovery": (
+        "the operator probes an AgentToolProvider's MCP endpoint and records the advertised tools in "
+        "status.discoveredTools (routing guide 15); the probe speaks MCP (initialize, tools/list over its HTTP "
+        "transport), which the guide does not spell out, and the directory mode records the status in "
+        "{out}/<name>.agenttoolprovider.yaml"),
+    "localityTierNames": (
+        "selection_tier values same_site, same_zone, same_region, cross_region and unknown (the public grid "
+        "operator); the spec names only the unknown tier and gives the tiers' order, not their field values"),
+    "presetCluster": (
+        "a cluster set by an earlier filter is preserved by intelligent_route (intelligent_route filter: Behavior); "
+        "the suites set it with the Praxis core router filter (path_prefix routes, as the public "
+        "praxis-configs/credential-injection.yaml uses it), which the spec does not name"),
+    "generatedConsumerConfig": (
+        "the consumer Praxis config the operator generates beside the overlay when a gateway reference enables "
+        "consumerConfig: a ConfigMap of that name with a praxis.yaml key, cluster endpoints from "
+        "consumerConfig.clusterEndpoints (the public grid operator, crates/operator/src/resources/consumer_config.rs); "
+        "the spec says the operator generates it and what it holds, not where"),
+    "siteNameLocality": (
+        "a provider of the consumer's own site is same_site by its site name even without GridSite geography (the "
+        "public grid operator); the spec's text says only that without geography all candidates are unknown tier"),
+    # provider profile (a provider gateway)
+    "credentialValueSource": "credential_inject with an inline `value` token source",
+    "credentialEnvSource": "credential_inject with an `env_var` token source",
+    "credentialFailClosed": (
+        "credential_inject answers 503 when the selected credential reference is partial, unsupported or unknown "
+        "(the public credential_inject of praxis-proxy/ai); the spec only says the token never leaks"),
+    "clientAuthorizationStripped": (
+        "provider_route removes the client's Authorization also on a route without a credential (the public "
+        "provider_route of praxis-proxy/ai); the spec states only that the provider token is injected"),
+    "providerRouteStatus": (
+        "the exact answers of the public provider_route (praxis-proxy/ai): 403 for a missing or unknown candidate, "
+        "a missing hop request id or a malformed revision, 400 for a missing model, 404 for a model or path "
+        "outside the candidate's route; the spec only says the hop is validated and refused"),
+})
+EXTENDED_FEATURES: frozenset[str] = frozenset(FEATURE_DESCRIPTIONS)
+
+#: Core features per profile, each with what its tests judge. Every implementation of the profile must have
+#: them: they are always tested, and a descriptor cannot decline them.
+CORE_FEATURES: Mapping[str, Mapping[str, str]] = MappingProxyType({
+    "consumer": MappingProxyType({
+        "overlayValidation": "overlays are validated before they serve; a bad one is refused with its reason",
+        "scope": "an overlay's scope must match the scope the gateway expects",
+        "legacyPayload": "the legacy flat overlay payload",
+        "hotReload": "a changed overlay file is reloaded; a rejected reload keeps the last good snapshot",
+        "admission": "admission_state: none is never eligible, existing_only only through a bound session",
+        "groups": "the first viable selection group is the one selected from",
+        "deterministic": "deterministic selection, and missing group or policy metadata",
+        "roundRobin": "roundRobin selection inside the first viable group",
+        "random": "random selection inside the first viable group",
+        "headerAffinity": "session affinity keyed by a header",
+        "hopHeaders": "the x-ai-routing-* hop headers set from the serving snapshot, client copies stripped",
+        "requestErrors": "the answers to requests that cannot be routed (400, 404, 503)",
+        "staticMode": "inline static candidate lists",
+        "credentialInject": "the consumer side of credential_inject",
+    }),
+    "producer": MappingProxyType({
+        "envelope": "the overlay envelope: revision, digest, provenance, scope and the ConfigMap it travels in",
+        "ordering": "candidate order by routingPolicy, the tie-break and locality tiers",
+        "groups": "selection groups and ranks",
+        "scoring": "scores from the network's scoring strategy",
+        "metrics": "metrics scraping, normalisation, missing and stale values, and the reconcile cadence",
+        "admission": "admission states derived from pressure and health",
+        "weights": "traffic_weight from capacityWeight under static weighted placement",
+        "access": "accessPolicy.siteSelector matched against the consumer site",
+        "credentials": "credential references in candidates, never the secret values",
+        "status": "the GridNetwork status the operator writes",
+        "resources": "the custom resources the operator reads, and malformed ones",
+    }),
+    "provider": MappingProxyType({
+        "providerMtls": "the hop's mutual TLS",
+        "peerIdentityTrust": "peer_identity_trust: which consumer identities the provider admits",
+        "providerRoute": "provider_route: the hop's candidate, model and path matched to a route",
+        "providerHop": "a request crossing the hop end to end",
+        "hopHeaders": "the hop headers the provider consumes and strips",
+        "credentialInject": "credential_inject on the provider side: the provider token replaces the client's",
+        "credentialReference": "a credential reference resolved from the files the gateway was given",
+        "providerStartupValidation": "provider configs refused at start-up, naming the key",
+    }),
+    "mesh": MappingProxyType({
+        "gossip": "provider records spread through the mesh, with their metrics and weights",
+        "eligibility": "the GridSite gate: only Active, trusted sites are routable",
+        "filtering": "records of another network, and the site's own echoed records, are never rendered",
+        "staleness": "failure detection, degraded candidates and the stale-candidate TTL",
+        "providerHop": "a request at one site served by another site's provider over the hop",
+    }),
+})
+
+#: The extended features each profile's tests may judge (a feature may belong to more than one profile).
+EXTENDED_BY_PROFILE: Mapping[str, frozenset[str]] = MappingProxyType({
+    "consumer": frozenset({"weightedRandom", "cookieAffinity", "skipPaths", "managementCluster", "clustersAllowlist",
+                           "prometheusMetrics", "mcpToolRouting", "strictOverlayValidation", "exactValueLimits",
+                           "presetCluster", "projectedCredentials"}),
+    "producer": frozenset({"stabilizedAdmission", "kvCachePressure", "tlsMetrics", "toolCandidates", "toolDiscovery",
+                           "localityTierNames", "generatedConsumerConfig", "siteNameLocality", OVERLAY_SYNC_FEATURE,
+                           OVERLAY_SYNC_METRICS_FEATURE}),
+    "provider": frozenset({"credentialValueSource", "credentialEnvSource", "credentialFailClosed",
+                           "clientAuthorizationStripped", "providerRouteStatus"}),
+    "mesh": frozenset({"toolCandidates"}),
+})
+
+
+def marker_problem(profile: str, level: str, feature: str) -> str | None:
+    """Why a conformance marker's (profile, level, feature) is not one this registry knows (None: it is)."""
+    if profile not in PROFILES:
+        return f"unknown profile {profile!r} (known: {', '.join(PROFILES)})"
+    if level not in LEVELS:
+        return f"unknown level {level!r} (known: {', '.join(LEVELS)})"
+    known = set(CORE_FEATURES[profile]) if level == "core" else set(EXTENDED_BY_PROFILE[profile])
+    if feature not in known:
+        return f"{feature!r} is not a {level} feature of the {profile} profile (known: {', '.join(sorted(known))})"
+    return None
