@@ -34,6 +34,8 @@ from harness.report.writer import (
     load_report,
     write_yaml,
 )
+from harness.timeouts import NAMES as TIMEOUT_NAMES
+from harness.timeouts import parse_overrides as parse_timeout_overrides
 
 __all__ = [
     "BACKENDS",
@@ -122,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--html", default=None, metavar="FILE", help="also write a readable HTML report")
     run.add_argument("--keep", action="store_true",
                      help="keep the grid's working directories (configs, overlays, logs) after the run")
+    run.add_argument("--timeout", action="append", default=[], metavar="NAME=SECONDS",
+                     help=f"override one named wait deadline, repeatable ({', '.join(TIMEOUT_NAMES)})")
     run.add_argument("--slow", action="store_true",
                      help="also run the slow tests, which wait out the operator's default reconcile cadences "
                           "(about ten minutes more)")
@@ -181,6 +185,7 @@ def build_pytest_args(
     html: str | None = None,
     keep: bool = False,
     slow: bool = False,
+    timeouts: Sequence[str] = (),
     seed: int | None = None,
     extra: Sequence[str] = (),
     package: str = SUITES_PACKAGE,
@@ -203,6 +208,8 @@ def build_pytest_args(
         args.append("--grid-keep")
     if slow:
         args.append("--grid-slow")
+    for entry in timeouts:
+        args += ["--grid-timeout", entry]
     if seed is not None:
         args += ["--grid-seed", str(seed)]
     if image:
@@ -353,12 +360,18 @@ def _command_run(args: argparse.Namespace) -> int:
                f"wrote an empty report to {report_path}")
         return EXIT_UNJUDGED
 
+    try:
+        parse_timeout_overrides(args.timeout)
+    except ValueError as exc:
+        _error(f"--timeout: {exc}")
+        return EXIT_UNJUDGED
     # A report left over from an earlier run must not be mistaken for this run's.
     if report_path.is_file():
         report_path.unlink()
     pytest_args = build_pytest_args(
         suite_profiles=present, profiles=args.profiles, backend=args.backend, impl=impl_arg,
-        report=str(report_path), html=html_path, keep=args.keep, slow=args.slow, seed=args.seed, extra=args.extra,
+        report=str(report_path), html=html_path, keep=args.keep, slow=args.slow, timeouts=args.timeout, seed=args.seed,
+        extra=args.extra,
         package=SUITES_PACKAGE, image=args.image, kube_contexts=args.kube_contexts)
     rc = run_pytest(pytest_args)
 

@@ -34,6 +34,7 @@ from harness.backends import OperationUnsupported
 from harness.contract import ScopeSpec
 from harness.process import ManagedProcess
 from harness.resources import DEFAULT_GATEWAY, DEFAULT_NAMESPACE
+from harness.timeouts import timeouts
 from harness.waiting import WaitTimeout, poll_until
 
 if TYPE_CHECKING:
@@ -44,7 +45,6 @@ ENVELOPE_KEY = "routing-overlay.json"
 #: Where the operator records a tool provider's discovered tools: `<name>.agenttoolprovider.yaml`.
 TOOL_STATUS_SUFFIX = ".agenttoolprovider.yaml"
 LEGACY_KEY = "routing-config.json"
-DEFAULT_TIMEOUT = 20.0
 #: The dir sink's mesh outputs: the membership and merged records, and one file per discovered GridSite.
 MESH_STATE = "mesh.state.yaml"
 GRIDSITE_SUFFIX = ".gridsite.yaml"
@@ -242,11 +242,12 @@ class ControlPlane:
 
     def wait_envelope(self, network: str, until: Callable[[dict[str, Any]], bool] = lambda _e: True, *,
                       what: str = "the expected overlay", gateway: str = DEFAULT_GATEWAY,
-                      timeout: float = DEFAULT_TIMEOUT, force_every: float | None = None) -> dict[str, Any]:
+                      timeout: float | None = None, force_every: float | None = None) -> dict[str, Any]:
         """Poll the rendered envelope until `until` holds; optionally force a reconcile every few seconds.
 
         Forcing is for conditions that depend on metrics, which the operator only reads when it reconciles.
         """
+        timeout = timeouts().reconcile if timeout is None else timeout
         last_force = [0.0]
 
         def probe() -> dict[str, Any] | None:
@@ -266,8 +267,9 @@ class ControlPlane:
         return result
 
     def reconcile(self, network: str, gateway: str = DEFAULT_GATEWAY,
-                  timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any] | None:
+                  timeout: float | None = None) -> dict[str, Any] | None:
         """Force a reconcile and wait until it has written status; returns the envelope after it."""
+        timeout = timeouts().reconcile if timeout is None else timeout
         before = self.status_stamp(network)
         self.force_reconcile(network)
 
@@ -280,7 +282,8 @@ class ControlPlane:
         return self.envelope(network, gateway)
 
     def wait_status(self, network: str, until: Callable[[dict[str, Any]], bool], *, what: str,
-                    gateway: str = DEFAULT_GATEWAY, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+                    gateway: str = DEFAULT_GATEWAY, timeout: float | None = None) -> dict[str, Any]:
+        timeout = timeouts().reconcile if timeout is None else timeout
         def probe() -> dict[str, Any]:
             self.check_running()
             return self.status_entry(network, gateway)
@@ -291,13 +294,14 @@ class ControlPlane:
     # ----------------------------------------------------------------------------------------- chain
 
     def connect(self, network: str, gateway_ref: str = DEFAULT_GATEWAY, namespace: str = DEFAULT_NAMESPACE,
-                timeout: float = DEFAULT_TIMEOUT,
+                timeout: float | None = None,
                 start_gateway: Callable[[Path, ScopeSpec], Gateway] | None = None) -> Chain:
         """Start overlay-sync on the rendered ConfigMap and a gateway on what it delivers.
 
         `start_gateway(overlay_dir, scope)` starts some other gateway than the site's core consumer
         gateway (one with a provider hop, say) on the delivered directory.
         """
+        timeout = timeouts().reconcile if timeout is None else timeout
         envelope = self.wait_envelope(network, gateway=gateway_ref, what="a first overlay", timeout=timeout)
         scope = ScopeSpec(network, gateway_ref, namespace, envelope["scope"]["local_site"])
         sync = self.site.grid.backend.start_overlay_sync(self.site.index, self.configmap_path(network, gateway_ref),
@@ -440,7 +444,8 @@ class Chain:
     sync: OverlaySyncProcess
     gateway: Gateway
 
-    def wait_accepted(self, revision: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def wait_accepted(self, revision: str, timeout: float | None = None) -> None:
+        timeout = timeouts().reconcile if timeout is None else timeout
         poll_until(self.sync.delivered_revision, lambda r: r == revision, timeout=timeout,
                    what=f"overlay-sync to deliver revision {revision[:19]}")
 

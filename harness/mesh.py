@@ -30,6 +30,7 @@ from harness.gateway_config import CredentialRef, ProviderRoute, TrustedPeer
 from harness.grid import Gateway, Grid, ProviderGateway, Site
 from harness.mesh_oracle import SwimTiming
 from harness.process import Supervisor
+from harness.timeouts import timeouts
 from harness.topology import Topology, load_topology
 from harness.waiting import poll_until
 
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 
 TOPOLOGY = "three-node-mesh"
 ANCHOR_MODEL = "mesh-anchor"
-DEFAULT_TIMEOUT = 30.0
 #: Makes a cluster backend (not yet started) for a topology: (workdir, topology, supervisor, plan) -> backend.
 ClusterFactory = Callable[[Path, Topology, Supervisor, AddressPlan], Any]
 
@@ -194,8 +194,9 @@ class Mesh:
     def live(self) -> list[MeshSite]:
         return [s for name, s in self.sites.items() if name not in self._killed]
 
-    def wait_members(self, timeout: float = 2 * DEFAULT_TIMEOUT) -> None:
+    def wait_members(self, timeout: float | None = None) -> None:
         """Wait until every running operator reports every other one alive."""
+        timeout = 2 * timeouts().mesh_convergence if timeout is None else timeout
         names = sorted(self.sites)
 
         def probe() -> dict[str, dict[str, str | None]]:
@@ -354,15 +355,17 @@ class MeshScenario:
         return self.mesh.sites[at].control.envelope(network or self.net)
 
     def wait_envelope(self, at: str, until: Callable[[dict[str, Any]], bool], *, what: str,
-                      network: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+                      network: str | None = None, timeout: float | None = None,
                       force: bool = False) -> dict[str, Any]:
         """Wait for `at`'s overlay to satisfy `until`; `force` re-forces `at`'s reconciles while waiting."""
+        timeout = timeouts().mesh_convergence if timeout is None else timeout
         return self.mesh.sites[at].control.wait_envelope(network or self.net, until, what=what, timeout=timeout,
                                                          force_every=1.0 if force else None)
 
     def wait_gridsite(self, at: str, of: str, until: Callable[[str | None, str | None], bool], *, what: str,
-                      network: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+                      network: str | None = None, timeout: float | None = None) -> dict[str, Any]:
         """Poll `at`'s GridSite for `of` until `until(phase, reason)` holds."""
+        timeout = timeouts().mesh_convergence if timeout is None else timeout
         site = self.mesh.sites[at]
         net = network or self.net
         found = poll_until(lambda: site.gridsite(net, of), lambda g: until(*phase_of(g)), timeout=timeout,
@@ -372,8 +375,9 @@ class MeshScenario:
         return found
 
     def wait_record(self, at: str, of: str, provider: str, *, network: str | None = None,
-                    timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any]:
+                    timeout: float | None = None) -> dict[str, Any]:
         """Wait until site `at` knows the record `of` wrote for `provider` (its mesh status lists it)."""
+        timeout = timeouts().mesh_convergence if timeout is None else timeout
         site = self.mesh.sites[at]
         net = network or self.net
         rows = poll_until(lambda: mesh_oracle.records_of(site.mesh_status(), site=of, network=net,

@@ -15,6 +15,10 @@ from harness.addresses import AddressPlan
 from harness.backends import BACKEND_NAMES
 from harness.features import PROFILES, marker_problem
 from harness.process import Supervisor
+from harness.timeouts import NAMES as TIMEOUT_NAMES
+from harness.timeouts import TIMEOUTS_ENV
+from harness.timeouts import encode as encode_timeouts
+from harness.timeouts import parse_overrides as parse_timeout_overrides
 from harness.waiting import WAIT_SCALE_ENV
 
 _RESULTS_KEY = pytest.StashKey[dict[str, Any]]()
@@ -38,6 +42,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--grid-topology", default="single-site", help="bundled topology name or a topology file")
     group.addoption("--grid-wait-scale", type=float, default=None,
                     help="multiply every wait deadline by this factor (e.g. 2 on a slow machine)")
+    group.addoption("--grid-timeout", action="append", default=[], metavar="NAME=SECONDS",
+                    help=f"override one named wait deadline (repeatable; names: {', '.join(TIMEOUT_NAMES)})")
     group.addoption("--grid-slow", action="store_true",
                     help="also run the slow tests, which wait out a default cadence of the operator (minutes each)")
     group.addoption("--impl", default="reference", help="implementation descriptor: 'reference' or a YAML file")
@@ -63,6 +69,13 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError("--grid-wait-scale must be a positive number")
         # the environment carries it to xdist workers started after this point as well
         os.environ[WAIT_SCALE_ENV] = repr(scale)
+    entries = config.getoption("--grid-timeout", None) or []
+    if entries:
+        try:
+            overrides = parse_timeout_overrides(entries)
+        except ValueError as exc:
+            raise pytest.UsageError(f"--grid-timeout: {exc}") from None
+        os.environ[TIMEOUTS_ENV] = encode_timeouts(overrides)
 
 
 def conformance_statements(item: pytest.Item) -> tuple[str, ...]:

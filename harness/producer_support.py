@@ -13,6 +13,7 @@ from typing import Any
 from harness import resources
 from harness.control import Chain, ControlPlane
 from harness.grid import Site
+from harness.timeouts import timeouts
 
 METRICS_BACKEND = "provider-a"
 
@@ -149,8 +150,9 @@ class Scenario:
 
     def envelope(self, until: Callable[[dict[str, Any]], bool] = lambda _e: True, *, what: str = "an overlay",
                  force: bool = False, gateway: str = resources.DEFAULT_GATEWAY,
-                 timeout: float = 20.0) -> dict[str, Any]:
+                 timeout: float | None = None) -> dict[str, Any]:
         """Wait for the rendered envelope to satisfy `until`; `force` re-forces reconciles while waiting."""
+        timeout = timeouts().reconcile if timeout is None else timeout
         return self.control.wait_envelope(self.net, until, what=what, gateway=gateway, timeout=timeout,
                                           force_every=1.0 if force else None)
 

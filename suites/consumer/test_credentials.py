@@ -18,6 +18,7 @@ from harness import contract
 from harness.backends import OperationUnsupported
 from harness.gateway_config import CredentialRef
 from harness.grid import Gateway, Reply, Site
+from harness.timeouts import timeouts
 from harness.waiting import WaitTimeout, poll_until
 
 _ARCH = "routing architecture, "
@@ -125,7 +126,7 @@ def test_api_fallback_is_chosen_and_injected_by_the_consumer(site: Site, fresh_g
     # no provider hop, so no revision header to wait for: wait for the backend the new overlay selects
     gateway.write_overlay(overlay("new_and_existing"))
     reply = poll_until(lambda: gateway.request(model, headers={"Authorization": CLIENT_AUTH}),
-                       lambda r: r.status == 200 and r.backend == "provider-a", timeout=10.0,
+                       lambda r: r.status == 200 and r.backend == "provider-a", timeout=timeouts().reload,
                        what="the self-hosted candidate, admitted again, to serve", describe=Reply.describe)
     assert tokens[ref] not in (_authorization(reply) or ""), "the self-hosted backend received the API token"
     _assert_not_leaked(gateway, tokens)
@@ -136,7 +137,7 @@ def _wait_served_by(gateway: Gateway, model: str, backend: str, what: str) -> Re
     on timeout the message adds what the gateway logged about overlays."""
     try:
         return poll_until(lambda: gateway.request(model), lambda r: r.status == 200 and r.backend == backend,
-                          timeout=10.0, what=what, describe=Reply.describe)
+                          timeout=timeouts().reload, what=what, describe=Reply.describe)
     except WaitTimeout as exc:
         raise WaitTimeout(f"{exc}\n{gateway.overlay_log()}") from None
 

@@ -15,6 +15,7 @@ from harness import contract
 from harness.grid import Gateway, Site
 from harness.stats import assert_round_robin
 from harness.suite_support import ReloadProbe
+from harness.timeouts import timeouts
 from harness.waiting import WaitTimeout, poll_until
 
 SPEC = "intelligent-route-filter: Hot reload; overlay contract: Revision lifecycle"
@@ -60,7 +61,8 @@ def _wait_processed(reloads: ReloadProbe, before: dict[str, float]) -> None:
         return
     try:
         poll_until(reloads.snapshot, lambda now: any(now[r] > before[r] for r in ("unchanged", "accepted")),
-                   what=f"a reload counted as 'unchanged' or 'accepted' (counts before: {before})", timeout=10.0)
+                   what=f"a reload counted as 'unchanged' or 'accepted' (counts before: {before})",
+                   timeout=timeouts().reload)
     except WaitTimeout as exc:
         raise WaitTimeout(f"{exc}\n{reloads.gateway.overlay_log()}") from None
 
@@ -186,7 +188,7 @@ def test_in_flight_request_completes_across_a_reload(gw: Gateway, site: Site, mo
     try:
         worker = threading.Thread(target=lambda: held.update(reply=gw.request(model), done=time.monotonic()))
         worker.start()
-        poll_until(lambda: site.backend_requests("provider-a"), lambda n: n > before, timeout=10,
+        poll_until(lambda: site.backend_requests("provider-a"), lambda n: n > before, timeout=timeouts().reload,
                    what="the first request to reach provider-a")
         second_doc = site.envelope([site.candidate("provider-b", model), site.candidate("provider-b", probe)])
         gw.write_overlay(second_doc)
@@ -250,7 +252,8 @@ def test_removed_overlay_file_keeps_the_snapshot_in_memory(gw: Gateway, site: Si
     if reloads.has_metrics:
         failed = ("rejected", "read_error")
         poll_until(reloads.snapshot, lambda now: sum(now[r] for r in failed) > sum(before[r] for r in failed),
-                   what=f"a reload counted as rejected or read_error (counts before: {before})", timeout=10.0)
+                   what=f"a reload counted as rejected or read_error (counts before: {before})",
+                   timeout=timeouts().reload)
     else:
         reloads.wait(before, "rejected")  # without metrics: a window of several debounce periods
     for _ in range(3):

@@ -9,6 +9,7 @@ import pytest
 from harness import contract
 from harness.grid import Gateway, Reply, Site
 from harness.stats import assert_distribution, assert_round_robin, plan_distribution
+from harness.timeouts import timeouts
 from harness.waiting import WaitTimeout, poll_until
 
 GUIDE = "routing-guide"
@@ -521,7 +522,8 @@ def test_empty_overlay_in_every_mode_gives_404(gw: Gateway, site: Site, model: s
     gw.write_overlay(site.envelope([], mode=mode))
     try:
         reply = poll_until(lambda: gw.request(model), lambda r: r.status != 200,
-                           what=f"the empty {mode} overlay to replace the one serving {model}", timeout=10.0,
+                           what=f"the empty {mode} overlay to replace the one serving {model}",
+                           timeout=timeouts().reload,
                            describe=Reply.describe)
     except WaitTimeout as exc:
         raise WaitTimeout(f"{exc}\n{gw.overlay_log()}") from None

@@ -16,6 +16,7 @@ import pytest
 from harness import mesh_oracle as oracle
 from harness import resources
 from harness.mesh import MeshScenario
+from harness.timeouts import timeouts
 from harness.traffic import BACKEND_HEADER
 from harness.waiting import poll_until
 
@@ -114,7 +115,7 @@ def test_wrong_pin_keeps_the_site_out_and_the_right_one_lets_it_in(scenario: Mes
     _remote_ready(scenario, "site-a", "site-c", provider)
     site = scenario.wait_gridsite("site-a", "site-c", _not_active, what="probed and not Active")
     poll_until(lambda: scenario.mesh.site("site-a").gridsite(scenario.net, "site-c"),
-               lambda g: bool(((g or {}).get("status") or {}).get("lastProbeTime")), timeout=20,
+               lambda g: bool(((g or {}).get("status") or {}).get("lastProbeTime")), timeout=timeouts().member_state,
                what="site-a to probe site-c's gateway (status.lastProbeTime)")
     site = scenario.wait_gridsite("site-a", "site-c", _not_active, what="still not Active after the probe")
     envelope = scenario.mesh.site("site-a").control.reconcile(scenario.net)
@@ -193,7 +194,7 @@ def test_request_at_a_is_served_by_the_backend_of_c(scenario: MeshScenario) -> N
     candidate = oracle.from_site(envelope, model, "site-c")[0]
     gateway = scenario.hop_chain("site-a", "site-c", str(candidate["stable_id"]), model)
     backend = scenario.mesh.site("site-c").backend
-    reply = poll_until(lambda: gateway.request(model), lambda r: r.status == 200, timeout=20,
+    reply = poll_until(lambda: gateway.request(model), lambda r: r.status == 200, timeout=timeouts().remote_route,
                        what=f"site-a's gateway to answer {model}", describe=lambda r: r.describe())
     served = (reply.json or {}).get("agn", {}).get("backend") if isinstance(reply.json, dict) else None
     assert served == backend, f"expected {backend} of site-c to serve; body backend {served!r}, " \

@@ -14,6 +14,7 @@ import pytest
 
 from harness import mesh_oracle as oracle
 from harness.mesh import MeshScenario
+from harness.timeouts import timeouts
 from harness.waiting import poll_until
 
 ARCH = "routing-architecture-and-overlay-contract"
@@ -53,10 +54,11 @@ def test_crash_is_detected_within_the_swim_bound_and_degrades_candidates(fresh: 
     poll_until(lambda: oracle.member_status(a.mesh_status(), "site-c"), lambda s: s == "dead", timeout=bound + 10,
                what="site-a to hold site-c dead")
     dead_at = time.monotonic() - started
-    poll_until(lambda: _fresh_flags(fresh, remote), lambda f: f == [False], timeout=10,
+    poll_until(lambda: _fresh_flags(fresh, remote), lambda f: f == [False], timeout=timeouts().failure_detection,
                what=f"site-a's candidate for {remote} to be kept with fresh: false")
     degraded_at = time.monotonic() - started
-    poll_until(lambda: oracle.member_status(b.mesh_status(), "site-c"), lambda s: s == "dead", timeout=10,
+    poll_until(lambda: oracle.member_status(b.mesh_status(), "site-c"), lambda s: s == "dead",
+               timeout=timeouts().failure_detection,
                what="site-b to hold site-c dead")
     print(f"\nfailure detection: dead at site-a after {dead_at:.2f}s, candidate degraded after {degraded_at:.2f}s "
           f"(bound {bound:.2f}s = SWIM {timing.detection_bound(MEMBERS):.2f}s + {oracle.RECONCILE_SLACK:g}s render)")
@@ -150,7 +152,7 @@ def test_partition_degrades_then_evicts_and_healing_restores(cut: MeshScenario) 
                what=f"site-a to drop site-c's candidate once the {ttl}s TTL has passed")
     assert time.monotonic() - started >= ttl, "the candidate was removed before the TTL"
     cut.mesh.heal()
-    poll_until(lambda: _fresh_flags(cut, remote), lambda f: f == [True], timeout=40,
+    poll_until(lambda: _fresh_flags(cut, remote), lambda f: f == [True], timeout=timeouts().heal,
                what=f"site-a to route site-c's {remote} again, fresh, after the link healed")
 
 
@@ -172,14 +174,15 @@ def test_member_age_starts_again_after_a_rejoin(cut: MeshScenario) -> None:
     def shown(row: tuple[float, str | None, int | None]) -> str:
         return f"site-a lists site-c {row[1]} with ageSecs {row[2]}"
 
-    poll_until(view, lambda r: r[1] == "alive", timeout=20, what="site-a to list site-c alive", describe=shown)
+    poll_until(view, lambda r: r[1] == "alive", timeout=timeouts().member_state, what="site-a to list site-c alive",
+               describe=shown)
     first_cut = time.monotonic()
     cut.mesh.partition(["site-c"], ["site-a", "site-b"])
     poll_until(view, lambda r: r[1] in ("suspect", "dead") and (r[2] or 0) >= 2, timeout=bound + 10,
                what="site-a to list site-c down for 2 s", describe=shown)
     cut.mesh.heal()
-    poll_until(view, lambda r: r[1] == "alive", timeout=40, what="site-a to list site-c alive after the heal",
-               describe=shown)
+    poll_until(view, lambda r: r[1] == "alive", timeout=timeouts().heal,
+               what="site-a to list site-c alive after the heal", describe=shown)
     for _ in range(3):
         row = view()
         assert row[1] != "alive" or row[2] == 0, f"after the rejoin {shown(row)}: an alive member's age is 0"
@@ -210,7 +213,7 @@ def test_member_age_counts_from_the_first_suspicion_through_death(fresh: MeshSce
         samples.append((time.monotonic(), oracle.member_status(status, "site-c"), oracle.member_age(status, "site-c")))
         return samples
 
-    alive = poll_until(sample, lambda rows: rows[-1][1] == "alive", timeout=20,
+    alive = poll_until(sample, lambda rows: rows[-1][1] == "alive", timeout=timeouts().member_state,
                        what="site-a to list site-c alive")[-1]
     assert alive[2] == 0, f"an alive member's ageSecs is 0; site-a lists site-c alive with ageSecs {alive[2]}"
     samples.clear()

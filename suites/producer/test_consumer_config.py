@@ -18,6 +18,7 @@ import yaml
 from harness import producer_oracle as oracle
 from harness import resources
 from harness.producer_support import Scenario
+from harness.timeouts import timeouts
 from harness.waiting import poll_until
 
 ARCH = "routing-architecture-and-overlay-contract"
@@ -91,7 +92,7 @@ def test_generated_consumer_config_routes_inference_and_injects_api_tokens(scena
     envelope = scenario.envelope(lambda env: {"p1", "api"} <= set(oracle.names(env, scenario.model))
                                  and bool(oracle.candidates(env, kind="mcp_tool")),
                                  what="inference candidates p1, api and the mcp_tool candidate")
-    config = poll_until(lambda: _generated(scenario), lambda c: c is not None, timeout=10.0,
+    config = poll_until(lambda: _generated(scenario), lambda c: c is not None, timeout=timeouts().report,
                         what=f"the generated consumer ConfigMap {scenario.name('consumer')}")
     assert config is not None
     filters = _filters(config)
@@ -144,12 +145,12 @@ def test_consumer_config_exists_only_while_inference_candidates_do(scenario: Sce
         config = _generated(scenario)
         assert not routes(config), f"a tool-only overlay produced a consumer config: {config}"
     scenario.provider("p1")
-    poll_until(lambda: _generated(scenario), routes, timeout=10.0,
+    poll_until(lambda: _generated(scenario), routes, timeout=timeouts().report,
                what="the consumer config once an inference provider exists")
     scenario.delete("InferenceProvider", "p1")
     envelope = scenario.envelope(lambda env: not oracle.candidates(env, kind="inference_model"), force=True,
                                  what="the overlay without inference candidates")
     assert oracle.candidates(envelope, kind="mcp_tool"), "the overlay keeps the tool candidate"
-    poll_until(lambda: _generated(scenario), lambda c: not routes(c), timeout=10.0,
+    poll_until(lambda: _generated(scenario), lambda c: not routes(c), timeout=timeouts().report,
                what="the consumer config to be removed once no inference candidate is left",
                describe=lambda c: f"praxis.yaml still routes: {c}")

@@ -23,6 +23,7 @@ from harness import resources
 from harness.contract import SCHEMA_VERSION, ScopeSpec
 from harness.control import ENVELOPE_KEY, FORCE_REFRESH, LEGACY_KEY
 from harness.producer_support import Scenario
+from harness.timeouts import timeouts
 from harness.waiting import poll_until
 
 ARCH = "routing-architecture-and-overlay-contract"
@@ -532,7 +533,7 @@ def test_invalid_provider_is_rejected_and_the_rest_keep_working(scenario: Scenar
                 scenario.control.force_reconcile(scenario.net)
             return line
 
-        poll_until(probe, lambda line: line is not None, timeout=10.0, interval=0.2, max_interval=1.0,
+        poll_until(probe, lambda line: line is not None, timeout=timeouts().report, interval=0.2, max_interval=1.0,
                    what=f"an operator log line naming {bad} and {field}")
         envelope = scenario.reconcile()
         assert _clusters(envelope) == ["p1", "p2"], f"after the rejection: {_clusters(envelope)}"
@@ -586,7 +587,7 @@ def test_malformed_refresh_interval_fails_and_keeps_the_distributed_revision(
                 or "metricsRefreshInterval" in json.dumps(scenario.control.status(scenario.net)))
         return said, path.read_bytes() != served
 
-    poll_until(write_malformed, any, timeout=10.0, interval=0.3, max_interval=1.0,
+    poll_until(write_malformed, any, timeout=timeouts().report, interval=0.3, max_interval=1.0,
                what=f"the operator to name metricsRefreshInterval {interval!r} (log line with {scenario.net}, or "
                     "its status) or to rewrite the ConfigMap")
     scenario.control.check_running()

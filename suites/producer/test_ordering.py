@@ -21,6 +21,7 @@ import pytest
 from harness import producer_oracle as oracle
 from harness import resources
 from harness.producer_support import Scenario
+from harness.timeouts import timeouts
 from harness.waiting import poll_until
 
 ORDERING = "routing-architecture-and-overlay-contract#candidate-scoring-and-ordering"
@@ -658,14 +659,14 @@ def test_tools_are_discovered_from_the_mcp_endpoint(scenario: Scenario) -> None:
     _assert_groups_valid(env)
     assert site.backend_mcp_requests(MCP_BACKEND) > asked, "the MCP server was never asked tools/list"
     poll_until(lambda: scenario.control.tool_status(provider).get("discoveredTools"),
-               lambda tools: sorted(tools or []) == ["alpha", "beta"], timeout=20,
+               lambda tools: sorted(tools or []) == ["alpha", "beta"], timeout=timeouts().status,
                what=f"the status of {provider} to record the discovered tools alpha and beta")
     scenario.serve_mcp(MCP_BACKEND, ["alpha", "gamma"])
     second = {"alpha", "gamma"}
     scenario.envelope(until=lambda e: _tools(e) == second, force=True,
                       what=f"tool candidates {sorted(second)} once the server lists alpha and gamma")
     poll_until(lambda: scenario.control.tool_status(provider).get("discoveredTools"),
-               lambda tools: sorted(tools or []) == ["alpha", "gamma"], timeout=20,
+               lambda tools: sorted(tools or []) == ["alpha", "gamma"], timeout=timeouts().status,
                what=f"the status of {provider} to record alpha and gamma")
 
 
@@ -795,7 +796,8 @@ def test_each_network_lists_only_its_own_providers(scenario: Scenario, kind: str
 
     mine = scenario.envelope(lambda env: "p1" in clusters(env), what=f"{kind} provider p1 in its own network")
     theirs = scenario.control.wait_envelope(other, lambda env: "p2" in clusters(env), gateway=resources.DEFAULT_GATEWAY,
-                                            what=f"{kind} provider p2 in the other network", timeout=20.0)
+                                            what=f"{kind} provider p2 in the other network",
+                                            timeout=timeouts().reconcile)
     assert clusters(mine) == ["p1"], f"{scenario.net} lists {clusters(mine)}"
     assert clusters(theirs) == ["p2"], f"{other} lists {clusters(theirs)}"
 

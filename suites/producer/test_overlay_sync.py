@@ -22,6 +22,7 @@ from harness import contract
 from harness.backends.local import OperatorUnsupported
 from harness.control import SyncFeed
 from harness.grid import Site
+from harness.timeouts import timeouts
 from harness.waiting import WaitTimeout, hold_for, poll_until
 
 ARCH = "routing-architecture-and-overlay-contract"
@@ -33,8 +34,6 @@ REGEN = (f"{ARCH}#when-the-routing-overlay-regenerates: \"The recommended deploy
          "write accepted revisions into a shared emptyDir.\"; \"It also adds validation, atomic writes, "
          "last-known-good retention, delivery health, and revision metrics at the handoff boundary.\"")
 FEATURE = "overlaySync"
-#: How long a delivery may take (a watch event, or a resync should one be lost).
-DELIVERY_TIMEOUT = 15.0
 #: The window in which an invalid update must not be delivered: this many times the latency the same
 #: sidecar just took to deliver a valid update, within the bounds below. A sidecar that delivered
 #: without validating would do it about as fast as it delivers a valid one.
@@ -85,7 +84,7 @@ def wait_delivered(feed: SyncFeed, doc: dict[str, Any], what: str) -> float:
     """Wait until the serving file holds `doc`'s revision; returns when it was seen."""
     want = contract.revision_of(doc)
     try:
-        poll_until(lambda: delivered_revision(feed), lambda r: r == want, timeout=DELIVERY_TIMEOUT,
+        poll_until(lambda: delivered_revision(feed), lambda r: r == want, timeout=timeouts().delivery,
                    what=f"overlay-sync to deliver {what} ({want[:12]})",
                    describe=lambda r: f"the serving file holds revision {r[:12] if r else r}")
     except WaitTimeout as exc:
@@ -220,7 +219,7 @@ def test_serving_file_is_replaced_atomically(site: Site, feeds: Feeds) -> None:
             inodes.append(feed.delivered_inode())
     finally:
         stop.set()
-        thread.join(timeout=10)
+        thread.join(timeout=timeouts().request)
     reused = [i for i, (a, b) in enumerate(itertools.pairwise(inodes), start=1) if a == b]
     assert not reused, (f"deliveries {reused} rewrote the serving file in place (inode unchanged: {inodes}); an "
                         "atomic replacement puts a new file in place")
@@ -245,7 +244,7 @@ def test_ready_only_once_a_valid_revision_is_served(site: Site, feeds: Feeds) ->
                                     f"{'absent' if seen[2] is None else 'present'}\n{feed.log_tail()}"))
     feed.publish(contract.encode(valid))
     wait_delivered(feed, valid, "the first valid revision")
-    poll_until(feed.ready, bool, timeout=DELIVERY_TIMEOUT, what="the sidecar to pass its readiness probe once "
+    poll_until(feed.ready, bool, timeout=timeouts().delivery, what="the sidecar to pass its readiness probe once "
                "it serves a valid revision")
 
 
@@ -277,7 +276,7 @@ def test_delivery_health_and_revision_metrics(site: Site, feeds: Feeds) -> None:
     wait_delivered(feed, first, "the first revision")
     served = feed.delivered_bytes() or b""
     seen = poll_until(lambda: _series(feed), lambda m: m.get("grid_overlay_sync_ready") == 1,
-                      timeout=DELIVERY_TIMEOUT, what="grid_overlay_sync_ready to be 1 once a revision is served")
+                      timeout=timeouts().delivery, what="grid_overlay_sync_ready to be 1 once a revision is served")
     assert seen.get("grid_overlay_sync_degraded") == 0, f"nothing was refused yet: {seen}"
     assert seen.get("grid_overlay_sync_payload_bytes") == len(served), (
         f"grid_overlay_sync_payload_bytes is the serving file's size ({len(served)}): {seen}")
@@ -286,7 +285,7 @@ def test_delivery_health_and_revision_metrics(site: Site, feeds: Feeds) -> None:
     failures = seen["validation_failures"]
     feed.publish(_wrong_digest(revision(site)))
     refused = poll_until(lambda: _series(feed), lambda m: m["validation_failures"] >= failures + 1,
-                         timeout=DELIVERY_TIMEOUT, what="grid_overlay_sync_validation_failures_total to count the "
+                         timeout=timeouts().delivery, what="grid_overlay_sync_validation_failures_total to count the "
                          "refused update", describe=lambda m: f"series {m}")
     assert (refused.get("grid_overlay_sync_degraded"), refused.get("grid_overlay_sync_ready")) == (1, 1), (
         f"serving the last good revision after a refusal is ready and degraded: {refused}")
@@ -296,5 +295,5 @@ def test_delivery_health_and_revision_metrics(site: Site, feeds: Feeds) -> None:
     poll_until(lambda: _series(feed),
                lambda m: m.get("grid_overlay_sync_degraded") == 0
                and m.get("grid_overlay_sync_last_write_timestamp_seconds", 0.0) > written,
-               timeout=DELIVERY_TIMEOUT, what="the next delivery to clear degraded and move the write time on",
+               timeout=timeouts().delivery, what="the next delivery to clear degraded and move the write time on",
                describe=lambda m: f"series {m}")

@@ -18,6 +18,7 @@ import pytest
 
 from harness import producer_oracle, resources
 from harness.producer_support import Scenario
+from harness.timeouts import timeouts
 from harness.waiting import poll_until, wait_until_elapsed
 
 ORDERING = "routing-architecture-and-overlay-contract#candidate-scoring-and-ordering"
@@ -413,7 +414,7 @@ def custom_metric(scenario: Scenario) -> Iterator[str]:
     try:
         yield name
     finally:
-        with httpx.Client(timeout=5.0, verify=False) as client:  # plaintext backend
+        with httpx.Client(timeout=timeouts().request, verify=False) as client:  # plaintext backend
             kept = [m for m in client.get(f"{url}/admin/config").json()["metrics"] if m["name"] != name]
             client.post(f"{url}/admin/config", json={"metrics": kept}).raise_for_status()
 
@@ -746,7 +747,7 @@ def test_tls_metrics_cap_a_longer_interval_at_60_seconds(scenario: Scenario, way
     published, refused = poll_until(
         lambda: (scenario.control.envelope(scenario.net) is not None,
                  "metricsRefreshInterval" in json.dumps(scenario.control.status(scenario.net))),
-        any, timeout=20.0, what="a first overlay, or a status refusing metricsRefreshInterval 120s")
+        any, timeout=timeouts().reconcile, what="a first overlay, or a status refusing metricsRefreshInterval 120s")
     if refused and not published:
         return
     _swap_is_published_within(scenario, 60.0, f"120s capped with TLS metric credentials ({way})")

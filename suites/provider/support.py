@@ -13,6 +13,7 @@ from harness import traffic
 from harness.gateway_config import CredentialRef, ProviderRoute
 from harness.grid import Gateway, Grid, ProviderGateway, Refused, Reply, Site, is_refusal
 from harness.pki import ClientFiles, GridPKI, client_context
+from harness.timeouts import timeouts
 
 #: The credential site-b's provider gateway injects, as a Secret reference (the token is random per run).
 PROVIDER_CREDENTIAL = CredentialRef("provider-b-token", "grid-site-b", "token")
@@ -136,7 +137,7 @@ def _post_lines(gateway: ProviderGateway, model: str | None, client: ClientFiles
     """
     content = json.dumps(body if body is not None else traffic.chat_body(model)).encode()
     verify = client_context(gateway.pki.ca_path, client)
-    with httpx.Client(base_url=gateway.url, verify=verify, timeout=10.0) as http:
+    with httpx.Client(base_url=gateway.url, verify=verify, timeout=timeouts().request) as http:
         resp = http.post(path, content=content, headers=[("content-type", "application/json"), *lines])
     return Reply(resp.status_code, resp.headers, resp.content)
 

@@ -50,8 +50,9 @@ from harness.backends.kube.handles import KubeOverlaySync, SiteCluster
 from harness.backends.kube.names import FIELD_MANAGER, NAMESPACE, OPERATOR_DEPLOYMENT
 from harness.backends.runner import CommandFailed
 from harness.contract import ScopeSpec
-from harness.control import DEFAULT_TIMEOUT, FORCE_REFRESH, MESH_STATE, Chain, ControlPlane, OperatorExited
+from harness.control import FORCE_REFRESH, MESH_STATE, Chain, ControlPlane, OperatorExited
 from harness.resources import API_VERSION, DEFAULT_GATEWAY, DEFAULT_NAMESPACE
+from harness.timeouts import timeouts
 from harness.waiting import poll_until
 
 if TYPE_CHECKING:
@@ -389,8 +390,9 @@ class KubeControlPlane(ControlPlane):
         return self.backend.logs(self.cluster, OPERATOR_DEPLOYMENT, lines)
 
     def reconcile(self, network: str, gateway: str = DEFAULT_GATEWAY,
-                  timeout: float = DEFAULT_TIMEOUT) -> dict[str, Any] | None:
+                  timeout: float | None = None) -> dict[str, Any] | None:
         """Force a reconcile and wait until status changes, forcing again while it does not."""
+        timeout = timeouts().reconcile if timeout is None else timeout
         before = self.status_stamp(network)
         self.force_reconcile(network)
         forced = [time.monotonic()]
@@ -410,9 +412,10 @@ class KubeControlPlane(ControlPlane):
     # ----------------------------------------------------------------------------------------- chain
 
     def connect(self, network: str, gateway_ref: str = DEFAULT_GATEWAY, namespace: str = DEFAULT_NAMESPACE,
-                timeout: float = DEFAULT_TIMEOUT,
+                timeout: float | None = None,
                 start_gateway: Callable[[Path, ScopeSpec], Gateway] | None = None) -> Chain:
         """A gateway pod whose overlay-sync follows the operator's ConfigMap, once it holds a first overlay."""
+        timeout = timeouts().reconcile if timeout is None else timeout
         envelope = self.wait_envelope(network, gateway=gateway_ref, what="a first overlay", timeout=timeout)
         scope = ScopeSpec(network, gateway_ref, namespace, envelope["scope"]["local_site"])
         overlay_dir = self.backend.follow_configmap(namespace, producer_oracle.configmap_name(network, gateway_ref),
