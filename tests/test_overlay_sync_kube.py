@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from harness import contract
-from reference.operator.kube import api_client
+from reference.kube_client import api_client
 from reference.overlay_sync import cli
 from reference.overlay_sync.kube_source import KubeConfigMapSource
 from reference.overlay_sync.source import SourceError

@@ -148,7 +148,7 @@ def make_source(args: argparse.Namespace) -> ConfigMapSource:
     """The file source, or the API watch of the named ConfigMap; KubeConfigError when no cluster is usable."""
     if args.configmap is None:
         return FileConfigMapSource(args.configmap_file, key=args.key, debounce_ms=args.debounce_ms)
-    from reference.operator.kube import api_client  # the kubernetes client loads slowly: only here
+    from reference.kube_client import api_client  # the kubernetes client loads slowly: only here
     from reference.overlay_sync.kube_source import KubeConfigMapSource
 
     namespace, name = args.configmap_ref

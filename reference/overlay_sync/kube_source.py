@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 
 from kubernetes import client
 
-from reference.operator.kube import WATCH_SECONDS, ListWatch
+from reference.kube_client import WATCH_SECONDS, ListWatch
 from reference.overlay_sync.source import OVERLAY_KEY, ConfigMapPayload, SourceError, payload_from_configmap
 
 log = logging.getLogger("agn.overlay_sync")

@@ -30,7 +30,7 @@ import rfc8785
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from reference.operator import cli, scrape, sinks, sources, tool_probe, triggers
+from reference.operator import loop, scrape, sinks, sources, tool_probe, triggers
 from reference.operator.core import admission, candidates, configmap, consumer_config, model, ordering, scoring
 from reference.operator.core.admission import (
     EXISTING_ONLY,
@@ -555,7 +555,7 @@ def _distributed_when_rendered() -> None:
 
 @breakage("candidate-count-providers", "status.candidateCount counts providers (site, cluster), not candidates")
 def _candidate_count_providers() -> None:
-    original = cli.render
+    original = loop.render
 
     def render_(*args: Any, **kwargs: Any) -> list[Any]:
         out = []
@@ -565,7 +565,7 @@ def _candidate_count_providers() -> None:
             out.append(dataclasses.replace(rendered, candidate_count=providers))
         return out
 
-    _patch(cli, "render", render_)
+    _patch(loop, "render", render_)
 
 
 @breakage("invalid-not-reported", "resources that break their CRD schema are skipped without a log line")
@@ -609,9 +609,9 @@ def _secret_values(directory: Path) -> dict[str, str]:
 @breakage("token-leak", "the resolved credential token values are written into the GridNetwork status")
 def _token_leak() -> None:
     resolved: dict[str, str] = {}
-    original = cli.Operator.reconcile
+    original = loop.Operator.reconcile
 
-    async def reconcile(self: cli.Operator, loaded: Loaded) -> bool:
+    async def reconcile(self: loop.Operator, loaded: Loaded) -> bool:
         resolved.clear()
         resolved.update(_secret_values(cast(DirSource, self.source).directory))
         result: bool = await original(self, loaded)
@@ -621,7 +621,7 @@ def _token_leak() -> None:
         if resolved:
             entry["resolvedCredentials"] = dict(resolved)
 
-    _patch(cli.Operator, "reconcile", reconcile)
+    _patch(loop.Operator, "reconcile", reconcile)
     _wrap_status(fix)
 
 
@@ -776,8 +776,8 @@ def _periodic_ignored() -> None:
 
 def _resources_as(fix: Callable[[model.Resources], model.Resources]) -> None:
     """Render from `fix(resources)` instead of the resources the operator read."""
-    original = cli.render
-    _patch(cli, "render", lambda resources, *args, **kwargs: original(fix(resources), *args, **kwargs))
+    original = loop.render
+    _patch(loop, "render", lambda resources, *args, **kwargs: original(fix(resources), *args, **kwargs))
 
 
 @breakage("providers-across-networks", "every network lists every provider and tool provider, whatever it references")
@@ -939,10 +939,10 @@ def _stale_sample_dropped() -> None:
 
 @breakage("tools-not-probed", "tool providers are never probed: only tools already in their status are published")
 def _tools_not_probed() -> None:
-    async def discover_tools(self: cli.Operator, resources: Any) -> Any:
+    async def discover_tools(self: loop.Operator, resources: Any) -> Any:
         return resources
 
-    _patch(cli.Operator, "discover_tools", discover_tools)
+    _patch(loop.Operator, "discover_tools", discover_tools)
 
 
 @breakage("tools-probed-once", "each tool provider's MCP endpoint is probed once; later changes are never seen")
@@ -963,27 +963,27 @@ def _tool_status_not_recorded() -> None:
     _patch(sinks.DirSink, "write_tool_status", lambda self, name, discovered: False)
 
 
-def _keep_across_restarts(filename: str, attributes: Callable[[cli.Operator], dict[str, tuple[Any, str]]]) -> None:
+def _keep_across_restarts(filename: str, attributes: Callable[[loop.Operator], dict[str, tuple[Any, str]]]) -> None:
     """Save the named in-memory state of the operator after every reconcile into its working directory
     (where each backend the judges use starts it) and load it back when a new process starts."""
     path = Path.cwd() / filename
-    init, reconcile = cli.Operator.__init__, cli.Operator.reconcile
+    init, reconcile = loop.Operator.__init__, loop.Operator.reconcile
 
-    def load(self: cli.Operator, *args: Any, **kwargs: Any) -> None:
+    def load(self: loop.Operator, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
         if path.exists():
             for name, value in pickle.loads(path.read_bytes()).items():
                 owner, attribute = attributes(self)[name]
                 setattr(owner, attribute, value)
 
-    async def save(self: cli.Operator, loaded: Loaded) -> bool:
+    async def save(self: loop.Operator, loaded: Loaded) -> bool:
         outcome = await reconcile(self, loaded)
         state = {name: getattr(owner, attribute) for name, (owner, attribute) in attributes(self).items()}
         path.write_bytes(pickle.dumps(state))
         return outcome
 
-    _patch(cli.Operator, "__init__", load)
-    _patch(cli.Operator, "reconcile", save)
+    _patch(loop.Operator, "__init__", load)
+    _patch(loop.Operator, "reconcile", save)
 
 
 @breakage("stale-cache-kept-across-restart", "the last good scrape of each provider is saved to disk and reused by "
@@ -1296,4 +1296,4 @@ def _tls_cap_default_only() -> None:
                   for o in objects)
         return triggers.TLS_CAP if tls else triggers.DEFAULT_INTERVAL
 
-    _patch(cli, "refresh_interval", refresh_interval)
+    _patch(loop, "refresh_interval", refresh_interval)

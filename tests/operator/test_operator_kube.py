@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from reference.operator.cli import Operator, main
+from reference.kube_client import api_client
+from reference.operator.cli import main
 from reference.operator.core import FixedClock
 from reference.operator.core.configmap import ANNOTATION_REVISION, ENVELOPE_KEY
 from reference.operator.core.render import render
@@ -29,9 +30,9 @@ from reference.operator.kube import (
     GRID_RESOURCES,
     KubeSink,
     KubeSource,
-    api_client,
     crd_resources,
 )
+from reference.operator.loop import Operator
 from reference.operator.sinks import DirSink
 from reference.operator.sources import Loaded
 from reference.operator.triggers import FORCE_REFRESH, objects_fingerprint

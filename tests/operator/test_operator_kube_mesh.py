@@ -26,8 +26,9 @@ import yaml
 from harness.process import ManagedProcess, Supervisor
 from harness.resources import gateway_ref, grid_network, grid_site, inference_provider
 from harness.waiting import WaitTimeout, poll_until
+from reference.kube_client import api_client
 from reference.operator.core.configmap import ENVELOPE_KEY, configmap_name
-from reference.operator.kube import AGE_REFRESH_SECONDS, FIELD_MANAGER, MESH_STATE_CONFIGMAP, KubeSink, api_client
+from reference.operator.kube import AGE_REFRESH_SECONDS, FIELD_MANAGER, MESH_STATE_CONFIGMAP, KubeSink
 from reference.operator.mesh.sites import API_VERSION, LABEL_DISCOVERED, LABEL_NETWORK, discovered_site_resource
 from reference.operator.sinks import MESH_STATUS_FILE, DirSink
 from tests.kube_api_fake import APPLY, MERGE, FakeKubeApi

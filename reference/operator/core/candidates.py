@@ -23,7 +23,7 @@ from reference.operator.core.model import (
 )
 from reference.operator.core.ordering import Entry, order
 from reference.operator.core.scoring import Signals, normalise_ratio, score
-from reference.operator.mesh.sites import discovered_site_k8s_name
+from reference.operator.core.site_names import discovered_site_k8s_name
 
 INFERENCE = "inference_model"
 TOOL = "mcp_tool"

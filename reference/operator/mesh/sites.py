@@ -1,4 +1,4 @@
-"""GridSite naming, trust policy and the eligibility lifecycle of discovered sites.
+"""Discovered GridSites, trust policy and the eligibility lifecycle of discovered sites.
 
 A remote site's providers may enter a routing overlay only while its GridSite is Active. Active is
 granted only after two checks against the site's gateway: the SHA-256 fingerprint of the certificate it
@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reference.operator.core.site_names import discovered_site_k8s_name
+
 PENDING = "Pending"
 DISCOVERED = "Discovered"
 CONNECTING = "Connecting"
@@ -31,8 +33,6 @@ DEAD = "dead"
 MEMBER_LEFT = "left"
 MEMBER_STATES = (ALIVE, SUSPECT, DEAD, MEMBER_LEFT)
 
-MAX_K8S_NAME = 253
-FALLBACK_NAME = "discovered-site"
 MAX_PINS = 2
 FINGERPRINT_HEX_LEN = 64
 MAX_MESSAGE = 256
@@ -43,25 +43,7 @@ LABEL_NETWORK = "grid.praxis.fast/network"
 LABEL_DISCOVERED = "grid.praxis.fast/auto-discovered"
 
 
-# --- naming -------------------------------------------------------------------------------------
-
-
-def _sanitise(value: str) -> str:
-    """ASCII letters and digits lowercased, everything else a hyphen, outer hyphens stripped."""
-    return "".join(c.lower() if c.isascii() and c.isalnum() else "-" for c in value).strip("-")
-
-
-def discovered_site_k8s_name(network: str, site: str) -> str:
-    """The GridSite name for site `site` of network `network`, as the public AGN operator derives it.
-
-    Both parts are sanitised (lowercase ASCII alphanumerics, other characters become `-`, leading and
-    trailing `-` stripped) and joined as `{network}-{site}`; an empty part is dropped, both empty gives
-    `discovered-site`, and the result is cut at 253 characters. Keying on the pair keeps one peer that
-    belongs to several networks from colliding on one GridSite.
-    """
-    parts = [part for part in (_sanitise(network), _sanitise(site)) if part]
-    name = "-".join(parts) if parts else FALLBACK_NAME
-    return name[:MAX_K8S_NAME]
+# --- naming (the rule itself lives in the pure core) ----------------------------------------------
 
 
 def discovered_site_resource(network: str, site: str, gateway_address: str | None = None) -> dict[str, Any]:
