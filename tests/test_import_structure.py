@@ -110,3 +110,11 @@ def test_modules_stay_small(graph: grimp.ImportGraph, package: str) -> None:
         if lines > MAX_MODULE_LINES:
             long[module] = lines
     assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by job): {long}"
+
+
+@pytest.mark.parametrize("imported", ["reference.operator.mesh", "reference.operator.loop", "reference.kube_client"])
+def test_the_operator_core_stays_pure(graph: grimp.ImportGraph, imported: str) -> None:
+    """The rendering core imports no mesh, loop or API client (nothing asynchronous, no I/O): it is tested and
+    mutated as pure functions."""
+    chain = graph.find_shortest_chain(importer="reference.operator.core", imported=imported, as_packages=True)
+    assert chain is None, f"the operator core reaches {imported} through {' -> '.join(chain or ())}"
