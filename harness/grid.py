@@ -36,7 +36,6 @@ from harness.gateway_config import (
     render_provider_gateway_config,
 )
 from harness.pki import ClientFiles, GridPKI, ServerFiles, client_context
-from harness.process import ManagedProcess
 from harness.projection import project
 from harness.resources import SIGNAL_METRICS
 from harness.run_as import RunAs, gateway_user
@@ -431,19 +430,7 @@ class Site:
         """This site's operator under test, started on first use (the producer profile); `mesh` holds the
         values of the descriptor's mesh placeholders when it joins a mesh."""
         if self._control is None:
-            factory = getattr(self.grid.backend, "control_plane", None)
-            if factory is not None:  # a backend whose operator runs elsewhere (in a cluster) brings its own
-                self._control = factory(self, mesh)
-            else:
-                name = f"operator-{self.spec.name}"
-                process, manifests, out = self.grid.backend.start_operator(self.index, name, mesh)
-
-                def respawn() -> ManagedProcess:
-                    again, same_manifests, same_out = self.grid.backend.start_operator(self.index, name, mesh)
-                    assert (same_manifests, same_out) == (manifests, out), "an operator restarted elsewhere"
-                    return again
-
-                self._control = ControlPlane(self, process, manifests, out, respawn)
+            self._control = self.grid.backend.control_plane(self, mesh)
         return self._control
 
     def start_overlay_sync(self, scope: contract.ScopeSpec, first: bytes | str) -> SyncFeed:

@@ -23,7 +23,7 @@ import yaml
 
 from harness import mesh_oracle, resources
 from harness.addresses import AddressPlan, SiteHostPlan
-from harness.backends import OperationUnsupported
+from harness.backends import PARTITION, OperationUnsupported
 from harness.contract import ScopeSpec
 from harness.control import ControlPlane, OperatorExited
 from harness.gateway_config import CredentialRef, ProviderRoute, TrustedPeer
@@ -217,9 +217,11 @@ class Mesh:
         """What cuts links: the fabric, else the backend when it can (on the nodes); PartitionUnsupported."""
         if self.fabric is not None:
             return self.fabric
-        if getattr(self.grid.backend, "partition", None) is None:
-            raise PartitionUnsupported("this mesh does not run in network namespaces")
-        return self.grid.backend
+        backend = self.grid.backend
+        if PARTITION not in backend.capabilities:
+            raise PartitionUnsupported(f"this mesh does not run in network namespaces, and the {backend.name} "
+                                       "backend cannot cut links between sites")
+        return backend
 
     def partition(self, group_a: Iterable[str], group_b: Iterable[str]) -> None:
         """Cut every link between the sites of `group_a` and those of `group_b`, both ways."""

@@ -102,6 +102,10 @@ def conformance_meta(item: pytest.Item) -> dict[str, str] | None:
 
 
 SLOW_OPTION = "--grid-slow"
+#: The skip reason of a slow test a run did not ask for: it was not selected, so the report leaves it out
+#: (as pytest's -k does) rather than counting it as a skip that makes the profile partial.
+_NOT_SELECTED = "slow test not selected"
+_NOT_SELECTED_KEY = pytest.StashKey[list[str]]()
 
 
 def skip_unless_slow(config: pytest.Config, item: pytest.Item) -> None:
@@ -110,8 +114,8 @@ def skip_unless_slow(config: pytest.Config, item: pytest.Item) -> None:
     if marker is None or config.getoption(SLOW_OPTION, False):
         return
     seconds = marker.args[0] if marker.args else marker.kwargs.get("seconds", "?")
-    item.add_marker(pytest.mark.skip(reason=f"slow: waits out a default cadence (about {seconds} s); run with "
-                                            f"{SLOW_OPTION} (agn-conformance run --slow)"))
+    item.add_marker(pytest.mark.skip(reason=f"{_NOT_SELECTED}: waits out a default cadence (about {seconds} s); run "
+                                            f"with {SLOW_OPTION} (agn-conformance run --slow)"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -303,6 +307,8 @@ class _Recorder:
 
 def _record(config: pytest.Config, meta: dict[str, Any], report: pytest.TestReport) -> None:
     results = config.stash[_RESULTS_KEY]
+    if meta["id"] in config.stash.get(_NOT_SELECTED_KEY, []):
+        return  # its setup was skipped as not selected; its teardown is no result either
     entry = results.setdefault(meta["id"], {"meta": meta, "outcome": "passed", "duration": 0.0, "message": ""})
     entry["duration"] += report.duration
     if report.failed:
@@ -310,6 +316,10 @@ def _record(config: pytest.Config, meta: dict[str, Any], report: pytest.TestRepo
         entry["message"] = str(report.longreprtext)[-4000:]
     elif report.skipped and entry["outcome"] != "failed":
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if reason.startswith(_NOT_SELECTED) or reason.startswith(f"Skipped: {_NOT_SELECTED}"):
+            results.pop(meta["id"], None)
+            config.stash.setdefault(_NOT_SELECTED_KEY, []).append(meta["id"])
+            return
         entry["outcome"] = "unsupported" if _UNSUPPORTED in reason else "skipped"
         entry["message"] = reason
 
@@ -346,5 +356,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if html_path:
         write_html(report, results, Path(html_path))
 
+
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Say how many slow tests this run left out, and how to run them."""
+    left_out = config.stash.get(_NOT_SELECTED_KEY, [])
+    if left_out:
+        terminalreporter.write_line(f"agn-conformance: {len(left_out)} slow test(s) not selected and not reported "
+                                    f"({', '.join(sorted(set(left_out)))}); run them with --slow")
 
 __all__ = ["conformance_meta", "PROFILES"]

@@ -70,3 +70,42 @@ def test_report_counts_every_conformance_result(tmp_path: Path, workers: str | N
     assert summary["passed"] is False
     assert [(row["level"], row["feature"], row["tests"]) for row in summary["failuresByFeature"]] == [
         ("core", "groups", ["T-PARAM[3]"]), ("core", "roundRobin", ["T-FAIL"])]
+
+
+SLOW_SUITE = '''
+import pytest
+
+@pytest.mark.conformance(id="T-QUICK", profile="consumer", level="core", feature="groups", spec="s")
+def test_quick():
+    assert True
+
+@pytest.mark.slow(60)
+@pytest.mark.conformance(id="T-SLOW", profile="consumer", level="core", feature="groups", spec="s")
+def test_slow():
+    assert True
+'''
+
+
+@pytest.mark.parametrize("workers", [None, "2"], ids=["serial", "xdist"])
+def test_slow_tests_not_selected_are_left_out_of_the_report(tmp_path: Path, workers: str | None) -> None:
+    """Without --grid-slow a slow test is not run and not reported (the profile stays a success, as with -k);
+    with it, it runs and is reported like any other."""
+    (tmp_path / "test_slow_suite.py").write_text(SLOW_SUITE)
+    (tmp_path / "conftest.py").write_text((ROOT / "conftest.py").read_text())
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+    def run(*extra: str) -> tuple[dict[str, object], str]:
+        report = tmp_path / "report.yaml"
+        args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path),
+                "--conformance-report", str(report), "--conformance-profiles", "consumer", *extra]
+        if workers:
+            args += ["-n", workers]
+        done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return load_report(report)["profiles"][0]["core"], done.stdout
+
+    core, out = run()
+    assert core["result"] == "success" and core["statistics"] == {"passed": 1, "failed": 0, "skipped": 0}, core
+    assert "1 slow test(s) not selected and not reported (T-SLOW)" in out, out
+    core, _ = run("--grid-slow")
+    assert core["statistics"] == {"passed": 2, "failed": 0, "skipped": 0}, core

@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from harness.backends.local import GatewayProcess, ProviderProcess
     from harness.contract import ScopeSpec
-    from harness.control import OverlaySyncProcess
+    from harness.control import ControlPlane, OverlaySyncProcess
+    from harness.grid import Site
     from harness.pki import GridPKI
     from harness.process import ManagedProcess
     from harness.topology import SiteSpec
 
 BACKEND_NAMES = ("local", "kind", "existing")
+
+#: Capabilities a backend declares in `capabilities`; callers ask for one, never probe for methods.
+#: The operator under test runs where the backend puts it (a cluster's Deployment), not as a local process.
+OPERATOR_IN_CLUSTER = "operator-in-cluster"
+#: The backend itself cuts and heals links between sites (on the nodes it owns).
+PARTITION = "partition"
+#: The backend crashes an operator without a goodbye (frozen on its node).
+CRASH = "crash"
+CAPABILITIES = (OPERATOR_IN_CLUSTER, PARTITION, CRASH)
 
 
 class OperationUnsupported(RuntimeError):
@@ -56,6 +66,19 @@ class Backend(Protocol):
     #: Whether a running gateway reads the files the harness wrote for it (certificates, token files) in
     #: place, so that changing one later reaches the gateway (False where they are copied in at start).
     gateway_files_live: bool
+    #: What this backend can do beyond the common protocol (see CAPABILITIES).
+    capabilities: frozenset[str]
+
+    def control_plane(self, site: Site, mesh: Mapping[str, str] | None = None) -> ControlPlane:
+        """The site's operator under test, started (or found installed) now; `mesh` holds the values of the
+        descriptor's mesh placeholders when it joins a mesh."""
+        ...
+
+    def partition(self, group_a: Iterable[int], group_b: Iterable[int]) -> None:
+        """Cut every link between two groups of sites (OperationUnsupported without PARTITION)."""
+        ...
+
+    def heal(self) -> None: ...
 
     def start_providers(self, site_index: int, site: SiteSpec) -> dict[str, ProviderProcess]: ...
 
@@ -79,4 +102,5 @@ class Backend(Protocol):
     def peer_address(self, address: str) -> str: ...
 
 
-__all__ = ["BACKEND_NAMES", "Backend", "OperationUnsupported"]
+__all__ = ["BACKEND_NAMES", "CAPABILITIES", "CRASH", "OPERATOR_IN_CLUSTER", "PARTITION", "Backend",
+           "OperationUnsupported"]

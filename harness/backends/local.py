@@ -8,7 +8,7 @@ import ssl
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from harness import http_get
 from harness import run_as as users
 from harness.addresses import ADMIN_PORT, BACKEND_PORT, GATEWAY_PORT, AddressPlan, SiteHostPlan
+from harness.backends import OperationUnsupported
 from harness.contract import ScopeSpec
-from harness.control import ENVELOPE_KEY, OverlaySyncProcess
+from harness.control import ENVELOPE_KEY, ControlPlane, OverlaySyncProcess
 from harness.impl import OverlaySyncCommand, parse_overlay_sync, reference_document
 from harness.pki import GridPKI
 from harness.process import ManagedProcess, Supervisor
@@ -25,6 +26,7 @@ from harness.topology import ProviderSpec, SiteSpec
 from harness.waiting import WaitTimeout, poll_until
 
 if TYPE_CHECKING:
+    from harness.grid import Site
     from harness.netns import Fabric
 
 #: Port of a site's TLS metrics endpoint (a fake backend serving HTTPS), next to the plain backends.
@@ -100,6 +102,8 @@ class LocalBackend:
     name = "local"
     #: Gateways run on this machine and read the harness's files where it wrote them.
     gateway_files_live = True
+    #: The operator is a local process; links between sites are cut in the mesh's network namespaces.
+    capabilities: frozenset[str] = frozenset()
 
     def __init__(self, workdir: Path, supervisor: Supervisor, plan: AddressPlan | SiteHostPlan, impl: Any,
                  seed: int | None = None, fabric: Fabric | None = None) -> None:
@@ -196,6 +200,24 @@ class LocalBackend:
         out.mkdir(parents=True, exist_ok=True)
         argv, env = operator.render(manifests, out, workdir, self.pki.ca_path, mesh)
         return self.supervisor.start(name, self._inside(site_index, argv), env=env, cwd=workdir), manifests, out
+
+    def control_plane(self, site: Site, mesh: Mapping[str, str] | None = None) -> ControlPlane:
+        """The site's operator under test as a local process (restartable on the same directories)."""
+        name = f"operator-{site.spec.name}"
+        process, manifests, out = self.start_operator(site.index, name, mesh)
+
+        def respawn() -> ManagedProcess:
+            again, same_manifests, same_out = self.start_operator(site.index, name, mesh)
+            assert (same_manifests, same_out) == (manifests, out), "an operator restarted elsewhere"
+            return again
+
+        return ControlPlane(site, process, manifests, out, respawn)
+
+    def partition(self, group_a: Iterable[int], group_b: Iterable[int]) -> None:
+        raise OperationUnsupported("the local backend cuts no links itself: a mesh in network namespaces does")
+
+    def heal(self) -> None:
+        raise OperationUnsupported("the local backend cuts no links itself: a mesh in network namespaces does")
 
     def mesh_addresses(self, site_index: int) -> tuple[str, str]:
         """(bind, advertise) of the site's mesh member: one address of the site's, which peers reach as is."""

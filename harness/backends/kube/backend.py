@@ -41,7 +41,7 @@ import yaml
 
 from harness import http_get
 from harness.addresses import AddressPlan
-from harness.backends import OperationUnsupported
+from harness.backends import OPERATOR_IN_CLUSTER, OperationUnsupported
 from harness.backends.local import (
     GatewayProcess,
     GatewayStartFailed,
@@ -151,6 +151,8 @@ class KubeBackend:
     name = "kube"
     #: A gateway pod gets the files its config names as a Secret made when it starts (see `start_gateway`).
     gateway_files_live = False
+    #: The operator is the site cluster's Deployment; nodes (crashes, cut links) are out of reach.
+    capabilities: frozenset[str] = frozenset({OPERATOR_IN_CLUSTER})
 
     def __init__(self, workdir: Path, topology: Topology, impl: Any, *, runner: Runner | None = None,
                  image: str | None = None, keep: bool = False, seed: int | None = None,

@@ -18,6 +18,7 @@ import yaml
 from pytest_kubernetes.options import ClusterOptions
 from pytest_kubernetes.providers.kind import KindManagerBase
 
+from harness.backends import CRASH, OPERATOR_IN_CLUSTER, PARTITION
 from harness.backends.kube.backend import KubeBackend
 from harness.backends.kube.handles import BackendUnavailable, SiteCluster
 from harness.backends.kube.manifests import operator_container
@@ -105,6 +106,8 @@ class KindBackend(KubeBackend):
     """Creates one kind cluster per site (concurrently), loads the image, installs, deletes what it made."""
 
     name = "kind"
+    #: This backend owns the nodes: it freezes an operator on its node and cuts links with iptables there.
+    capabilities: frozenset[str] = frozenset({OPERATOR_IN_CLUSTER, PARTITION, CRASH})
 
     def __init__(self, workdir: Path, topology: Topology, impl: Any, **kwargs: Any) -> None:
         super().__init__(workdir, topology, impl, **kwargs)
