@@ -116,7 +116,7 @@ class Mesh:
         when any part fails.
 
         Sites are local processes (inside `fabric` when given) unless `cluster` makes a cluster backend,
-        which the mesh starts and, on `close`, tears down with the plugin's helper.
+        which the mesh starts and, on `close`, tears down.
         """
         if cluster is not None and fabric is not None:
             raise ValueError("a fabric of network namespaces holds local sites only")
@@ -147,8 +147,6 @@ class Mesh:
 
     @classmethod
     def _start_on_clusters(cls, backend: Any, impl: Any, topology: Topology, timing: SwimTiming) -> Mesh:
-        from harness.plugin import close_cluster_backend
-
         grid = Grid(topology, backend, impl.features)
         try:
             backend.start()
@@ -158,7 +156,7 @@ class Mesh:
             try:
                 grid.close()
             finally:
-                close_cluster_backend(backend, failed=True)
+                backend.teardown(failed=True)
             raise
 
     @classmethod
@@ -252,9 +250,7 @@ class Mesh:
         finally:
             try:
                 if self.cluster_backend is not None:
-                    from harness.plugin import close_cluster_backend
-
-                    close_cluster_backend(self.cluster_backend, failed=failed)
+                    self.cluster_backend.teardown(failed=failed)
             finally:
                 if self.fabric is not None:
                     self.fabric.close()
@@ -270,6 +266,12 @@ class MeshScenario:
         self._applied: list[tuple[str, str, str]] = []  # (site, kind, name)
         self._extra_gateways: list[tuple[Site, Gateway]] = []
         self._chains: list[Any] = []
+
+    def __enter__(self) -> MeshScenario:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def model(self, short: str) -> str:
         return f"{self.tag}-{short}"

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.addresses import AddressPlan
-from harness.backends import BACKEND_NAMES
+from harness.backends import BACKEND_NAMES, OperationUnsupported
 from harness.features import PROFILES, marker_problem
-from harness.process import Supervisor
+from harness.grid_factory import GridFactory
 from harness.timeouts import NAMES as TIMEOUT_NAMES
 from harness.timeouts import TIMEOUTS_ENV
 from harness.timeouts import encode as encode_timeouts
@@ -24,7 +21,7 @@ from harness.waiting import WAIT_SCALE_ENV
 _RESULTS_KEY = pytest.StashKey[dict[str, Any]]()
 _ID_KEY = pytest.StashKey[str]()
 _IMPL_KEY = pytest.StashKey[Any]()
-GRID_KEY = pytest.StashKey[Any]()  # the running grid, for diagnostics on failure
+FACTORY_KEY = pytest.StashKey[Any]()  # the session's grid factory, with every grid and mesh it has open
 _UNSUPPORTED = "unsupported feature"
 
 
@@ -168,121 +165,49 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.fixture(scope="session")
-def grid(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPathFactory,
-         request: pytest.FixtureRequest) -> Iterator[Any]:
-    """The running grid for this session on the chosen backend, torn down at the end, pass or fail."""
-    from harness.backends.local import LocalBackend
-    from harness.grid import Grid
-    from harness.topology import load_topology
+def grid_factory(pytestconfig: pytest.Config, impl: Any, tmp_path_factory: pytest.TempPathFactory,
+                 request: pytest.FixtureRequest) -> GridFactory:
+    """Opens this session's grids and meshes (work directory, seed, backend, preflight, teardown)."""
+    factory = GridFactory(pytestconfig, tmp_path_factory, impl, request.session)
+    pytestconfig.stash[FACTORY_KEY] = factory
+    return factory
 
-    backend_name = pytestconfig.getoption("--grid-backend")
-    topology = load_topology(pytestconfig.getoption("--grid-topology"))
-    cluster_backend = None
-    if backend_name != "local":
-        reason = cluster_preflight(pytestconfig, backend_name, topology)
-        if reason:
-            pytest.skip(reason)
-    keep = pytestconfig.getoption("--grid-keep")
-    workdir = run_workdir(pytestconfig, tmp_path_factory, impl, "grid")
-    supervisor = Supervisor(workdir / "logs")
-    plan = AddressPlan(seed=pytestconfig.getoption("--grid-seed"))
-    seed = pytestconfig.getoption("--grid-seed")
-    if backend_name == "local":
-        backend: Any = LocalBackend(workdir, supervisor, plan, impl, seed)
-    else:
-        backend = cluster_backend = make_cluster_backend(pytestconfig, backend_name, workdir, topology, impl,
-                                                     supervisor, plan)
-    the_grid = Grid(topology, backend, impl.features)
-    pytestconfig.stash[GRID_KEY] = the_grid
-    try:
-        if cluster_backend is not None:
-            cluster_backend.start()
-        the_grid.start()
+
+@pytest.fixture(scope="session")
+def grid(pytestconfig: pytest.Config, grid_factory: GridFactory) -> Iterator[Any]:
+    """The running grid of --grid-topology for this session, torn down at the end, pass or fail."""
+    with grid_factory.open(pytestconfig.getoption("--grid-topology"), purpose="grid") as the_grid:
         yield the_grid
-    finally:
-        del pytestconfig.stash[GRID_KEY]
-        try:
-            the_grid.close()
-        finally:
-            if cluster_backend is not None:
-                close_cluster_backend(cluster_backend, failed=bool(request.session.testsfailed))
-        if keep:
-            print(f"\nagn-conformance: grid work directory kept at {workdir}")
-
-
-def run_workdir(config: pytest.Config, factory: pytest.TempPathFactory, impl: Any, name: str) -> Path:
-    """A work directory for one grid of this session.
-
-    With --grid-keep it outlives the run. A gateway started as another user (`gateway.run_as`) gets one
-    under the system temporary directory instead of pytest's base, which pytest makes private again
-    whenever another session of the same user starts; that one is removed when the session ends.
-    """
-    keep = config.getoption("--grid-keep")
-    if not keep and getattr(impl.gateway, "run_as", None) is None:
-        return factory.mktemp(name)
-    path = Path(tempfile.mkdtemp(prefix=f"agn-{name}-"))
-    if not keep:
-        config.add_cleanup(lambda: shutil.rmtree(path, ignore_errors=True))
-    return path
-
-
-def close_cluster_backend(backend: Any, *, failed: bool) -> None:
-    """On failures save `kubectl logs` of every site under the work directory; then tear the clusters down."""
-    try:
-        if failed and backend.sites:
-            backend.collect_logs()
-    except Exception as exc:  # logs are a courtesy; teardown must still happen
-        print(f"\nagn-conformance: could not collect cluster logs: {exc}")
-    finally:
-        backend.close()
-
-
-def cluster_preflight(config: pytest.Config, backend_name: str, topology: Any) -> str | None:
-    """Why the kind/existing backend cannot run on this machine (None: it can)."""
-    from harness.backends.kube.existing import parse_contexts, preflight_existing
-    from harness.backends.kube.kind import preflight_kind
-    from harness.backends.runner import Runner
-
-    if backend_name == "kind":
-        return preflight_kind(Runner())
-    try:
-        contexts = parse_contexts(config.getoption("--grid-kube-contexts"))
-    except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    return preflight_existing(Runner(), topology, contexts)
-
-
-def make_cluster_backend(config: pytest.Config, backend_name: str, workdir: Path, topology: Any, impl: Any,
-                     supervisor: Supervisor, plan: AddressPlan) -> Any:
-    from harness.backends.kube.existing import ExistingBackend, parse_contexts
-    from harness.backends.kube.kind import KindBackend
-    from harness.backends.runner import Runner
-
-    common: dict[str, Any] = {
-        "runner": Runner(log_path=workdir / "logs" / "commands.jsonl"), "image": config.getoption("--grid-image"),
-        "keep": config.getoption("--grid-keep"), "seed": config.getoption("--grid-seed"),
-        "supervisor": supervisor, "plan": plan,
-    }
-    if backend_name == "kind":
-        return KindBackend(workdir, topology, impl, **common)
-    contexts = parse_contexts(config.getoption("--grid-kube-contexts"))
-    return ExistingBackend(workdir, topology, impl, contexts=contexts, **common)
 
 
 _PROPERTY = "agn-conformance"
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """A conformance test asking the backend for something it cannot do is skipped with the backend's reason."""
+    if item.get_closest_marker("conformance") is None:
+        return (yield)
+    try:
+        return (yield)
+    except OperationUnsupported as exc:
+        pytest.skip(f"not on this backend: {exc}")
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    """Tag each phase report with the test's conformance metadata (it travels to an xdist controller)."""
+    """Tag each phase report with the test's conformance metadata (it travels to an xdist controller) and
+    attach every open grid's and mesh's diagnostics to a failure."""
     report = yield
     meta = conformance_meta(item)
     if meta is None:
         return report
-    if report.failed:
-        grid = item.config.stash.get(GRID_KEY, None)
-        if grid is not None:
-            report.sections.append(("agn-conformance diagnostics", grid.diagnostics()))
+    factory = item.config.stash.get(FACTORY_KEY, None)
+    if report.failed and factory is not None:
+        for grid in factory.grids:
+            report.sections.append((f"agn-conformance {grid.topology.name} grid", grid.diagnostics()))
+        for mesh in factory.meshes:  # operator logs, mesh status and gateways of every running mesh
+            report.sections.append(("agn-conformance mesh", mesh.diagnostics()))
     tagged: dict[str, Any] = {**meta, "id": item.stash.get(_ID_KEY, meta["id"]),
                               "statements": list(conformance_statements(item))}
     report.user_properties.append((_PROPERTY, tagged))

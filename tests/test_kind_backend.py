@@ -13,7 +13,6 @@ words all occur wins (`"stdouts": [...]` instead answers one after the other, re
 from __future__ import annotations
 
 import base64
-import contextlib
 import ipaddress
 import json
 import os
@@ -829,40 +828,38 @@ def test_a_second_backend_of_the_process_moves_to_free_host_ports(tools: Tools, 
 # ------------------------------------------------------------------------------------ the provider profile's grid
 
 
-def _provider_grid_fixture() -> Any:
-    from suites.provider import conftest
-
-    return conftest.provider_grid.__wrapped__  # type: ignore[attr-defined]
-
-
-def _fake_config(tmp: Path, backend: str, stash: dict[Any, Any] | None = None) -> SimpleNamespace:
+def _fake_config(tmp: Path, backend: str) -> SimpleNamespace:
     options = {"--grid-backend": backend, "--grid-keep": False, "--grid-seed": None, "--grid-image": "img:1",
                "--grid-kube-contexts": "site-a=ctx-a,site-b=ctx-b"}
-    return SimpleNamespace(getoption=options.__getitem__, stash={} if stash is None else stash)
+    return SimpleNamespace(getoption=options.__getitem__, stash={}, add_cleanup=lambda _f: None)
 
 
-def test_provider_grid_on_kind_is_a_two_site_kind_grid_from_the_plugins_factory(
+def _factory(tmp_path: Path, backend: str, impl: Any) -> Any:
+    from harness.grid_factory import GridFactory
+
+    factory_dir = tmp_path / "factory"
+    factory_dir.mkdir(exist_ok=True)
+    mktemp = SimpleNamespace(mktemp=lambda name: Path(tempfile.mkdtemp(prefix=name, dir=factory_dir)))
+    return GridFactory(_fake_config(tmp_path, backend), mktemp, impl,  # type: ignore[arg-type]
+                       SimpleNamespace(testsfailed=0))  # type: ignore[arg-type]
+
+
+def test_provider_grid_on_kind_is_a_two_site_kind_grid_from_the_factory(
         tools: Tools, root: Path, parts: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness import plugin
+    from harness import grid_factory
 
     made: list[KindBackend] = []
-    original = plugin.make_cluster_backend
+    kind = grid_factory.BACKENDS["kind"]
 
-    def factory(*args: Any) -> Any:
-        backend = original(*args)
+    def make(*args: Any) -> Any:
+        backend = kind.make(*args)
         backend.root, backend.run_id = root, "t1"  # this test's checkout (its ready server), fixed names
         made.append(backend)
         return backend
 
-    monkeypatch.setattr(plugin, "make_cluster_backend", factory)
+    monkeypatch.setitem(grid_factory.BACKENDS, "kind", grid_factory.ClusterBackendKind(kind.preflight, make))
     impl = SimpleNamespace(gateway=SimpleNamespace(startup_timeout_s=10), features=frozenset())
-    factory_dir = tmp_path / "factory"
-    factory_dir.mkdir()
-    mktemp = SimpleNamespace(mktemp=lambda name: Path(tempfile.mkdtemp(prefix=name, dir=factory_dir)))
-    request = SimpleNamespace(session=SimpleNamespace(testsfailed=0))
-    fixture = _provider_grid_fixture()(_fake_config(tmp_path, "kind"), impl, mktemp, request)
-    grid = next(fixture)
-    try:
+    with _factory(tmp_path, "kind", impl).open("two-site", purpose="provider grid") as grid:
         assert [b.name for b in made] == ["kind"] and grid.backend is made[0]
         assert sorted(grid.sites) == ["site-a", "site-b"] and grid.topology.name == "two-site"
         work = made[0].workdir
@@ -873,25 +870,21 @@ def test_provider_grid_on_kind_is_a_two_site_kind_grid_from_the_plugins_factory(
             assert ["kind", "load", "docker-image", "img:1", "--name", f"agn-t1-{site}"] in calls
         assert not [c for c in calls if c[0] == "docker" and c[1] == "build"]  # --grid-image was given
         assert grid.site("site-b").providers["model-b1"].url.startswith("http://127.0.0.1:")
-    finally:
-        with contextlib.suppress(StopIteration):
-            next(fixture)
     assert sorted(c for c in tools.calls() if c[:2] == ["kind", "delete"]) == [
         ["kind", "delete", "cluster", "--name", "agn-t1-site-a"],
         ["kind", "delete", "cluster", "--name", "agn-t1-site-b"]]
 
 
-def test_provider_grid_skips_with_the_reason_a_cluster_backend_cannot_run(
+def test_the_factory_skips_with_the_reason_a_cluster_backend_cannot_run(
         tools: Tools, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness import plugin
-
-    impl = SimpleNamespace(features=frozenset())
-    request = SimpleNamespace(session=SimpleNamespace(testsfailed=0))
-    mktemp = SimpleNamespace(mktemp=lambda name: tmp_path / name)
+    impl = SimpleNamespace(features=frozenset(), gateway=SimpleNamespace())
     tools.remove("kind")
-    with pytest.raises(pytest.skip.Exception, match="needs kind on PATH"):
-        next(_provider_grid_fixture()(_fake_config(tmp_path, "kind"), impl, mktemp, request))
+    with pytest.raises(pytest.skip.Exception, match="needs kind on PATH"), \
+            _factory(tmp_path, "kind", impl).open("two-site", purpose="provider grid"):
+        pass
     monkeypatch.setenv("AGN_FAKE_CONTEXTS", "ctx-a,ctx-b")
-    busy = _fake_config(tmp_path, "existing", {plugin.GRID_KEY: object()})
-    with pytest.raises(pytest.skip.Exception, match="second grid into the clusters"):
-        next(_provider_grid_fixture()(busy, impl, mktemp, request))
+    busy = _factory(tmp_path, "existing", impl)
+    busy._open.append("grid")  # the session's main grid is open on the user's clusters
+    with pytest.raises(pytest.skip.Exception, match="into the clusters the grid is using"), \
+            busy.open("two-site", purpose="provider grid"):
+        pass

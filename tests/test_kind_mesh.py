@@ -29,6 +29,7 @@ from harness.backends.kube.handles import BackendUnavailable
 from harness.backends.kube.kind import KindBackend
 from harness.backends.runner import Runner
 from harness.control import OperatorExited
+from harness.grid_factory import GridFactory
 from harness.impl import parse_impl
 from harness.mesh import Mesh, MeshSite, start_site_provider_gateway
 from harness.process import Supervisor
@@ -409,11 +410,12 @@ def test_existing_backend_cannot_crash_an_operator_or_cut_links(
 # ------------------------------------------------------------------------------------ the suite's fixtures
 
 
-def test_the_mesh_suite_skips_what_a_backend_cannot_do_with_its_reason(
+def test_a_mesh_the_backend_cannot_give_is_a_skip_with_its_reason(
         tools: Tools, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    from suites.mesh import conftest
+    from harness import plugin
 
-    hook = conftest.pytest_runtest_call(SimpleNamespace())  # type: ignore[arg-type]
+    conformance = SimpleNamespace(get_closest_marker=lambda name: object())
+    hook = plugin.pytest_runtest_call(conformance)  # type: ignore[arg-type]
     next(hook)
     with pytest.raises(pytest.skip.Exception, match="not on this backend: cannot reach the nodes"):
         hook.throw(OperationUnsupported("cannot reach the nodes"))
@@ -421,14 +423,19 @@ def test_the_mesh_suite_skips_what_a_backend_cannot_do_with_its_reason(
     monkeypatch.setenv("AGN_FAKE_CONTEXTS", "ca,cb,cc")
     options = {"--grid-backend": "existing", "--grid-kube-contexts": "site-a=ca,site-b=cb,site-c=cc",
                "--grid-seed": None, "--grid-keep": False, "--grid-image": None}
-    config = SimpleNamespace(getoption=options.__getitem__, stash={})
+    config = SimpleNamespace(getoption=options.__getitem__, stash={}, add_cleanup=lambda _f: None)
+    mktemp = SimpleNamespace(mktemp=lambda name: tmp_path / name)
+
+    def factory(impl: Any) -> GridFactory:
+        return GridFactory(config, mktemp, impl, SimpleNamespace(testsfailed=0))  # type: ignore[arg-type]
+
     for purpose, reason in (("own", "needs a mesh of the test's own"), ("cut", "access to the clusters' nodes")):
-        with pytest.raises(pytest.skip.Exception, match=reason):
-            conftest._start(config, IMPL, tmp_path, purpose=purpose)  # type: ignore[arg-type]
+        with pytest.raises(pytest.skip.Exception, match=reason), factory(IMPL).mesh(purpose=purpose):
+            pass
     options["--grid-kube-contexts"] = "site-a=ca,site-b=cb"
-    with pytest.raises(pytest.skip.Exception, match="context for site"):
-        conftest._start(config, IMPL, tmp_path)  # type: ignore[arg-type]
+    with pytest.raises(pytest.skip.Exception, match="context for site"), factory(IMPL).mesh():
+        pass
     no_mesh = parse_impl({"implementation": {"organization": "o", "project": "p", "version": "1", "contact": ["c"]},
                           "gateway": {"command": ["gw", "{config}"]}})
-    with pytest.raises(pytest.skip.Exception, match="unsupported feature: mesh profile"):
-        conftest._start(config, no_mesh, tmp_path)  # type: ignore[arg-type]
+    with pytest.raises(pytest.skip.Exception, match="unsupported feature: mesh profile"), factory(no_mesh).mesh():
+        pass

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from harness import traffic
-from harness.gateway_config import CredentialRef, ProviderRoute
+from harness import contract, traffic
+from harness.gateway_config import CredentialRef, ProviderRoute, TrustedPeer
 from harness.grid import Gateway, Grid, ProviderGateway, Refused, Reply, Site, is_refusal
 from harness.pki import ClientFiles, GridPKI, client_context
 from harness.timeouts import timeouts
@@ -74,6 +75,14 @@ class ProviderHop:
     @property
     def routes(self) -> tuple[ProviderRoute, ...]:
         return (self.primary, self.spoof_target, self.plain)
+
+    def start_provider(self, **kwargs: Any) -> ProviderGateway:
+        """A one-off provider gateway in site-b: trusting organization ai-grid, with the hop's routes and
+        token, unless `kwargs` say otherwise (the caller stops it)."""
+        kwargs.setdefault("trusted_peers", [TrustedPeer(organization="ai-grid")])
+        kwargs.setdefault("routes", self.routes)
+        kwargs.setdefault("tokens", {PROVIDER_CREDENTIAL: self.token})
+        return self.b.start_provider_gateway(**kwargs)
 
     def backend_counts(self) -> dict[str, int]:
         return {name: self.b.backend_requests(name) for name in self.b.providers}
@@ -152,3 +161,32 @@ def served_by(reply: Reply) -> str | None:
 
 __all__ = ["DEFAULT", "MODEL", "OTHER_MODEL", "PROVIDER_CREDENTIAL", "ROUTE_REFUSAL", "TRUST_REFUSAL", "Outcome",
            "ProviderHop", "Refusal", "exactly", "served_by"]
+
+
+def start_hop(grid: Grid) -> ProviderHop:
+    """The session's hop: site-b's provider gateways (one trusting organization ai-grid, one pinning
+    digests) and site-a's edge gateway serving an overlay whose candidates cross the hop to the first."""
+    a, b = grid.site("site-a"), grid.site("site-b")
+    pki = grid.backend.pki
+    token = f"agn-provider-token-{secrets.token_hex(16)}"
+    primary = ProviderRoute("prov-cand-b2", MODEL, "model-b2", credential=PROVIDER_CREDENTIAL)
+    spoof_target = ProviderRoute("prov-cand-b1", MODEL, "model-b1", credential=PROVIDER_CREDENTIAL)
+    plain = ProviderRoute("prov-cand-plain", OTHER_MODEL, "model-b1")
+    routes = (primary, spoof_target, plain)
+    consumer = pki.client("consumer-site-a")
+    pinned_wrong_org = pki.wrong_organization_client("pinned-wrong-org")
+    pinned_both = pki.client("pinned-both-fields")
+    tokens = {PROVIDER_CREDENTIAL: token}
+    by_org = b.start_provider_gateway(trusted_peers=[TrustedPeer(organization="ai-grid")], routes=routes,
+                                      tokens=tokens)
+    pinned = b.start_provider_gateway(
+        trusted_peers=[TrustedPeer(cert_digest=consumer.digest),
+                       TrustedPeer(cert_digest=pinned_wrong_org.digest, organization="ai-grid"),
+                       TrustedPeer(cert_digest=pinned_both.digest, organization="ai-grid")],
+        routes=routes, tokens=tokens)
+    overlay = a.envelope([a.remote_candidate(by_org, primary), a.remote_candidate(by_org, plain)])
+    edge = a.start_hop_consumer([by_org], contract.encode(overlay), consumer)
+    revision = contract.revision_of(overlay)
+    edge.wait_serving(revision, MODEL)
+    return ProviderHop(grid, a, b, token, primary, spoof_target, plain, consumer, pinned_wrong_org, pinned_both,
+                       by_org, pinned, edge, revision)

@@ -87,6 +87,7 @@ from harness.backends.kube.manifests import (
     restore_patch,
     secret_doc,
     service_doc,
+    tls_metrics_docs,
 )
 from harness.backends.kube.mirror import OverlayMirror
 from harness.backends.kube.names import (
@@ -265,6 +266,17 @@ class KubeBackend:
     def wait_gateway_ready(self, site: SiteCluster) -> None:
         raise NotImplementedError
 
+    def teardown(self, *, failed: bool) -> None:
+        """The end of a run: on failures save `kubectl logs` of every site under the work directory first,
+        then `close` (which tears down what this backend made)."""
+        try:
+            if failed and self.sites:
+                self.collect_logs()
+        except Exception as exc:  # logs are a courtesy; teardown must still happen
+            print(f"\nagn-conformance: could not collect cluster logs: {exc}")
+        finally:
+            self.close()
+
     def close(self) -> None:
         """Stop mirroring, log streams and port-forwards; subclasses then remove what they made."""
         self._mirror.stop()
@@ -409,17 +421,7 @@ class KubeBackend:
         labels = self._labels(**{"app.kubernetes.io/name": kname})
         self.apply_json(cluster, [secret_doc(f"{kname}-tls", {"tls.crt": files.cert.read_bytes(),
                                                            "tls.key": files.key.read_bytes()}, labels)])
-        container = {"name": "fake-backend", "image": self.image, "imagePullPolicy": "IfNotPresent",
-                     "command": ["agn-fake-backend", "--name", spec.name, "--site", site.name,
-                                 "--listen", f"0.0.0.0:{TLS_METRICS_PORT}", "--tls-cert", "/etc/agn/tls/tls.crt",
-                                 "--tls-key", "/etc/agn/tls/tls.key"],
-                     "ports": [{"containerPort": TLS_METRICS_PORT, "name": "https"}],
-                     "readinessProbe": {"httpGet": {"path": "/admin/stats", "port": TLS_METRICS_PORT,
-                                                    "scheme": "HTTPS"}, "periodSeconds": 1},
-                     "volumeMounts": [{"name": "tls", "mountPath": "/etc/agn/tls", "readOnly": True}]}
-        volumes = [{"name": "tls", "secret": {"secretName": f"{kname}-tls"}}]
-        service_ports = [{"name": "https", "port": TLS_METRICS_PORT, "targetPort": TLS_METRICS_PORT}]
-        docs = [deployment_doc(kname, labels, [container], volumes), service_doc(kname, labels, service_ports)]
+        docs = tls_metrics_docs(kname, self.image, labels, spec.name, site.name)
         manifest = self._site_dir(cluster) / f"{kname}.yaml"
         manifest.write_text(yaml.safe_dump_all(docs, sort_keys=False))
         self.kubectl(cluster, "apply", "-f", str(manifest))

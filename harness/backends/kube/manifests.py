@@ -25,6 +25,7 @@ from harness.backends.kube.names import (
     POD_OVERLAY_DIR,
     POD_SEED_DIR,
     SYNC_ADMIN_PORT,
+    TLS_METRICS_PORT,
 )
 from harness.backends.local import OperatorUnsupported
 
@@ -256,3 +257,19 @@ def gateway_docs(pod: GatewayPod, image: str, labels: Mapping[str, str], config:
         service["spec"]["type"] = "NodePort"
         docs.append(service)
     return docs
+
+
+def tls_metrics_docs(kname: str, image: str, labels: Mapping[str, str], name: str, site: str) -> list[dict[str, Any]]:
+    """The TLS metrics endpoint: a fake backend serving HTTPS with the certificate of Secret `{kname}-tls`, and
+    its Service."""
+    container = {"name": "fake-backend", "image": image, "imagePullPolicy": "IfNotPresent",
+                 "command": ["agn-fake-backend", "--name", name, "--site", site,
+                             "--listen", f"0.0.0.0:{TLS_METRICS_PORT}", "--tls-cert", "/etc/agn/tls/tls.crt",
+                             "--tls-key", "/etc/agn/tls/tls.key"],
+                 "ports": [{"containerPort": TLS_METRICS_PORT, "name": "https"}],
+                 "readinessProbe": {"httpGet": {"path": "/admin/stats", "port": TLS_METRICS_PORT,
+                                                "scheme": "HTTPS"}, "periodSeconds": 1},
+                 "volumeMounts": [{"name": "tls", "mountPath": "/etc/agn/tls", "readOnly": True}]}
+    volumes = [{"name": "tls", "secret": {"secretName": f"{kname}-tls"}}]
+    service_ports = [{"name": "https", "port": TLS_METRICS_PORT, "targetPort": TLS_METRICS_PORT}]
+    return [deployment_doc(kname, labels, [container], volumes), service_doc(kname, labels, service_ports)]
