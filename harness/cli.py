@@ -486,8 +486,15 @@ def _command_coverage(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _format_rows(rows: Sequence[Mapping[str, str]]) -> str:
-    headers = ("id", "profile", "level", "feature", "spec")
-    table = [list(headers)] + [[row[key] for key in headers] for row in rows]
+    """One line per conformance id, with how many cases (parameters) it has, in collection order."""
+    headers = ("id", "cases", "profile", "level", "feature", "spec")
+    by_id: dict[str, dict[str, str]] = {}
+    cases: dict[str, int] = {}
+    for row in rows:
+        by_id.setdefault(row["id"], dict(row))
+        cases[row["id"]] = cases.get(row["id"], 0) + 1
+    table = [list(headers)] + [[str(cases[i]) if key == "cases" else row[key] for key in headers]
+                               for i, row in by_id.items()]
     widths = [max(len(line[i]) for line in table) for i in range(len(headers))]
     lines = ("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
              for line in table)

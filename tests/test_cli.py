@@ -322,9 +322,9 @@ def test_list_prints_marker_fields(tiny_suites: str, monkeypatch: pytest.MonkeyP
     captured = capsys.readouterr()
     lines = [line.split() for line in captured.out.splitlines()]
     assert lines == [
-        ["id", "profile", "level", "feature", "spec"],
-        ["consumer-revision-1", "consumer", "core", "overlayValidation", "overlay-contract", "4.2"],
-        ["consumer-weights-1", "consumer", "extended", "weightedRandom", "selection", "2.3"],
+        ["id", "cases", "profile", "level", "feature", "spec"],
+        ["consumer-revision-1", "1", "consumer", "core", "overlayValidation", "overlay-contract", "4.2"],
+        ["consumer-weights-1", "1", "consumer", "extended", "weightedRandom", "selection", "2.3"],
     ]
     assert "profile 'producer' has no suite package" in captured.err
     assert "1 collected test(s) carry no conformance marker" in captured.err
