@@ -117,6 +117,23 @@ class Gateway:
     def url(self) -> str:
         return self.proc.url
 
+    @property
+    def name(self) -> str:
+        """The gateway's process name, as logs and diagnostics name it."""
+        return self.proc.name
+
+    def running(self) -> bool:
+        """Whether the gateway process is still up (a gateway that refuses a request must not exit)."""
+        return self.proc.process.running()
+
+    def log_text(self) -> str:
+        """Everything the gateway has logged so far."""
+        return self.proc.process.log_text()
+
+    def log_bytes(self) -> bytes:
+        """The gateway's log as written, byte for byte (for secrets that must never reach it)."""
+        return self.proc.process.log_path.read_bytes()
+
     def write_overlay(self, doc: bytes | Mapping[str, Any]) -> None:
         data = doc if isinstance(doc, bytes) else contract.encode(doc)
         self.last_overlay = data
@@ -278,15 +295,21 @@ class ProviderGateway(Gateway):
                 return route
         raise KeyError(candidate_id)
 
-    def call(self, model: str | None, *, client: ClientFiles | None, headers: Mapping[str, str] | None = None,
+    def call(self, model: str | None, *, client: ClientFiles | None,
+             headers: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
              path: str = "/v1/chat/completions", body: Any = None) -> Reply | Refused:
         """Send one request straight to the provider gateway presenting `client` (None: no certificate).
 
-        A TLS failure or a connection closed without an answer is a Refused; a refused TCP connection
-        (nothing listening) raises, since that is a dead gateway rather than a refusal.
+        `headers` as a list of pairs is sent line by line, repeated names and their letter case kept. A TLS
+        failure or a connection closed without an answer is a Refused; a refused TCP connection (nothing
+        listening) raises, since that is a dead gateway rather than a refusal.
         """
         content = json.dumps(body if body is not None else traffic.chat_body(model)).encode()
-        send_headers = {"content-type": "application/json", **dict(headers or {})}
+        send_headers: Any
+        if headers is None or isinstance(headers, Mapping):
+            send_headers = {"content-type": "application/json", **dict(headers or {})}
+        else:
+            send_headers = [("content-type", "application/json"), *headers]
         verify = client_context(self.pki.ca_path, client)
         try:
             with httpx.Client(base_url=self.url, verify=verify, timeout=10.0) as http:
@@ -496,6 +519,11 @@ class Site:
         current = self._admin(backend)["metrics"]
         kept = [m for m in current if (m["name"], m["labels"].get("name")) not in replaced]
         self._admin(backend, {"metrics": kept + added + [dict(sample) for sample in extra]})
+
+    def remove_series(self, backend: str, name: str) -> None:
+        """Remove every sample named `name` from a fake backend's metrics (a series a test added by name)."""
+        kept = [m for m in self._admin(backend)["metrics"] if m["name"] != name]
+        self._admin(backend, {"metrics": kept})
 
     def set_pool_metrics(self, backend: str, pool: str, **signals: float | str | None) -> None:
         """Set the EPP series of one pool on a fake backend (see `set_pools`)."""

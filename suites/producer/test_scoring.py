@@ -13,7 +13,6 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import httpx
 import pytest
 
 from harness import producer_oracle, resources
@@ -410,13 +409,10 @@ def test_samples_are_filtered_by_pool(scenario: Scenario) -> None:
 def custom_metric(scenario: Scenario) -> Iterator[str]:
     """A test-unique metric name on the metrics backend, removed again when the test ends."""
     name = f"{scenario.tag}_waiting_requests"
-    url = scenario.site.backend(scenario.metrics_backend).url
     try:
         yield name
     finally:
-        with httpx.Client(timeout=timeouts().request, verify=False) as client:  # plaintext backend
-            kept = [m for m in client.get(f"{url}/admin/config").json()["metrics"] if m["name"] != name]
-            client.post(f"{url}/admin/config", json={"metrics": kept}).raise_for_status()
+        scenario.site.remove_series(scenario.metrics_backend, name)
 
 
 @pytest.mark.conformance(id="PROD-METRICS-SIGNAL-NAMES", profile="producer", level="core", feature="metrics",

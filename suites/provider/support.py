@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
-from harness import contract, traffic
+from harness import contract
 from harness.gateway_config import CredentialRef, ProviderRoute, TrustedPeer
 from harness.grid import Gateway, Grid, ProviderGateway, Refused, Reply, Site, is_refusal
-from harness.pki import ClientFiles, GridPKI, client_context
-from harness.timeouts import timeouts
+from harness.pki import ClientFiles, GridPKI
 
 #: The credential site-b's provider gateway injects, as a Secret reference (the token is random per run).
 PROVIDER_CREDENTIAL = CredentialRef("provider-b-token", "grid-site-b", "token")
@@ -107,10 +103,8 @@ class ProviderHop:
         for name in drop:
             hop.pop(name, None)
         chosen = route.model if model is DEFAULT else model
-        if lines:
-            outcome: Outcome = _post_lines(gw, chosen, cert, [*hop.items(), *lines], path or route.paths[0], body)
-        else:
-            outcome = gw.call(chosen, client=cert, headers=hop, path=path or route.paths[0], body=body)
+        sent: dict[str, str] | list[tuple[str, str]] = [*hop.items(), *lines] if lines else hop
+        outcome: Outcome = gw.call(chosen, client=cert, headers=sent, path=path or route.paths[0], body=body)
         if isinstance(outcome, Reply) and outcome.status >= 400:
             self.error_bodies.append(outcome.body)
         return outcome
@@ -131,24 +125,11 @@ class ProviderHop:
         before = self.backend_counts()
         outcome = send()
         assert refusal.check(outcome), f"{what} must be refused ({refusal.text}); got {outcome.describe()}"
-        assert gw.proc.process.running(), f"{what}: the provider gateway exited instead of refusing"
+        assert gw.running(), f"{what}: the provider gateway exited instead of refusing"
         after = self.backend_counts()
         assert after == before, f"{what} reached a backend: {before} -> {after}"
         self.assert_served(twin(), route or self.primary, f"the same request with {fixed}")
         return outcome
-
-
-def _post_lines(gateway: ProviderGateway, model: str | None, client: ClientFiles | None,
-                lines: Sequence[tuple[str, str]], path: str, body: Any) -> Reply:
-    """POST to a provider gateway with these header lines, as ProviderGateway.call does with a mapping.
-
-    httpx sends a list of pairs line by line, so repeated names and their letter case reach the gateway.
-    """
-    content = json.dumps(body if body is not None else traffic.chat_body(model)).encode()
-    verify = client_context(gateway.pki.ca_path, client)
-    with httpx.Client(base_url=gateway.url, verify=verify, timeout=timeouts().request) as http:
-        resp = http.post(path, content=content, headers=[("content-type", "application/json"), *lines])
-    return Reply(resp.status_code, resp.headers, resp.content)
 
 
 def served_by(reply: Reply) -> str | None:

@@ -116,9 +116,9 @@ def test_token_appears_nowhere_but_the_backend_request(hop: ProviderHop) -> None
     leaks += [f"error body {body[:120]!r}" for body in hop.error_bodies if needle in body]
     for gateway in hop.grid.gateways:
         if hop.token in gateway.metrics_text():
-            leaks.append(f"/metrics of {gateway.proc.name}")
+            leaks.append(f"/metrics of {gateway.name}")
         if gateway.last_overlay and needle in gateway.last_overlay:
-            leaks.append(f"overlay of {gateway.proc.name}")
+            leaks.append(f"overlay of {gateway.name}")
     credentials = hop.grid.credentials_dir
     stored = hop.grid.files_containing(needle)
     assert any(p.is_relative_to(credentials) for p in stored), f"no credential file holds the token: {stored}"
@@ -190,7 +190,7 @@ def test_unresolved_credential_injects_and_leaks_nothing(hop: ProviderHop,
     twin = run.twin(hop)
     leaks: list[str] = []
     answers = [("answer", run.outcome)] if isinstance(run.outcome, Reply) else []
-    log, metrics = run.gateway.proc.process.log_text(), run.gateway.metrics_text()
+    log, metrics = run.gateway.log_text(), run.gateway.metrics_text()
     for token in run.tokens.values():
         for name, answer in answers:
             if token.encode() in answer.body:
@@ -267,7 +267,7 @@ def _extended_source(hop: ProviderHop, start_provider: Callable[..., ProviderGat
     for outcome in errors:
         assert isinstance(outcome, Reply) and token.encode() not in outcome.body, outcome.describe()
     assert token not in gateway.metrics_text()
-    assert token.encode() not in gateway.proc.process.log_path.read_bytes(), "the token is in the gateway's log"
+    assert token.encode() not in gateway.log_bytes(), "the token is in the gateway's log"
 
 
 @pytest.mark.conformance(id="PROV-CRED-ENV-SOURCE", profile="provider", level="extended",

@@ -59,7 +59,7 @@ def test_hop_to_unverifiable_provider_gateway_is_not_served(
     reply = edge.request(MODEL)
     assert not 200 <= reply.status < 300, (
         f"a hop to a provider gateway presenting {presented} must fail; the request was served: {reply.describe()}")
-    assert unverifiable.proc.process.running(), "the provider gateway presenting that certificate exited"
+    assert unverifiable.running(), "the provider gateway presenting that certificate exited"
     after = hop.backend_counts()
     assert after == before, f"a hop to a provider gateway presenting {presented} reached a backend: {before} -> {after}"
     hop.assert_served(twin.request(MODEL), hop.primary,

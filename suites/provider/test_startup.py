@@ -28,7 +28,7 @@ def _refused_then_twin(hop: ProviderHop, start: Callable[..., ProviderGateway], 
     assert failure.value.exit_code not in (None, 0), (
         f"a provider gateway with {what} must exit non-zero: {failure.value}")
     twin = start(**fixed)
-    assert twin.proc.process.running(), f"the same config with {fix} must start"
+    assert twin.running(), f"the same config with {fix} must start"
     hop.assert_served(hop.direct(gateway=twin), hop.primary, f"a trusted peer of the same config with {fix}")
 
 
@@ -90,6 +90,6 @@ def test_valid_provider_pipeline_starts(start_provider: Callable[..., ProviderGa
     peers = [TrustedPeer(cert_digest=hop.consumer.digest, organization="ai-grid"),
              TrustedPeer(organization="another-grid")]
     gateway = start_provider(filter_order=PROVIDER_FILTER_ORDER, trusted_peers=peers)
-    assert gateway.proc.process.running()
+    assert gateway.running()
     hop.assert_served(hop.direct(gateway=gateway), hop.primary,
                       "the trusted peer of a valid provider pipeline")
