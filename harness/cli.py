@@ -24,6 +24,7 @@ import pytest
 from harness.backends import BACKEND_NAMES
 from harness.features import PROFILES
 from harness.impl import REFERENCE, ImplDescriptor, ImplError, load_impl
+from harness.options_file import OptionsFileError, load_options
 from harness.report.html import write_html
 from harness.report.writer import (
     ReportError,
@@ -88,8 +89,9 @@ def _profiles_arg(text: str) -> list[str]:
     return names
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (arguments after ``--`` are split off before it sees them)."""
+def build_parser(run_defaults: Mapping[str, Any] | None = None) -> argparse.ArgumentParser:
+    """The argument parser (arguments after ``--`` are split off before it sees them); `run_defaults` are
+    the run options an options file gave, which flags on the command line override."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Conformance suites for AI Grid Network routing and the Praxis AI data plane.",
@@ -131,6 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "(about ten minutes more)")
     run.add_argument("--seed", type=int, default=None, metavar="N",
                      help="seed for randomised choices, to reproduce a run")
+    run.add_argument("--options", default=None, metavar="FILE",
+                     help="a YAML file of run options (the flags without dashes: backend, image, kube_contexts, "
+                          "profile, impl, report, html, keep, slow, seed, and timeout as NAME: SECONDS); flags "
+                          "given here override it")
+    if run_defaults:
+        run.set_defaults(**run_defaults)
 
     listing = commands.add_parser(
         "list", help="list the conformance tests without running them",
@@ -169,10 +177,28 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         cut = args.index("--")
         args, extra = args[:cut], args[cut + 1:]
     namespace = build_parser().parse_args(args)
+    if namespace.command == "run" and namespace.options:
+        defaults = _options_defaults(namespace.options)
+        if any(arg == "--profile" or arg.startswith("--profile=") for arg in args):
+            defaults.pop("profile", None)  # --profile appends: given on the command line, it replaces the file's
+        namespace = build_parser(defaults).parse_args(args)
     chosen = [name for group in (namespace.profile or [list(PROFILES)]) for name in group]
     namespace.profiles = list(dict.fromkeys(chosen))
     namespace.extra = extra
     return namespace
+
+
+def _options_defaults(path: str) -> dict[str, Any]:
+    """The run defaults from an options file, checked as the flags are; exit 2 naming the key otherwise."""
+    try:
+        defaults = load_options(Path(path))
+        if "backend" in defaults and defaults["backend"] not in BACKENDS:
+            raise OptionsFileError(f"{path}: backend: {defaults['backend']!r} is not one of {', '.join(BACKENDS)}")
+        if "profile" in defaults:
+            defaults["profile"] = [_profiles_arg(",".join(defaults["profile"]))]
+    except (OptionsFileError, argparse.ArgumentTypeError) as exc:
+        build_parser().error(f"--options: {exc}")
+    return defaults
 
 
 def build_pytest_args(

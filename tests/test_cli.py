@@ -349,3 +349,40 @@ def test_list_features_names_the_source_of_public_code_rules(capsys: pytest.Capt
     for name in ("strictOverlayValidation", "exactValueLimits", "providerRouteStatus", "credentialFailClosed"):
         (line,) = [line for line in lines if line.startswith(name + " ")]
         assert "praxis-proxy/ai" in line, line
+
+
+def test_an_options_file_sets_run_options_and_flags_override_it(tmp_path: Path) -> None:
+    options = tmp_path / "options.yaml"
+    options.write_text("backend: kind\nprofile: [consumer, mesh]\nseed: 7\nkeep: true\nslow: true\n"
+                       "kube_contexts: {site-a: ctx1}\ntimeout: {reload: 30, heal: 60}\n")
+    args = cli.parse_args(["run", "--options", str(options)])
+    assert (args.backend, args.profiles, args.seed, args.keep, args.slow) == ("kind", ["consumer", "mesh"], 7,
+                                                                              True, True)
+    assert args.kube_contexts == "site-a=ctx1" and args.timeout == ["reload=30", "heal=60"]
+    args = cli.parse_args(["run", "--options", str(options), "--backend", "local", "--profile", "producer",
+                           "--timeout", "reload=5"])
+    assert (args.backend, args.profiles, args.seed) == ("local", ["producer"], 7)
+    assert args.timeout[-1] == "reload=5"  # the last entry for a name wins
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("backnd: kind\n", "unknown option 'backnd'"),
+    ("backend: moon\n", "backend: 'moon' is not one of"),
+    ("profile: [consumer, ghost]\n", "unknown profile ghost"),
+    ("seed: seven\n", "seed: expected an integer"),
+    ("keep: yes please\n", "keep: expected true or false"),
+    ("timeout: {reload: soon}\n", "timeout.reload: expected a number of seconds"),
+    ("- backend\n", "expected a mapping"),
+])
+def test_a_bad_options_file_is_refused_naming_the_key(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      text: str, problem: str) -> None:
+    """The nearest good file (backend: kind) is read: each refusal is for its stated reason."""
+    good = tmp_path / "good.yaml"
+    good.write_text("backend: kind\n")
+    assert cli.parse_args(["run", "--options", str(good)]).backend == "kind"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.parse_args(["run", "--options", str(bad)])
+    assert exit_info.value.code == 2
+    assert problem in capsys.readouterr().err

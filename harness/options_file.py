@@ -1,0 +1,105 @@
+"""The options file of `agn-conformance run --options FILE`: every run option in one YAML mapping.
+
+A certification run is reproduced from the file rather than from a shell history: keys are the run flags
+without their dashes (`kube_contexts` for --kube-contexts), `timeout` maps deadline names to seconds, and a
+flag given on the command line overrides the file's value. An unknown key, or a value of the wrong kind, is
+an error naming the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class OptionsFileError(ValueError):
+    """The options file cannot be used; the message names the file and the key."""
+
+
+def _string(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise OptionsFileError(f"{key}: expected a non-empty string, got {value!r}")
+    return value
+
+
+def _boolean(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise OptionsFileError(f"{key}: expected true or false, got {value!r}")
+    return value
+
+
+def _integer(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise OptionsFileError(f"{key}: expected an integer, got {value!r}")
+    return value
+
+
+def _contexts(key: str, value: Any) -> str:
+    """`site-a=ctx1,site-b=ctx2`, or the same as a mapping of site to context."""
+    if isinstance(value, Mapping):
+        return ",".join(f"{_string(key, site)}={_string(f'{key}.{site}', ctx)}" for site, ctx in value.items())
+    return _string(key, value)
+
+
+def _profiles(key: str, value: Any) -> list[str]:
+    """A list of profile names, or one comma-separated string."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
+        return list(value)
+    raise OptionsFileError(f"{key}: expected a list of profile names, got {value!r}")
+
+
+def _timeouts(key: str, value: Any) -> list[str]:
+    """A mapping of deadline name to seconds, as `--timeout NAME=SECONDS` entries (checked by the run)."""
+    if not isinstance(value, Mapping) or not value:
+        raise OptionsFileError(f"{key}: expected a mapping of deadline name to seconds, got {value!r}")
+    out = []
+    for name, seconds in value.items():
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise OptionsFileError(f"{key}.{name}: expected a number of seconds, got {seconds!r}")
+        out.append(f"{name}={seconds}")
+    return out
+
+
+#: File key -> (the run's argparse destination, how the value is read).
+KEYS: Mapping[str, tuple[str, Callable[[str, Any], Any]]] = {
+    "backend": ("backend", _string),
+    "image": ("image", _string),
+    "kube_contexts": ("kube_contexts", _contexts),
+    "profile": ("profile", _profiles),
+    "impl": ("impl", _string),
+    "report": ("report", _string),
+    "html": ("html", _string),
+    "keep": ("keep", _boolean),
+    "slow": ("slow", _boolean),
+    "seed": ("seed", _integer),
+    "timeout": ("timeout", _timeouts),
+}
+
+
+def load_options(path: Path) -> dict[str, Any]:
+    """The run's argparse defaults from `path`: {destination: value}; OptionsFileError naming what is wrong."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise OptionsFileError(f"{path}: cannot read the options file: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise OptionsFileError(f"{path}: not YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise OptionsFileError(f"{path}: expected a mapping of option to value, got {type(data).__name__}")
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in KEYS:
+            raise OptionsFileError(f"{path}: unknown option {key!r} (known: {', '.join(KEYS)})")
+        destination, read = KEYS[key]
+        try:
+            out[destination] = read(key, value)
+        except OptionsFileError as exc:
+            raise OptionsFileError(f"{path}: {exc}") from None
+    return out
