@@ -17,7 +17,6 @@ import contextlib
 import copy
 import json
 import os
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Hashable
@@ -33,6 +32,7 @@ from harness import fastyaml, http_get, producer_oracle
 from harness.backends import OperationUnsupported
 from harness.contract import ScopeSpec
 from harness.process import ManagedProcess
+from harness.projection import write_atomic
 from harness.resources import DEFAULT_GATEWAY, DEFAULT_NAMESPACE
 from harness.timeouts import timeouts
 from harness.waiting import WaitTimeout, poll_until
@@ -151,10 +151,7 @@ class ControlPlane:
 
     @staticmethod
     def _write(path: Path, text: str) -> None:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
+        write_atomic(path, text)
 
     # --------------------------------------------------------------------------------------- outputs
 

@@ -1,4 +1,5 @@
-"""Writes files the way kubelet projects a ConfigMap volume.
+"""Writes files no reader sees half-written: one file replaced whole (`write_atomic`), or a directory
+projected the way kubelet projects a ConfigMap volume (`project`).
 
 The visible file is a symlink into `..data`, itself a symlink to a timestamped directory; an update
 writes a new directory and atomically renames a fresh `..data` link over the old one. A gateway that
@@ -7,10 +8,29 @@ watches only the file itself, or reads a half-written file, fails the hot-reload
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
+
+
+def write_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
+    """Replace `path` with `text` through a temporary file beside it and one rename (a new file: a reader
+    comparing identities sees a rewrite). `mode` sets its permissions; the default keeps the temporary
+    file's owner-only 0600, right for files that may hold secrets."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def project(directory: Path, files: dict[str, bytes]) -> Path:

@@ -15,9 +15,9 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness import contract
+from reference.files import DATA_LINK
 from reference.overlay_sync import FileConfigMapSource, OverlaySyncer, SourceError, project
 from reference.overlay_sync.cli import parse_args, parse_scope
-from reference.overlay_sync.project import DATA_LINK
 from reference.overlay_sync.source import payload_from_configmap
 
 SCOPE = contract.ScopeSpec(network="grid-a", gateway="gw", namespace="ns", local_site="site-a")

@@ -17,12 +17,10 @@ import contextlib
 import ipaddress
 import json
 import logging
-import os
 import re
 import signal
 import ssl
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +34,7 @@ from harness.fakes.server import (
     parse_config_update,
     start_server,
 )
+from harness.projection import write_atomic
 
 PROG = "agn-fake-backend"
 log = logging.getLogger("agn.fake_backend")
@@ -157,15 +156,7 @@ def load_mtls_context(cert: Path, key: Path, client_ca: Path) -> ssl.SSLContext:
 
 def write_ready_file(path: Path, address: str) -> None:
     """Write the address so a reader never sees a partial file."""
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(address)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+    write_atomic(path, address)
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,11 @@ atomic writes."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from harness.projection import write_atomic
 
 #: Failure messages in the YAML report are cut to about this many characters (head and tail kept).
 MESSAGE_LIMIT = 2000
@@ -44,13 +44,5 @@ def failures_by_feature(level_section: Mapping[str, Any]) -> dict[str, list[str]
 
 
 def write_text_atomic(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` through a temporary file and a rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write a report through a temporary file and a rename, readable by everyone (it is published)."""
+    write_atomic(target, text, mode=0o644)

@@ -25,9 +25,6 @@ import abc
 import contextlib
 import copy
 import logging
-import os
-import shutil
-import tempfile
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from reference.files import DATA_LINK, project_files, write_atomic
 from reference.operator.core.configmap import configmap_name, needs_write
 from reference.operator.core.consumer_config import ConsumerConfigOutput
 from reference.operator.core.model import GridNetworkSpec
@@ -44,7 +42,6 @@ from reference.operator.mesh.sites import API_VERSION, LABEL_DISCOVERED, LABEL_N
 
 log = logging.getLogger("agn.operator.sinks")
 
-DATA_LINK = "..data"
 STATUS_SUFFIX = ".status.yaml"
 CONFIGMAP_SUFFIX = ".configmap.yaml"
 GRIDSITE_SUFFIX = ".gridsite.yaml"
@@ -52,39 +49,9 @@ TOOL_STATUS_SUFFIX = ".agenttoolprovider.yaml"
 MESH_STATUS_FILE = "mesh.state.yaml"
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def project(directory: Path, data: Mapping[str, str]) -> None:
-    """Write `data` as kubelet does: new `..<stamp>` dir, `..data` symlink swapped, per-key symlinks."""
-    directory.mkdir(parents=True, exist_ok=True)
-    fresh = Path(tempfile.mkdtemp(dir=directory, prefix="..data_"))
-    for key, value in data.items():
-        (fresh / key).write_text(value, encoding="utf-8")
-    data_link = directory / DATA_LINK
-    old = os.readlink(data_link) if data_link.is_symlink() else None
-    tmp_link = directory / "..data_tmp"
-    with contextlib.suppress(FileNotFoundError):
-        tmp_link.unlink()
-    tmp_link.symlink_to(fresh.name)
-    os.replace(tmp_link, data_link)
-    for key in data:
-        link = directory / key
-        if not link.is_symlink():
-            with contextlib.suppress(FileNotFoundError):
-                link.unlink()
-            link.symlink_to(f"{DATA_LINK}/{key}")
-    if old and old != fresh.name:
-        shutil.rmtree(directory / old, ignore_errors=True)
+    """Write a ConfigMap's data as kubelet projects it (see reference.files.project_files)."""
+    project_files(directory, {key: value.encode("utf-8") for key, value in data.items()})
 
 
 @dataclass(frozen=True)
@@ -345,7 +312,7 @@ class DirSink(OverlaySink, MeshOutputs):
         if not needs_write(self.read_configmap(name), configmap) and (projected / DATA_LINK).exists():
             return False
         project(projected, configmap["data"])
-        _atomic_write(self.configmap_path(name), yaml.safe_dump(configmap, sort_keys=True))
+        write_atomic(self.configmap_path(name), yaml.safe_dump(configmap, sort_keys=True))
         return True
 
     def previous_entries(self, network: str) -> dict[tuple[Any, Any], dict[str, Any]]:
@@ -362,7 +329,7 @@ class DirSink(OverlaySink, MeshOutputs):
         with contextlib.suppress(OSError):
             if path.read_text(encoding="utf-8") == text:
                 return
-        _atomic_write(path, text)
+        write_atomic(path, text)
 
     def write_status(self, network: GridNetworkSpec, status: dict[str, Any]) -> None:
         doc = {
@@ -371,7 +338,7 @@ class DirSink(OverlaySink, MeshOutputs):
             "metadata": {"name": network.name},
             "status": status,
         }
-        _atomic_write(self.status_path(network.name), yaml.safe_dump(doc, sort_keys=True))
+        write_atomic(self.status_path(network.name), yaml.safe_dump(doc, sort_keys=True))
 
     def tool_status_path(self, name: str) -> Path:
         return self.out / f"{name}{TOOL_STATUS_SUFFIX}"
@@ -381,7 +348,7 @@ class DirSink(OverlaySink, MeshOutputs):
         wanted = list(discovered)
         if self._tool_status.get(name) == wanted and self.tool_status_path(name).exists():
             return False
-        _atomic_write(self.tool_status_path(name), yaml.safe_dump(tool_status_object(name, wanted),
+        write_atomic(self.tool_status_path(name), yaml.safe_dump(tool_status_object(name, wanted),
                                                                      sort_keys=True))
         self._tool_status[name] = wanted
         return True
@@ -406,7 +373,7 @@ class DirSink(OverlaySink, MeshOutputs):
             path = self.gridsite_path(name)
             if self._gridsites.get(name) == comparable and path.exists():
                 continue
-            _atomic_write(path, yaml.safe_dump(dict(obj), sort_keys=True))
+            write_atomic(path, yaml.safe_dump(dict(obj), sort_keys=True))
             self._gridsites[name] = comparable
             touched.append(name)
         for path in sorted(self.out.glob(f"*{GRIDSITE_SUFFIX}")):
@@ -423,7 +390,7 @@ class DirSink(OverlaySink, MeshOutputs):
         path = self.mesh_status_path()
         if self._mesh_status == document and path.exists():
             return False
-        _atomic_write(path, mesh_status_text(document))
+        write_atomic(path, mesh_status_text(document))
         self._mesh_status = copy.deepcopy(dict(document))
         return True
 

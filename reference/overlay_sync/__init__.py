@@ -6,7 +6,7 @@ way kubelet projects a ConfigMap (`..data` symlink swap), keeps the last good fi
 refused, and reports readiness and `grid_overlay_sync_*` metrics.
 """
 
-from reference.overlay_sync.project import current_bytes, project
+from reference.files import current_bytes, project
 from reference.overlay_sync.source import ConfigMapSource, FileConfigMapSource, SourceError
 from reference.overlay_sync.sync import OUTCOMES, OverlaySyncer, SyncResult
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reference.files import current_bytes, project
 from reference.overlay import Overlay, OverlayRejected, parse_overlay
 from reference.overlay_sync.logfmt import kv
 from reference.overlay_sync.metrics import OUTCOMES, SyncMetrics
-from reference.overlay_sync.project import current_bytes, project
 from reference.overlay_sync.source import ConfigMapSource, SourceError
 
 __all__ = ["OUTCOMES", "OverlaySyncer", "SyncResult"]

@@ -37,7 +37,6 @@ import fnmatch
 import hashlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
@@ -51,6 +50,7 @@ from harness.backends.kube.names import FIELD_MANAGER, NAMESPACE, OPERATOR_DEPLO
 from harness.backends.runner import CommandFailed
 from harness.contract import ScopeSpec
 from harness.control import FORCE_REFRESH, MESH_STATE, Chain, ControlPlane, OperatorExited
+from harness.projection import write_atomic
 from harness.resources import API_VERSION, DEFAULT_GATEWAY, DEFAULT_NAMESPACE
 from harness.timeouts import timeouts
 from harness.waiting import poll_until
@@ -192,7 +192,7 @@ class KubeControlPlane(ControlPlane):
     def apply_raw(self, filename: str, text: str) -> Path:
         """Apply a resource file verbatim; the API server's refusal of a schema-breaking one is recorded."""
         path = self.manifests / filename
-        _write(path, text)
+        write_atomic(path, text)
         try:
             self._kubectl("apply", "--server-side", "--field-manager", FIELD_MANAGER, "-f", "-",
                           input=self.backend.cluster_url(text))
@@ -261,7 +261,7 @@ class KubeControlPlane(ControlPlane):
             return path
         version = str((doc.get("metadata") or {}).get("resourceVersion"))
         if self._snapshots.get(path) != version or not path.exists():
-            _write(path, yaml.safe_dump(doc, sort_keys=False))
+            write_atomic(path, yaml.safe_dump(doc, sort_keys=False))
             self._snapshots[path] = version
         return path
 
@@ -465,12 +465,6 @@ def _without_managed_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def _write(path: Path, text: str) -> None:
-    """Replace `path` atomically (a new file: a reader comparing identities sees a rewrite)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
 
 
 __all__ = ["GRID_RESOURCES", "MESH_STATE_CONFIGMAP", "KubeControlPlane", "KubeOperatorProcess"]

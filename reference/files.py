@@ -1,4 +1,6 @@
-"""Atomic delivery into the gateway's overlay directory, laid out the way kubelet projects a ConfigMap.
+"""Atomic writes for the reference's components: one file replaced whole, or a directory projected the way
+kubelet projects a ConfigMap (the overlay-sync delivery into the gateway's overlay directory, and the
+operator's dir sink).
 
 Layout after a delivery::
 
@@ -17,11 +19,13 @@ older data dir (including ones an interrupted delivery left behind) is removed, 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 DATA_LINK = "..data"
@@ -29,30 +33,53 @@ _TMP_DATA_LINK = "..data_tmp"
 _DATA_DIR = re.compile(r"^\.\.\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}\.")
 
 
+def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` through a temporary file beside it and one rename: a reader sees the old
+    file or the new one, never a part."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def project(target_dir: Path, file_name: str, data: bytes) -> Path:
-    """Write `data` as a new timestamped data dir and swap `..data` onto it; returns the data dir."""
-    _check_name(file_name)
+    """Write one file as a new timestamped data dir and swap `..data` onto it; returns the data dir."""
+    return project_files(target_dir, {file_name: data})
+
+
+def project_files(target_dir: Path, files: Mapping[str, bytes]) -> Path:
+    """Write `files` as a new timestamped data dir, swap `..data` onto it and point each name's link into
+    it (a regular file of that name is replaced); returns the data dir."""
+    for file_name in files:
+        _check_name(file_name)
     target_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y_%m_%d_%H_%M_%S", time.gmtime())
     previous = _data_link_target(target_dir)
     data_dir = Path(tempfile.mkdtemp(prefix=f"..{stamp}.", dir=target_dir))
     try:
         os.chmod(data_dir, 0o755)
-        path = data_dir / file_name
-        with open(path, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(path, 0o644)
+        for file_name, data in files.items():
+            path = data_dir / file_name
+            with open(path, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(path, 0o644)
         _fsync_dir(data_dir)
         _atomic_symlink(data_dir.name, target_dir / DATA_LINK, target_dir / _TMP_DATA_LINK)
     except BaseException:
         shutil.rmtree(data_dir, ignore_errors=True)
         raise
-    user_link = target_dir / file_name
-    wanted = f"{DATA_LINK}/{file_name}"
-    if not user_link.is_symlink() or os.readlink(user_link) != wanted:
-        _atomic_symlink(wanted, user_link, target_dir / f"..{file_name}_tmp")
+    for file_name in files:
+        user_link = target_dir / file_name
+        wanted = f"{DATA_LINK}/{file_name}"
+        if not user_link.is_symlink() or os.readlink(user_link) != wanted:
+            _atomic_symlink(wanted, user_link, target_dir / f"..{file_name}_tmp")
     _fsync_dir(target_dir)
     _remove_old_data_dirs(target_dir, keep={data_dir.name, previous} - {None})
     return data_dir
