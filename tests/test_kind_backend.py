@@ -846,10 +846,10 @@ def _factory(tmp_path: Path, backend: str, impl: Any) -> Any:
 
 def test_provider_grid_on_kind_is_a_two_site_kind_grid_from_the_factory(
         tools: Tools, root: Path, parts: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness import grid_factory
+    from harness.backends import registry
 
     made: list[KindBackend] = []
-    kind = grid_factory.BACKENDS["kind"]
+    kind = registry.BACKENDS["kind"]
 
     def make(*args: Any) -> Any:
         backend = kind.make(*args)
@@ -857,7 +857,7 @@ def test_provider_grid_on_kind_is_a_two_site_kind_grid_from_the_factory(
         made.append(backend)
         return backend
 
-    monkeypatch.setitem(grid_factory.BACKENDS, "kind", grid_factory.ClusterBackendKind(kind.preflight, make))
+    monkeypatch.setitem(registry.BACKENDS, "kind", registry.ClusterBackendKind(kind.preflight, make))
     impl = SimpleNamespace(gateway=SimpleNamespace(startup_timeout_s=10), features=frozenset())
     with _factory(tmp_path, "kind", impl).open("two-site", purpose="provider grid") as grid:
         assert [b.name for b in made] == ["kind"] and grid.backend is made[0]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -315,21 +315,30 @@ def _remote_tools_ungated() -> None:
     patch(candidates, "remote_eligible", remote_eligible)
 
 
+def _announce_queues(raw: Callable[[float | None], float | None], ratio: Callable[[float], float]) -> None:
+    """This site's records carry each provider's queue as `ratio(raw(sample) / queueCapacity)`: the one step
+    of the usable-signal rule a breakage changes (expiry, kv utilization and health stay as they are)."""
+    from reference.operator.core import scoring
+
+    def signals(provider: Any, sample: Any, now: float) -> tuple[Any, int | None]:
+        if sample is None or (sample.expires_at is not None and now > sample.expires_at):
+            return None, None
+        queue = raw(sample.queue_depth)
+        if queue is not None and provider.queue_capacity:
+            queue = queue / provider.queue_capacity
+        return scoring.Signals(queue_depth=None if queue is None else ratio(queue),
+                               kv_cache_utilization=scoring.normalise_ratio(sample.kv_cache_utilization),
+                               healthy=bool(sample.healthy)), sample.revision
+
+    patch(announce, "usable_signals", signals)
+
+
 @breakage("remote-ratios-unclamped", "a site gossips its providers' queue ratios before clamping them, and peers score "
           "received ratios as they come")
 def _remote_ratios_unclamped() -> None:
     from reference.operator.core import scoring
 
-    def unclamped_signals(provider: Any, sample: Any, now: float) -> tuple[Any, int | None]:
-        if sample is None or (sample.expires_at is not None and now > sample.expires_at):
-            return None, None
-        queue = scoring.finite(sample.queue_depth)
-        if queue is not None and provider.queue_capacity:
-            queue = queue / provider.queue_capacity
-        return scoring.Signals(queue_depth=queue, kv_cache_utilization=scoring.finite(sample.kv_cache_utilization),
-                               healthy=bool(sample.healthy)), sample.revision
-
-    patch(announce, "usable_signals", unclamped_signals)
+    _announce_queues(scoring.finite, lambda queue: queue)
     patch(records, "clamp_ratio", records.finite)
     patch(candidates, "normalise_ratio", scoring.finite)
 
@@ -337,18 +346,6 @@ def _remote_ratios_unclamped() -> None:
 @breakage("remote-nonfinite-as-number", "a site keeps non-finite queue samples and gossips them as numbers (NaN as an "
           "empty queue, +Inf as a full one) instead of leaving them out, and peers score them")
 def _remote_nonfinite_as_number() -> None:
-    from reference.operator.core import scoring
-
-    def numeric_signals(provider: Any, sample: Any, now: float) -> tuple[Any, int | None]:
-        if sample is None or (sample.expires_at is not None and now > sample.expires_at):
-            return None, None
-        queue = sample.queue_depth
-        if queue is not None and provider.queue_capacity:
-            queue = queue / provider.queue_capacity
-        queue = None if queue is None else min(1.0, max(0.0, queue))  # NaN -> 0.0, +Inf -> 1.0
-        return scoring.Signals(queue_depth=queue, kv_cache_utilization=scoring.normalise_ratio(
-            sample.kv_cache_utilization), healthy=bool(sample.healthy)), sample.revision
-
     def extract_all(text: str, target: Any) -> dict[str, float]:
         """The scrape, non-finite samples kept (the pool filter and first-sample rule unchanged)."""
         wanted = {metric: signal for signal, metric in target.signal_names.items()}
@@ -363,4 +360,4 @@ def _remote_nonfinite_as_number() -> None:
         return found
 
     patch(scrape, "extract", extract_all)
-    patch(announce, "usable_signals", numeric_signals)
+    _announce_queues(lambda queue: queue, lambda queue: min(1.0, max(0.0, queue)))  # NaN -> 0.0, +Inf -> 1.0
