@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 import pytest
 
-from harness.backends import BACKEND_NAMES
+from harness.backends.registry import backend_names
 from harness.features import PROFILES
 from harness.impl import REFERENCE, ImplDescriptor, ImplError, load_impl
 from harness.options_file import OptionsFileError, load_options
@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 PROG = "agn-conformance"
-BACKENDS: tuple[str, ...] = BACKEND_NAMES
+BACKENDS: tuple[str, ...] = backend_names()
 DEFAULT_REPORT = "conformance-report.yaml"
 SUITES_PACKAGE = "suites"
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness.addresses import AddressPlan
-from harness.backends.registry import BACKENDS, ClusterBackendKind
+from harness.backends.registry import ClusterBackendKind, cluster_backend
 from harness.process import Supervisor
 from harness.topology import Topology, load_topology
 
@@ -73,7 +73,7 @@ class GridFactory:
         """The cluster backend to use (None: local), skipping the test when it cannot serve this grid."""
         if self.backend_name == "local":
             return None
-        kind = BACKENDS[self.backend_name]
+        kind = cluster_backend(self.backend_name)
         reason = kind.preflight(self.config, topology)
         if reason:
             pytest.skip(reason)

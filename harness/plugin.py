@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from harness.backends import BACKEND_NAMES, OperationUnsupported
+from harness.backends import OperationUnsupported
+from harness.backends.registry import backend_names
 from harness.features import PROFILES, marker_problem
 from harness.grid_factory import GridFactory
 from harness.timeouts import NAMES as TIMEOUT_NAMES
@@ -27,7 +28,7 @@ _UNSUPPORTED = "unsupported feature"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("agn-conformance", "AI Grid Network conformance")
-    group.addoption("--grid-backend", default="local", choices=BACKEND_NAMES,
+    group.addoption("--grid-backend", default="local", choices=backend_names(),
                     help="where grid components run: local processes (default), kind clusters made for the run, "
                          "or existing clusters (--grid-kube-contexts)")
     group.addoption("--grid-image", default=None, metavar="TAG",

@@ -1,19 +1,23 @@
 """The cluster backends by --grid-backend name: how each is checked on this machine and how it is made.
 
-A new backend is a module under harness/backends/, its name in BACKEND_NAMES and an entry here; nothing in
-suites/ changes. "local" (processes on this machine) needs no entry: the grid factory makes it itself.
+A new backend of this project is a module under harness/backends/, its name in BACKEND_NAMES and an entry
+in BACKENDS; nothing in suites/ changes. A vendor adds one from a package of their own with an entry point
+in the group `agn_conformance.backends` whose object is a `ClusterBackendKind` (the entry point's name is
+the --grid-backend name). "local" (processes on this machine) needs no entry: the grid factory makes it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.addresses import AddressPlan
+from harness.backends.base import BACKEND_NAMES
 from harness.process import Supervisor
 from harness.topology import Topology
 
@@ -80,3 +84,41 @@ BACKENDS: dict[str, ClusterBackendKind] = {
     "kind": ClusterBackendKind(_kind_preflight, _make_kind),
     "existing": ClusterBackendKind(_existing_preflight, _make_existing, shared_clusters=True),
 }
+
+#: The entry-point group through which other packages add backends.
+ENTRY_POINT_GROUP = "agn_conformance.backends"
+
+
+class BackendRegistryError(RuntimeError):
+    """A backend another package registered cannot be used; the message names its entry point."""
+
+
+def plugin_backends() -> dict[str, ClusterBackendKind]:
+    """Backends other installed packages register, by name; a broken or clashing entry is an error naming it."""
+    found: dict[str, ClusterBackendKind] = {}
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        if entry.name == "local" or entry.name in BACKENDS:
+            raise BackendRegistryError(f"entry point {entry.name} = {entry.value} ({ENTRY_POINT_GROUP}): the name "
+                                       "is taken by a bundled backend")
+        try:
+            kind = entry.load()
+        except Exception as exc:  # a broken plugin package must be named, not crash option parsing obscurely
+            raise BackendRegistryError(f"entry point {entry.name} = {entry.value} ({ENTRY_POINT_GROUP}) does not "
+                                       f"load: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(kind, ClusterBackendKind):
+            raise BackendRegistryError(f"entry point {entry.name} = {entry.value} ({ENTRY_POINT_GROUP}) is a "
+                                       f"{type(kind).__name__}, not a harness.backends.registry.ClusterBackendKind")
+        found[entry.name] = kind
+    return found
+
+
+def backend_names() -> tuple[str, ...]:
+    """Every --grid-backend name: the bundled ones, then those other packages register."""
+    return (*BACKEND_NAMES, *sorted(plugin_backends()))
+
+
+def cluster_backend(name: str) -> ClusterBackendKind:
+    """The cluster backend registered as `name` (bundled first); KeyError for "local" or an unknown name."""
+    if name in BACKENDS:
+        return BACKENDS[name]
+    return plugin_backends()[name]
