@@ -35,7 +35,8 @@ from harness.report.writer import (
     load_report,
     write_yaml,
 )
-from harness.timeouts import NAMES as TIMEOUT_NAMES
+from harness.run_options import OPTIONS, RUN_KEYS, add_run_arguments
+from harness.run_options import pytest_args as run_pytest_args
 from harness.timeouts import parse_overrides as parse_timeout_overrides
 
 __all__ = [
@@ -57,7 +58,7 @@ __all__ = [
 
 PROG = "agn-conformance"
 BACKENDS: tuple[str, ...] = backend_names()
-DEFAULT_REPORT = "conformance-report.yaml"
+DEFAULT_REPORT: str = next(o.run_default for o in OPTIONS if o.key == "report")
 SUITES_PACKAGE = "suites"
 
 EXIT_PASSED = 0
@@ -110,33 +111,11 @@ def build_parser(run_defaults: Mapping[str, Any] | None = None) -> argparse.Argu
                     "no report, a profile none of whose core tests ran).",
         epilog="Arguments after '--' are passed to pytest unchanged.",
     )
-    run.add_argument("--backend", choices=BACKENDS, default="local",
-                     help="where the grid runs: local processes (default), kind clusters made for the run "
-                          "(needs Docker, kind, kubectl) or existing clusters (--kube-contexts)")
-    run.add_argument("--image", default=None, metavar="TAG",
-                     help="kind/existing: a prebuilt image to use instead of building reference/Dockerfile")
-    run.add_argument("--kube-contexts", default=None, metavar="SITE=CONTEXT,...",
-                     help="existing: the kubeconfig context of each site, e.g. site-a=ctx1,site-b=ctx2")
+    add_run_arguments(run)  # every run option (harness.run_options), as the plugin has them
     _add_profile_arg(run)
-    run.add_argument("--impl", default=REFERENCE, metavar="reference|FILE",
-                     help="implementation descriptor: 'reference' (default, the bundled reference gateway) "
-                          "or a YAML file describing your gateway")
-    run.add_argument("--report", default=DEFAULT_REPORT, metavar="FILE",
-                     help=f"where to write the YAML conformance report (default: {DEFAULT_REPORT})")
-    run.add_argument("--html", default=None, metavar="FILE", help="also write a readable HTML report")
-    run.add_argument("--keep", action="store_true",
-                     help="keep the grid's working directories (configs, overlays, logs) after the run")
-    run.add_argument("--timeout", action="append", default=[], metavar="NAME=SECONDS",
-                     help=f"override one named wait deadline, repeatable ({', '.join(TIMEOUT_NAMES)})")
-    run.add_argument("--slow", action="store_true",
-                     help="also run the slow tests, which wait out the operator's default reconcile cadences "
-                          "(about ten minutes more)")
-    run.add_argument("--seed", type=int, default=None, metavar="N",
-                     help="seed for randomised choices, to reproduce a run")
     run.add_argument("--options", default=None, metavar="FILE",
-                     help="a YAML file of run options (the flags without dashes: backend, image, kube_contexts, "
-                          "profile, impl, report, html, keep, slow, seed, and timeout as NAME: SECONDS); flags "
-                          "given here override it")
+                     help=f"a YAML file of run options (the flags without dashes: {', '.join(RUN_KEYS)}, "
+                          "profile; timeout as NAME: SECONDS); flags given here override it")
     if run_defaults:
         run.set_defaults(**run_defaults)
 
@@ -217,6 +196,7 @@ def build_pytest_args(
     package: str = SUITES_PACKAGE,
     image: str | None = None,
     kube_contexts: str | None = None,
+    wait_scale: float | None = None,
 ) -> list[str]:
     """Arguments for ``pytest.main`` for a conformance run.
 
@@ -226,22 +206,10 @@ def build_pytest_args(
     # the CLI imports harness and suites before pytest starts; their assertion rewriting is not needed
     args = ["-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning", "--pyargs"]
     args += [f"{package}.{name}" for name in suite_profiles]
-    args += ["--grid-backend", backend, "--impl", impl, "--conformance-report", report,
-             "--conformance-profiles", ",".join(profiles)]
-    if html:
-        args += ["--conformance-html", html]
-    if keep:
-        args.append("--grid-keep")
-    if slow:
-        args.append("--grid-slow")
-    for entry in timeouts:
-        args += ["--grid-timeout", entry]
-    if seed is not None:
-        args += ["--grid-seed", str(seed)]
-    if image:
-        args += ["--grid-image", image]
-    if kube_contexts:
-        args += ["--grid-kube-contexts", kube_contexts]
+    args += run_pytest_args({"backend": backend, "impl": impl, "report": report})
+    args += ["--conformance-profiles", ",".join(profiles)]
+    args += run_pytest_args({"html": html, "keep": keep, "slow": slow, "timeout": list(timeouts), "seed": seed,
+                             "image": image, "kube_contexts": kube_contexts, "wait_scale": wait_scale})
     return args + list(extra)
 
 
@@ -396,9 +364,9 @@ def _command_run(args: argparse.Namespace) -> int:
         report_path.unlink()
     pytest_args = build_pytest_args(
         suite_profiles=present, profiles=args.profiles, backend=args.backend, impl=impl_arg,
-        report=str(report_path), html=html_path, keep=args.keep, slow=args.slow, timeouts=args.timeout, seed=args.seed,
-        extra=args.extra,
-        package=SUITES_PACKAGE, image=args.image, kube_contexts=args.kube_contexts)
+        report=str(report_path), html=html_path, keep=args.keep, slow=args.slow, timeouts=args.timeout,
+        seed=args.seed, wait_scale=args.wait_scale, extra=args.extra, package=SUITES_PACKAGE, image=args.image,
+        kube_contexts=args.kube_contexts)
     rc = run_pytest(pytest_args)
 
     report: dict[str, Any] | None = None

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from harness.run_options import OPTIONS
+
 
 class OptionsFileError(ValueError):
     """The options file cannot be used; the message names the file and the key."""
@@ -65,19 +67,22 @@ def _timeouts(key: str, value: Any) -> list[str]:
     return out
 
 
-#: File key -> (the run's argparse destination, how the value is read).
+def _number(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise OptionsFileError(f"{key}: expected a positive number, got {value!r}")
+    return float(value)
+
+
+#: How a value of each kind of run option is read from the file.
+_READERS: Mapping[str, Callable[[str, Any], Any]] = {
+    "text": _string, "choice": _string, "integer": _integer, "number": _number, "flag": _boolean,
+    "repeated": _timeouts,
+}
+#: File key -> (the run's argparse destination, how the value is read): every run option, and the profiles.
 KEYS: Mapping[str, tuple[str, Callable[[str, Any], Any]]] = {
-    "backend": ("backend", _string),
-    "image": ("image", _string),
-    "kube_contexts": ("kube_contexts", _contexts),
+    **{option.key: (option.key, _contexts if option.key == "kube_contexts" else _READERS[option.kind])
+       for option in OPTIONS if option.run_flag},
     "profile": ("profile", _profiles),
-    "impl": ("impl", _string),
-    "report": ("report", _string),
-    "html": ("html", _string),
-    "keep": ("keep", _boolean),
-    "slow": ("slow", _boolean),
-    "seed": ("seed", _integer),
-    "timeout": ("timeout", _timeouts),
 }
 
 

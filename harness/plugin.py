@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 
 from harness.backends import OperationUnsupported
-from harness.backends.registry import backend_names
 from harness.features import PROFILES, marker_problem
 from harness.grid_factory import GridFactory
-from harness.timeouts import NAMES as TIMEOUT_NAMES
+from harness.run_options import add_pytest_options
 from harness.timeouts import TIMEOUTS_ENV
 from harness.timeouts import encode as encode_timeouts
 from harness.timeouts import parse_overrides as parse_timeout_overrides
@@ -28,25 +27,7 @@ _UNSUPPORTED = "unsupported feature"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("agn-conformance", "AI Grid Network conformance")
-    group.addoption("--grid-backend", default="local", choices=backend_names(),
-                    help="where grid components run: local processes (default), kind clusters made for the run, "
-                         "or existing clusters (--grid-kube-contexts)")
-    group.addoption("--grid-image", default=None, metavar="TAG",
-                    help="kind/existing: use this prebuilt image instead of building reference/Dockerfile")
-    group.addoption("--grid-kube-contexts", default=None, metavar="SITE=CONTEXT,...",
-                    help="existing: the kubeconfig context of each site, e.g. site-a=ctx1,site-b=ctx2")
-    group.addoption("--grid-keep", action="store_true", help="keep process logs and work directories")
-    group.addoption("--grid-seed", type=int, default=None, help="seed for address choice and gateway randomness")
-    group.addoption("--grid-topology", default="single-site", help="bundled topology name or a topology file")
-    group.addoption("--grid-wait-scale", type=float, default=None,
-                    help="multiply every wait deadline by this factor (e.g. 2 on a slow machine)")
-    group.addoption("--grid-timeout", action="append", default=[], metavar="NAME=SECONDS",
-                    help=f"override one named wait deadline (repeatable; names: {', '.join(TIMEOUT_NAMES)})")
-    group.addoption("--grid-slow", action="store_true",
-                    help="also run the slow tests, which wait out a default cadence of the operator (minutes each)")
-    group.addoption("--impl", default="reference", help="implementation descriptor: 'reference' or a YAML file")
-    group.addoption("--conformance-report", default=None, help="write the conformance report (YAML) here")
-    group.addoption("--conformance-html", default=None, help="write an HTML conformance report here")
+    add_pytest_options(group)  # the run options (harness.run_options), as `agn-conformance run` has them
     group.addoption("--conformance-profiles", default=None,
                     help="comma-separated profiles the report covers (default: those of the collected tests)")
 
