@@ -38,7 +38,7 @@ from harness.gateway_config import (
 from harness.pki import ClientFiles, GridPKI, ServerFiles, client_context
 from harness.projection import project
 from harness.resources import SIGNAL_METRICS
-from harness.run_as import RunAs, gateway_user
+from harness.run_as import RunAs
 from harness.topology import SiteSpec, Topology
 from harness.waiting import WaitTimeout, poll_until
 
@@ -161,7 +161,7 @@ class Gateway:
         self._files_live()
         target = self.credential_mount_base / ref.namespace / ref.name / ref.key
         staged = target.with_name(f".{ref.key}.staged")
-        write_token_file(staged, token, gateway_user(self.site.grid.backend))
+        write_token_file(staged, token, self.site.grid.backend.gateway_user())
         os.replace(staged, target)
 
     def _files_live(self) -> None:
@@ -611,7 +611,7 @@ class Site:
     def _credential_sources(self, tag: str, tokens: Mapping[CredentialRef, str],
                             source: str) -> tuple[list[CredentialSource], dict[str, str]]:
         """How a gateway's credential_inject gets each token; files are 0600, owned by the user gateways run as."""
-        owner = gateway_user(self.grid.backend)
+        owner = self.grid.backend.gateway_user()
         sources: list[CredentialSource] = []
         env: dict[str, str] = {}
         for i, (ref, token) in enumerate(tokens.items()):

@@ -57,7 +57,7 @@ __all__ = [
     "RunAs",
     "RunAsError",
     "config_files",
-    "gateway_user",
+    "active_user",
     "grant_gateway_files",
     "parse_run_as",
     "refuses_root",
@@ -138,11 +138,9 @@ def parse_run_as(value: Any) -> RunAs:
     return run_as
 
 
-def gateway_user(backend: Any) -> RunAs | None:
-    """The user `backend` starts gateways as when that switches users; ``run_as`` applies to the local backend."""
-    if getattr(backend, "name", None) != "local":
-        return None
-    run_as = getattr(getattr(getattr(backend, "impl", None), "gateway", None), "run_as", None)
+def active_user(run_as: Any) -> RunAs | None:
+    """The descriptor's `gateway.run_as` when starting a gateway as that user switches users (None: it does not,
+    or there is none); a backend that starts gateways on this machine applies it."""
     return run_as if isinstance(run_as, RunAs) and run_as.active else None
 
 

@@ -157,21 +157,28 @@ def test_other_failures_are_not_root_refusals(log: str) -> None:
     assert not refuses_root(log)
 
 
-def test_run_as_applies_to_the_local_backend_of_a_root_harness(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_as_applies_to_the_local_backend_of_a_root_harness(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from harness.run_as import gateway_user
+    from harness.backends.kube.backend import KubeBackend
+    from harness.backends.local import LocalBackend
+    from harness.topology import load_topology
 
     monkeypatch.setattr("harness.run_as.os.geteuid", lambda: 0)
     monkeypatch.setattr("harness.run_as.os.getegid", lambda: 0)
     user = parse_run_as("4242:4242")
     impl = SimpleNamespace(gateway=SimpleNamespace(run_as=user))
-    assert gateway_user(SimpleNamespace(name="local", impl=impl)) == user
-    assert gateway_user(SimpleNamespace(name="kind", impl=impl)) is None  # pods: run_as is not applied
-    assert gateway_user(SimpleNamespace(name="local", impl=SimpleNamespace(gateway=SimpleNamespace()))) is None
-    assert gateway_user(SimpleNamespace(workdir="/w")) is None
+
+    def local(impl: object) -> LocalBackend:
+        return LocalBackend(tmp_path, None, None, impl)  # type: ignore[arg-type]
+
+    assert local(impl).gateway_user() == user
+    kube = KubeBackend(tmp_path / "kube", load_topology("single-site"), impl)
+    assert kube.gateway_user() is None  # pods: run_as is not applied
+    assert local(SimpleNamespace(gateway=SimpleNamespace())).gateway_user() is None
     monkeypatch.setattr("harness.run_as.os.geteuid", lambda: 4242)
-    assert gateway_user(SimpleNamespace(name="local", impl=impl)) is None  # already that user
+    assert local(impl).gateway_user() is None  # already that user
 
 
 # ------------------------------------------------------------------------------------------ root refusal

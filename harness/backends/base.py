@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from harness.grid import Site
     from harness.pki import GridPKI
     from harness.process import ManagedProcess
+    from harness.run_as import RunAs
     from harness.topology import SiteSpec
 
 BACKEND_NAMES = ("local", "kind", "existing")
@@ -79,6 +80,10 @@ class Backend(Protocol):
         ...
 
     def heal(self) -> None: ...
+
+    def gateway_user(self) -> RunAs | None:
+        """The user this backend starts gateways as, when that is another user than the harness's."""
+        ...
 
     def start_providers(self, site_index: int, site: SiteSpec) -> dict[str, ProviderProcess]: ...
 

@@ -219,6 +219,10 @@ class LocalBackend:
     def heal(self) -> None:
         raise OperationUnsupported("the local backend cuts no links itself: a mesh in network namespaces does")
 
+    def gateway_user(self) -> users.RunAs | None:
+        """The user gateways start as: the descriptor's `gateway.run_as` when that switches users."""
+        return users.active_user(getattr(self.impl.gateway, "run_as", None))
+
     def mesh_addresses(self, site_index: int) -> tuple[str, str]:
         """(bind, advertise) of the site's mesh member: one address of the site's, which peers reach as is."""
         host, port = self.plan.allocate(site_index, MESH_PORT)
@@ -287,7 +291,7 @@ class LocalBackend:
         config_path = workdir / "praxis.yaml"
         config_path.write_text(config_text)
         site = self._site_of(listen.rsplit(":", 1)[0])
-        user = users.gateway_user(self)
+        user = self.gateway_user()
         launcher = self._launcher_socket(site, user)
         argv, env_vars = self.impl.gateway.render(config_path, workdir, launcher)
         env = {**env_vars, **dict(env or {})}

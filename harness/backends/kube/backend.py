@@ -266,6 +266,10 @@ class KubeBackend:
     def wait_gateway_ready(self, site: SiteCluster) -> None:
         raise NotImplementedError
 
+    def gateway_user(self) -> None:
+        """Gateways are pods: the descriptor's run_as is not applied (the pod spec says who runs them)."""
+        return None
+
     def teardown(self, *, failed: bool) -> None:
         """The end of a run: on failures save `kubectl logs` of every site under the work directory first,
         then `close` (which tears down what this backend made)."""
