@@ -37,7 +37,7 @@ class _Echo(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def grid(tmp_path: Path) -> Grid:
-    backend: Any = SimpleNamespace(workdir=tmp_path, pki=GridPKI(tmp_path / "pki"))
+    backend: Any = SimpleNamespace(workdir=tmp_path, pki=GridPKI(tmp_path / "pki"), gateway_user=lambda: None)
     return Grid(load_topology("two-site"), backend, frozenset())
 
 
