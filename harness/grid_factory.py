@@ -49,9 +49,21 @@ class GridFactory:
         self.backend_name: str = config.getoption("--grid-backend")
         self.seed: int | None = config.getoption("--grid-seed")
         self.keep: bool = bool(config.getoption("--grid-keep"))
-        self._open: list[str] = []  # purposes of the grids open now, for backends on shared clusters
-        self.grids: list[Grid] = []  # the grids and meshes open now, for a failing test's diagnostics
-        self.meshes: list[Mesh] = []
+        #: (purpose, grid or mesh) of what is open now: backends on shared clusters take one at a time, and
+        #: a failing test gets the diagnostics of each
+        self._open: list[tuple[str, Grid | Mesh]] = []
+
+    @property
+    def grids(self) -> list[Grid]:
+        from harness.grid import Grid
+
+        return [opened for _, opened in self._open if isinstance(opened, Grid)]
+
+    @property
+    def meshes(self) -> list[Mesh]:
+        from harness.mesh import Mesh
+
+        return [opened for _, opened in self._open if isinstance(opened, Mesh)]
 
     # ------------------------------------------------------------------------------------ helpers
 
@@ -79,7 +91,7 @@ class GridFactory:
             pytest.skip(reason)
         if kind.shared_clusters and self._open:
             pytest.skip(f"the {self.backend_name} backend would install the {purpose} into the clusters the "
-                        f"{self._open[0]} is using (same object names); run it in a session of its own")
+                        f"{self._open[0][0]} is using (same object names); run it in a session of its own")
         return kind
 
     def _failed(self) -> bool:
@@ -105,16 +117,14 @@ class GridFactory:
         else:
             backend = cluster = kind.make(self.config, workdir, top, self.impl, supervisor, plan)
         grid = Grid(top, backend, self.impl.features)
-        self._open.append(purpose)
-        self.grids.append(grid)
+        self._open.append((purpose, grid))
         try:
             if cluster is not None:
                 cluster.start()
             grid.start()
             yield grid
         finally:
-            self._open.remove(purpose)
-            self.grids.remove(grid)
+            self._open.remove((purpose, grid))
             try:
                 grid.close()
             finally:
@@ -162,13 +172,11 @@ class GridFactory:
             if fabric is not None:
                 fabric.close()
             raise
-        self._open.append("mesh")
-        self.meshes.append(started)
+        self._open.append(("mesh", started))
         try:
             yield started
         finally:
-            self._open.remove("mesh")
-            self.meshes.remove(started)
+            self._open.remove(("mesh", started))
             started.close(failed=self._failed())
             if self.keep:
                 print(f"\nagn-conformance: mesh work directory kept at {started.grid.workdir}")

@@ -84,7 +84,7 @@ SLOW_OPTION = "--grid-slow"
 #: The skip reason of a slow test a run did not ask for: it was not selected, so the report leaves it out
 #: (as pytest's -k does) rather than counting it as a skip that makes the profile partial.
 _NOT_SELECTED = "slow test not selected"
-_NOT_SELECTED_KEY = pytest.StashKey[list[str]]()
+_NOT_SELECTED_KEY = pytest.StashKey[set[str]]()
 
 
 def skip_unless_slow(config: pytest.Config, item: pytest.Item) -> None:
@@ -214,7 +214,7 @@ class _Recorder:
 
 def _record(config: pytest.Config, meta: dict[str, Any], report: pytest.TestReport) -> None:
     results = config.stash[_RESULTS_KEY]
-    if meta["id"] in config.stash.get(_NOT_SELECTED_KEY, []):
+    if meta["id"] in config.stash.get(_NOT_SELECTED_KEY, set()):
         return  # its setup was skipped as not selected; its teardown is no result either
     entry = results.setdefault(meta["id"], {"meta": meta, "outcome": "passed", "duration": 0.0, "message": ""})
     entry["duration"] += report.duration
@@ -225,7 +225,7 @@ def _record(config: pytest.Config, meta: dict[str, Any], report: pytest.TestRepo
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         if reason.startswith(_NOT_SELECTED) or reason.startswith(f"Skipped: {_NOT_SELECTED}"):
             results.pop(meta["id"], None)
-            config.stash.setdefault(_NOT_SELECTED_KEY, []).append(meta["id"])
+            config.stash.setdefault(_NOT_SELECTED_KEY, set()).add(meta["id"])
             return
         entry["outcome"] = "unsupported" if _UNSUPPORTED in reason else "skipped"
         entry["message"] = reason
@@ -264,13 +264,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         write_html(report, results, Path(html_path))
 
 
-
-
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """Say how many slow tests this run left out, and how to run them."""
-    left_out = config.stash.get(_NOT_SELECTED_KEY, [])
+    left_out = config.stash.get(_NOT_SELECTED_KEY, set())
     if left_out:
         terminalreporter.write_line(f"agn-conformance: {len(left_out)} slow test(s) not selected and not reported "
-                                    f"({', '.join(sorted(set(left_out)))}); run them with --slow")
+                                    f"({', '.join(sorted(left_out))}); run them with --slow")
+
 
 __all__ = ["conformance_meta", "PROFILES"]

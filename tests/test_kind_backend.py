@@ -884,7 +884,7 @@ def test_the_factory_skips_with_the_reason_a_cluster_backend_cannot_run(
         pass
     monkeypatch.setenv("AGN_FAKE_CONTEXTS", "ctx-a,ctx-b")
     busy = _factory(tmp_path, "existing", impl)
-    busy._open.append("grid")  # the session's main grid is open on the user's clusters
+    busy._open.append(("grid", object()))  # the session's main grid is open on the user's clusters
     with pytest.raises(pytest.skip.Exception, match="into the clusters the grid is using"), \
             busy.open("two-site", purpose="provider grid"):
         pass
