@@ -58,6 +58,10 @@ OPTIONS: tuple[RunOption, ...] = (
               choices=backend_names, default="local"),
     RunOption("image", "--image", "--grid-image", "text",
               "kind/existing: a prebuilt image to use instead of building reference/Dockerfile", metavar="TAG"),
+    RunOption("kind_node_image", "--kind-node-image", "--grid-kind-node-image", "text",
+              "kind: the node image of every site's cluster (default: $AGN_KIND_NODE_IMAGE, else the offline "
+              "build's agn-conformance/kind-node:v1.31.0 when present, else kind's own kindest/node)",
+              metavar="IMAGE"),
     RunOption("kube_contexts", "--kube-contexts", "--grid-kube-contexts", "text",
               "existing: the kubeconfig context of each site, e.g. site-a=ctx1,site-b=ctx2",
               metavar="SITE=CONTEXT,..."),

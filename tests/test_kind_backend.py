@@ -92,6 +92,14 @@ if tool == "docker":
         sys.exit(rc)
     if args[:1] == ["exec"]:
         answer_canned()
+    present = os.environ.get("AGN_FAKE_DOCKER_IMAGES")  # unset: every image is present
+    if args[:2] == ["image", "inspect"]:
+        sys.exit(0 if present is None or args[2] in present.split(",") else 1)
+    if args[:2] == ["image", "ls"]:
+        repository = args[-1]
+        print("\n".join(i for i in (present or "").split(",") if i.split(":")[0] == repository))
+    sys.exit(0)
+if tool == "bash":  # the offline image builder
     sys.exit(0)
 if tool == "kind":
     if args[:2] == ["get", "clusters"]:
@@ -193,8 +201,10 @@ class Tools:
     def remove(self, tool: str) -> None:
         (self.bin / tool).unlink()
 
-    def calls(self) -> list[list[str]]:
-        return [entry["argv"] for entry in self.entries()]
+    def calls(self, image_queries: bool = False) -> list[list[str]]:
+        """What ran, in order; the backend's questions about local images (`docker image ...`) only if asked."""
+        return [entry["argv"] for entry in self.entries()
+                if image_queries or entry["argv"][:2] != ["docker", "image"]]
 
     def answer(self, *rules: dict[str, Any]) -> None:
         """Canned kubectl answers, checked in order before the built-in ones (replacing earlier rules)."""
@@ -218,6 +228,9 @@ def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Tools:
     monkeypatch.setenv("AGN_FAKE_ANSWERS", str(tmp_path / "answers.json"))
     monkeypatch.setenv("AGN_FAKE_HTTP", str(tmp_path / "http.json"))
     monkeypatch.delenv("AGN_FAKE_FAIL", raising=False)
+    monkeypatch.delenv("AGN_FAKE_DOCKER_IMAGES", raising=False)
+    monkeypatch.delenv("AGN_KIND_NODE_IMAGE", raising=False)
+    monkeypatch.delenv("AGN_KIND_ALLOW_PULL", raising=False)
     monkeypatch.delenv("AGN_FAKE_TLS_TARGET", raising=False)
     return found
 
@@ -311,7 +324,8 @@ def test_single_site_bring_up_and_teardown_run_the_exact_command_sequence(tools:
     backend.start()
     expected = [build_call(root), ["kind", "get", "clusters"], *site_sequence(root, parts.workdir, "site-a")]
     assert tools.calls() == expected
-    assert [list(c) for c in backend.runner.calls] == expected  # the Runner's record matches what ran
+    # the Runner's record matches what ran
+    assert [list(c) for c in backend.runner.calls if list(c[:2]) != ["docker", "image"]] == expected
     assert (tools.state / "agn-t1-site-a").exists()
 
     rendered = yaml.safe_load((parts.workdir / "kube" / "site-a" / "kind.yaml").read_text())
@@ -549,6 +563,70 @@ def test_preflight_names_what_is_missing(tools: Tools, monkeypatch: pytest.Monke
     tools.remove("kind")
     reason = preflight_kind(Runner())
     assert reason is not None and "kind" in reason and "kubectl" not in reason
+
+
+OFFLINE_NODE = "agn-conformance/kind-node:v1.31.0"
+OFFLINE_PYTHON = "agn-conformance/python-base:bookworm"
+
+
+def test_preflight_needs_a_local_node_image_and_says_how_to_build_one(tools: Tools, root: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing is pulled on a host without a registry: no node image on the engine is a reason to skip."""
+    monkeypatch.setenv("AGN_FAKE_DOCKER_IMAGES", "python:3.11-slim-bookworm")
+    reason = preflight_kind(Runner(), root=root)
+    assert reason is not None and "no kind node image" in reason
+    assert str(root / "clusters" / "kind" / "offline" / "build-images.sh") in reason
+    # the twin: kind's own node image, or the offline build's, is enough
+    for present in ("kindest/node:v1.31.0", OFFLINE_NODE):
+        monkeypatch.setenv("AGN_FAKE_DOCKER_IMAGES", f"python:3.11-slim-bookworm,{present}")
+        assert preflight_kind(Runner(), root=root) is None
+    # a node image named by the option or the environment must itself be present
+    monkeypatch.setenv("AGN_FAKE_DOCKER_IMAGES", f"python:3.11-slim-bookworm,{OFFLINE_NODE}")
+    reason = preflight_kind(Runner(), node_image="vendor/node:1", root=root)
+    assert reason is not None and "vendor/node:1 (--kind-node-image)" in reason
+    monkeypatch.setenv("AGN_KIND_NODE_IMAGE", "vendor/node:2")
+    reason = preflight_kind(Runner(), root=root)
+    assert reason is not None and "vendor/node:2 ($AGN_KIND_NODE_IMAGE)" in reason
+    monkeypatch.setenv("AGN_FAKE_DOCKER_IMAGES", "python:3.11-slim-bookworm,vendor/node:2")
+    assert preflight_kind(Runner(), root=root) is None
+
+
+def test_preflight_needs_the_project_image_or_a_base_to_build_it_on(tools: Tools, root: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGN_FAKE_DOCKER_IMAGES", OFFLINE_NODE)
+    reason = preflight_kind(Runner(), root=root)
+    assert reason is not None and "python:3.11-slim-bookworm" in reason and "--only python" in reason
+    monkeypatch.setenv("AGN_FAKE_DOCKER_IMAGES", f"{OFFLINE_NODE},{OFFLINE_PYTHON}")
+    assert preflight_kind(Runner(), root=root) is None
+    reason = preflight_kind(Runner(), image="vendor/gateway:1.2", root=root)
+    assert reason is not None and "vendor/gateway:1.2 (--image)" in reason
+    monkeypatch.setenv("AGN_FAKE_DOCKER_IMAGES", f"{OFFLINE_NODE},vendor/gateway:1.2")
+    assert preflight_kind(Runner(), image="vendor/gateway:1.2", root=root) is None
+
+
+def test_the_node_image_is_set_on_every_node_and_kinds_default_is_left_alone(tools: Tools, root: Path,
+                                                                            parts: SimpleNamespace,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = make_kind(parts, root, "two-site", node_image="vendor/node:1")
+    backend.prepare()
+    for site in backend.topology.sites:
+        config = yaml.safe_load(backend.kind_config(site)[0].read_text())
+        assert [node["image"] for node in config["nodes"]] == ["vendor/node:1"]
+    monkeypatch.setenv("AGN_FAKE_DOCKER_IMAGES", "python:3.11-slim-bookworm,kindest/node:v1.31.0")
+    backend = make_kind(parts, root, "single-site")
+    backend.prepare()
+    config = yaml.safe_load(backend.kind_config(backend.topology.sites[0])[0].read_text())
+    assert "image" not in config["nodes"][0]
+
+
+def test_without_the_public_base_the_offline_builder_makes_the_project_image(tools: Tools, root: Path,
+                                                                           parts: SimpleNamespace,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    tools.install("bash")
+    monkeypatch.setenv("AGN_FAKE_DOCKER_IMAGES", f"{OFFLINE_NODE},{OFFLINE_PYTHON}")
+    make_kind(parts, root, "single-site").prepare()
+    builder = str(root / "clusters" / "kind" / "offline" / "build-images.sh")
+    assert tools.calls() == [["bash", builder, "--only", "project", "--project-tag", DEFAULT_IMAGE]]
 
 
 @pytest.mark.parametrize(("minor", "too_old"), [("23", True), ("24", False), ("31+", False), ("x", False)])
@@ -830,7 +908,7 @@ def test_a_second_backend_of_the_process_moves_to_free_host_ports(tools: Tools, 
 
 def _fake_config(tmp: Path, backend: str) -> SimpleNamespace:
     options = {"--grid-backend": backend, "--grid-keep": False, "--grid-seed": None, "--grid-image": "img:1",
-               "--grid-kube-contexts": "site-a=ctx-a,site-b=ctx-b"}
+               "--grid-kube-contexts": "site-a=ctx-a,site-b=ctx-b", "--grid-kind-node-image": None}
     return SimpleNamespace(getoption=options.__getitem__, stash={}, add_cleanup=lambda _f: None)
 
 

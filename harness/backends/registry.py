@@ -37,7 +37,8 @@ def _kind_preflight(config: pytest.Config, topology: Topology) -> str | None:
     from harness.backends.kube.kind import preflight_kind
     from harness.backends.runner import Runner
 
-    return preflight_kind(Runner())
+    return preflight_kind(Runner(), node_image=config.getoption("--grid-kind-node-image"),
+                          image=config.getoption("--grid-image"))
 
 
 def _existing_contexts(config: pytest.Config) -> dict[str, str]:
@@ -68,7 +69,8 @@ def _make_kind(config: pytest.Config, workdir: Path, topology: Topology, impl: A
                plan: AddressPlan) -> Any:
     from harness.backends.kube.kind import KindBackend
 
-    return KindBackend(workdir, topology, impl, **_common(config, workdir, supervisor, plan))
+    return KindBackend(workdir, topology, impl, node_image=config.getoption("--grid-kind-node-image"),
+                       **_common(config, workdir, supervisor, plan))
 
 
 def _make_existing(config: pytest.Config, workdir: Path, topology: Topology, impl: Any, supervisor: Supervisor,

@@ -21,9 +21,10 @@ from pytest_kubernetes.providers.kind import KindManagerBase
 from harness.backends import CRASH, OPERATOR_IN_CLUSTER, PARTITION
 from harness.backends.kube.backend import KubeBackend
 from harness.backends.kube.handles import BackendUnavailable, SiteCluster
+from harness.backends.kube.kind_images import OFFLINE_BUILDER, offline_build, project_image_problem, resolve_node_image
 from harness.backends.kube.manifests import operator_container
 from harness.backends.kube.names import ADMIN_NODEPORT, NAMESPACE
-from harness.backends.kube.tools import kubectl_too_old, missing_tools, wait_http
+from harness.backends.kube.tools import kubectl_too_old, missing_tools, repo_root, wait_http
 from harness.backends.runner import CommandFailed, Runner
 from harness.topology import SiteSpec, Topology
 from harness.waiting import WaitTimeout, poll_until
@@ -43,8 +44,9 @@ _BUILT_IMAGES: set[tuple[str, str]] = set()
 _BUILD_LOCK = threading.Lock()
 
 
-def preflight_kind(runner: Runner) -> str | None:
-    """Why the kind backend cannot run here (None: it can)."""
+def preflight_kind(runner: Runner, *, node_image: str | None = None, image: str | None = None,
+                   root: Path | None = None) -> str | None:
+    """Why the kind backend cannot run here (None: it can): tools, a Docker engine, and the images."""
     missing = missing_tools(runner, ("docker", "kind", "kubectl"))
     if missing:
         return f"the kind backend needs {', '.join(missing)} on PATH (not found)"
@@ -55,7 +57,8 @@ def preflight_kind(runner: Runner) -> str | None:
     if info.returncode != 0:
         first = (info.stderr or info.stdout).strip().splitlines()[:1]
         return f"`docker info` failed (exit {info.returncode}): no Docker engine{': ' + first[0] if first else ''}"
-    return None
+    root = root or repo_root()
+    return resolve_node_image(runner, node_image, root).problem or project_image_problem(runner, image, root)
 
 
 class _KindCluster(KindManagerBase):
@@ -109,8 +112,12 @@ class KindBackend(KubeBackend):
     #: This backend owns the nodes: it freezes an operator on its node and cuts links with iptables there.
     capabilities: frozenset[str] = frozenset({OPERATOR_IN_CLUSTER, PARTITION, CRASH})
 
-    def __init__(self, workdir: Path, topology: Topology, impl: Any, **kwargs: Any) -> None:
+    def __init__(self, workdir: Path, topology: Topology, impl: Any, *, node_image: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(workdir, topology, impl, **kwargs)
+        #: The node image as given (--grid-kind-node-image); resolved against the engine in `prepare`.
+        self.node_image_given = node_image
+        self.node_image: str | None = node_image
         self.clusters: dict[str, _KindCluster] = {}
         self._claimed: set[tuple[str, int]] = set()
         self._cuts: list[tuple[str, str]] = []  # (node container, source address) of each DROP rule in place
@@ -119,14 +126,24 @@ class KindBackend(KubeBackend):
         return f"agn-{self.run_id}-{site.name}"
 
     def prepare(self) -> None:
-        """Build the image from the checkout, once per process (not at all when --grid-image names one)."""
+        """Pick the node image; build the project image from the checkout, once per process (not at all when
+        --grid-image names one). Without the public base image but with the offline one, the offline
+        builder makes it (a wheelhouse on the host, `docker build --network none`)."""
+        chosen = resolve_node_image(self.runner, self.node_image_given, self.root)
+        if chosen.problem:
+            raise BackendUnavailable(chosen.problem)
+        self.node_image = chosen.image
         if self.image_given:
             return
         with _BUILD_LOCK:
             if (str(self.root), self.image) in _BUILT_IMAGES:
                 return
-            self.runner.run(["docker", "build", "-f", str(self.root / "reference" / "Dockerfile"), "-t",
-                             self.image, str(self.root)], timeout=1800)
+            if offline_build(self.runner):
+                self.runner.run(["bash", str(self.root / OFFLINE_BUILDER), "--only", "project", "--project-tag",
+                                 self.image], timeout=1800)
+            else:
+                self.runner.run(["docker", "build", "-f", str(self.root / "reference" / "Dockerfile"), "-t",
+                                 self.image, str(self.root)], timeout=1800)
             _BUILT_IMAGES.add((str(self.root), self.image))
 
     def kind_config(self, site: SiteSpec) -> tuple[Path, dict[int, int]]:
@@ -142,6 +159,8 @@ class KindBackend(KubeBackend):
         config["name"] = self.cluster_name(site)
         ports: dict[int, int] = {}
         for node in config.get("nodes") or []:
+            if self.node_image:
+                node["image"] = self.node_image
             for mapping in node.get("extraPortMappings") or []:
                 protocol = str(mapping.get("protocol", "TCP")).upper()
                 mapping["hostPort"] = self._claim(protocol, int(mapping["hostPort"]),
