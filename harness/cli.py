@@ -259,10 +259,13 @@ def summary_lines(report: Mapping[str, Any], report_path: str, html_path: str | 
     feature (the feature with most failures first), where the reports are."""
     impl = report.get("implementation") or {}
     unjudged = _not_judged(report)
-    verdict = "FAILED" if not core_passed(report) else "NOT JUDGED" if unjudged else "PASSED"
+    nothing_ran = _tests_judged(report) == 0
+    verdict = "FAILED" if not core_passed(report) else "NOT JUDGED" if unjudged or nothing_ran else "PASSED"
     lines = [f"{PROG}: {verdict} for {impl.get('project', '?')} {impl.get('version', '')}".rstrip()
              + f" (backend {report.get('backend', '?')})"]
     lines += [f"  {row.get('profile', '?')}: no core test ran: {row.get('reason', '')}" for row in unjudged]
+    if nothing_ran and not unjudged:
+        lines.append("  no test ran (interrupted, or nothing was collected)")
     for profile in report.get("profiles") or []:
         parts = [f"  {str(profile.get('name', '?')):<9}"]
         for level in ("core", "extended"):

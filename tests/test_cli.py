@@ -386,3 +386,15 @@ def test_a_bad_options_file_is_refused_naming_the_key(tmp_path: Path, capsys: py
         cli.parse_args(["run", "--options", str(bad)])
     assert exit_info.value.code == 2
     assert problem in capsys.readouterr().err
+
+
+def test_summary_lines_of_a_run_where_no_test_ran() -> None:
+    """An interrupted run leaves a report of no results: its verdict must not read PASSED."""
+    report = build_report([], Implementation("o", "p", "1"), backend="kind", harness_version="0.1.0",
+                          profiles=["consumer"], features_claimed=[])
+    lines = cli.summary_lines(report, "/r.yaml")
+    assert lines[0] == "agn-conformance: NOT JUDGED for p 1 (backend kind)"
+    assert lines[1] == "  no test ran (interrupted, or nothing was collected)"
+    assert cli.run_exit_code(2, report) == cli.EXIT_UNJUDGED
+    passed = cli.summary_lines(_report(("core", "passed")), "/r.yaml")
+    assert passed[0].startswith("agn-conformance: PASSED for p 1")

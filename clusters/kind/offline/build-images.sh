@@ -38,6 +38,16 @@ have_image() { docker image inspect "$1" >/dev/null 2>&1; }
 stamp_file() { printf '%s/stamps/%s' "$cache" "$(printf '%s' "$1" | tr '/:' '__')"; }
 done_step() { [ "$force" = 0 ] && [ -f "$(stamp_file "$1")" ] && { [ -z "${2:-}" ] || have_image "$2"; }; }
 stamp() { date -u +%FT%TZ > "$(stamp_file "$1")"; }
+# What a step leaves behind is removed on every exit, success, failure or Ctrl-C.
+scratch_dirs=(); scratch_boxes=()
+cleanup() {
+  local d b
+  for b in "${scratch_boxes[@]}"; do docker rm -f "$b" >/dev/null 2>&1 || true; done
+  for d in "${scratch_dirs[@]}"; do rm -rf "$d"; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+scratch_dir() { printf -v "$1" '%s' "$(mktemp -d)"; scratch_dirs+=("${!1}"); }  # name of the variable to set
 
 for tool in docker debootstrap go gcc python3; do
   command -v "$tool" >/dev/null || { echo "build-images: $tool is not installed (see README, 'Hosts without registry access')" >&2; exit 1; }
@@ -69,7 +79,7 @@ build_binaries() {
 
 component_image() {  # tag, base, entrypoint json, binaries...
   local tag="$1" base="$2" entry="$3"; shift 3
-  local ctx; ctx="$(mktemp -d)"
+  local ctx; scratch_dir ctx
   cp "${@/#/$cache/build/bin/}" "$ctx/"
   {
     echo "FROM $base"
@@ -79,7 +89,7 @@ component_image() {  # tag, base, entrypoint json, binaries...
     echo 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
     [ -n "$entry" ] && echo "ENTRYPOINT $entry"
   } > "$ctx/Dockerfile"
-  docker build --network none -q -t "$tag" "$ctx" >/dev/null
+  docker build --network none --force-rm -q -t "$tag" "$ctx" >/dev/null
   rm -rf "$ctx"
 }
 
@@ -110,20 +120,20 @@ build_node() {
                 "$r/etcd:$ETCD_IMAGE_TAG" "$r/coredns/coredns:$COREDNS_VERSION" "$r/pause:$PAUSE_IMAGE_TAG")
 
   say "node base: kind $KIND_VERSION images/base/files + the binaries"
-  local ctx; ctx="$(mktemp -d)"
+  local ctx; scratch_dir ctx
   local kind_src="$cache/build/gopath/pkg/mod/sigs.k8s.io/kind@$KIND_VERSION"
   cp -r "$here/node/." "$ctx/"
   mkdir -p "$ctx/kind-files" "$ctx/bin"
   cp -r "$kind_src/images/base/files/." "$ctx/kind-files/"
   chmod -R u+w "$ctx/kind-files"
   cp "$cache/build/bin/"{kubeadm,kubelet,kubectl,crictl} "$ctx/bin/"
-  docker build --network none -q --build-arg ROOTFS_IMAGE=agn-conformance/kind-rootfs:bookworm \
+  docker build --network none --force-rm -q --build-arg ROOTFS_IMAGE=agn-conformance/kind-rootfs:bookworm \
     --build-arg KUBERNETES_VERSION="$KUBERNETES_VERSION" -t agn-conformance/kind-node-base:bookworm "$ctx" >/dev/null
   rm -rf "$ctx"
 
   say "node image: preloading ${#images[@]} images into containerd's k8s.io namespace"
   local box; box="$(docker run -d --privileged --network none --entrypoint /usr/bin/containerd agn-conformance/kind-node-base:bookworm)"
-  trap 'docker rm -f "$box" >/dev/null 2>&1 || true' RETURN
+  scratch_boxes+=("$box")
   for _ in $(seq 1 60); do docker exec "$box" ctr version >/dev/null 2>&1 && break; sleep 0.5; done
   docker save "${images[@]}" | docker exec -i "$box" ctr --namespace=k8s.io images import \
     --label=io.cri-containerd.pinned=pinned --all-platforms --no-unpack - >/dev/null
@@ -147,7 +157,7 @@ build_project() {
   build_python
   local rev; rev="$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   say "project image: wheelhouse on the host (the project and reference/constraints.txt)"
-  local ctx; ctx="$(mktemp -d)"
+  local ctx; scratch_dir ctx
   (cd "$repo" && git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} cp --parents {} "$ctx/" 2>/dev/null || true)
   # The image's python3 is Debian's 3.11: the host's interpreter must be a 3.11 too, so the
   # wheels it builds and picks carry the same tags.
@@ -155,7 +165,7 @@ build_project() {
   [ "$pyver" = 3.11 ] || { echo "build-images: the wheelhouse needs a host python3 3.11 (found $pyver)" >&2; exit 1; }
   python3 -m pip wheel --quiet --wheel-dir "$ctx/.wheelhouse" --constraint "$repo/reference/constraints.txt" "$ctx"
   say "project image: docker build --network none on $PYTHON_BASE_IMAGE ($rev)"
-  docker build --network none -q -f "$ctx/reference/Dockerfile" --build-arg BASE_IMAGE="$PYTHON_BASE_IMAGE" \
+  docker build --network none --force-rm -q -f "$ctx/reference/Dockerfile" --build-arg BASE_IMAGE="$PYTHON_BASE_IMAGE" \
     --build-arg WHEELHOUSE=.wheelhouse -t "$PROJECT_IMAGE" "$ctx" >/dev/null
   rm -rf "$ctx"
   stamp "project-$PROJECT_IMAGE"
