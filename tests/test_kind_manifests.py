@@ -755,3 +755,53 @@ def test_dockerignore_keeps_what_the_install_needs() -> None:
         assert not ignored(path), f".dockerignore drops {path}, which the install needs"
     for path in (".git", "build", "tests", "harness/__pycache__"):
         assert ignored(path), f".dockerignore keeps {path}"
+
+
+def _restricted_violations(pod: Obj) -> list[str]:
+    """What the Pod Security "restricted" level (enforced on agn-system) refuses in a pod spec."""
+    found: list[str] = []
+    pod_context = pod.get("securityContext") or {}
+    for container in pod.get("initContainers", []) + pod["containers"]:
+        name = container["name"]
+        context = container.get("securityContext") or {}
+        if context.get("allowPrivilegeEscalation") is not False:
+            found.append(f"{name}: allowPrivilegeEscalation is not false")
+        if "ALL" not in ((context.get("capabilities") or {}).get("drop") or []):
+            found.append(f"{name}: capabilities.drop lacks ALL")
+        if set((context.get("capabilities") or {}).get("add") or []) - {"NET_BIND_SERVICE"}:
+            found.append(f"{name}: adds capabilities")
+        if context.get("privileged"):
+            found.append(f"{name}: privileged")
+        if not context.get("runAsNonRoot", pod_context.get("runAsNonRoot")):
+            found.append(f"{name}: runAsNonRoot is not true")
+        seccomp = (context.get("seccompProfile") or pod_context.get("seccompProfile") or {}).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            found.append(f"{name}: seccompProfile is {seccomp}")
+    found += [f"volume {v['name']}: hostPath" for v in pod.get("volumes", []) if "hostPath" in v]
+    return found
+
+
+def test_every_pod_the_harness_makes_meets_the_restricted_level(tmp_path: Path) -> None:
+    """agn-system enforces Pod Security "restricted": a Deployment the harness renders (fakes, gateways of
+    every overlay mode, the TLS metrics endpoint) that breaks it gets no pod at all on a real cluster."""
+    from harness.backends.kube.handles import FollowedConfigMap
+    from harness.backends.kube.manifests import GatewayPod, gateway_docs, tls_metrics_docs
+    from harness.contract import ScopeSpec
+
+    namespace = _find(_base_objects(), "Namespace", "agn-system")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    backend, docs = _rendered_site(tmp_path)
+    try:
+        follow = FollowedConfigMap("agn-system", "grid-overlay", ScopeSpec("grid", "gw", "agn-system", "site-a"))
+        for mode, followed in (("mirror", None), ("follow", follow), ("none", None)):
+            docs += gateway_docs(GatewayPod("agn-gw-1", mode, followed, 8080, 9901, nodeport=False),
+                                 "agn-conformance/reference:dev", {}, "listeners: []\n", b"{}", {}, {})
+        docs += tls_metrics_docs("agn-tls-metrics", "agn-conformance/reference:dev", {}, "metrics", "site-a")
+        pods = list(_pod_specs(docs)) + list(_pod_specs(_base_objects()))
+        assert len(pods) >= 8
+        assert {name: _restricted_violations(pod) for name, pod in pods if _restricted_violations(pod)} == {}
+        unsafe = {"containers": [{"name": "c"}], "securityContext": {"runAsNonRoot": True}}
+        assert len(_restricted_violations(unsafe)) == 3  # the check itself finds what a real cluster refuses
+    finally:
+        backend.supervisor.stop_all()
+        backend.plan.close()

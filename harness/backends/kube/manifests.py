@@ -149,11 +149,23 @@ def secret_doc(name: str, data: Mapping[str, bytes], labels: Mapping[str, str]) 
             "data": {k: base64.b64encode(v).decode() for k, v in data.items()}}
 
 
+#: What the Pod Security "restricted" level requires of every container (manifests/base/namespace.yaml
+#: enforces it on the namespace, so a pod without it is never created).
+RESTRICTED_CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def restricted_container(container: Mapping[str, Any]) -> dict[str, Any]:
+    """`container` with the restricted level's securityContext (its own settings kept where it has them)."""
+    return {**container, "securityContext": {**RESTRICTED_CONTAINER_SECURITY,
+                                             **(container.get("securityContext") or {})}}
+
+
 def deployment_doc(name: str, labels: Mapping[str, str], containers: list[dict[str, Any]],
                 volumes: list[dict[str, Any]], service_account: str | None = None) -> dict[str, Any]:
     selector = {"app.kubernetes.io/name": name}
-    pod: dict[str, Any] = {"containers": containers,
-                           "securityContext": {"runAsNonRoot": True, "runAsUser": 10001}}
+    pod: dict[str, Any] = {"containers": [restricted_container(c) for c in containers],
+                           "securityContext": {"runAsNonRoot": True, "runAsUser": 10001,
+                                               "seccompProfile": {"type": "RuntimeDefault"}}}
     if volumes:
         pod["volumes"] = volumes
     if service_account:
@@ -247,7 +259,7 @@ def gateway_docs(pod: GatewayPod, image: str, labels: Mapping[str, str], config:
         containers.insert(0, sync)
     deployment = deployment_doc(kname, labels, containers, volumes, service_account="agn-gateway")
     if init:
-        deployment["spec"]["template"]["spec"]["initContainers"] = init
+        deployment["spec"]["template"]["spec"]["initContainers"] = [restricted_container(c) for c in init]
     docs += [secret_doc(f"{kname}-files", dict(files), labels),
              secret_doc(f"{kname}-env", {k: v.encode() for k, v in env.items()}, labels),
              deployment]
