@@ -296,7 +296,7 @@ def site_sequence(root: Path, work: Path, site: str, image: str = DEFAULT_IMAGE)
         ["kind", "load", "docker-image", image, "--name", f"agn-t1-{site}"],
         ["kubectl", *kc, "apply", "--server-side", "--field-manager", "agn-conformance", "-f", crds],
         ["kubectl", *kc, "wait", "--for=condition=Established", "--timeout=120s", "-f", crds],
-        ["kubectl", *kc, "apply", "-k", str(root / "manifests" / "overlays" / "kind")],
+        ["kubectl", *kc, "kustomize", str(root / "manifests" / "overlays" / "kind")],
         ["kubectl", *kc, "apply", "-f", str(work / "kube" / site / "site.yaml")],
         *([["kubectl", *kc, "--namespace", "agn-system", "set", "image", "deployment", "--all", f"*={image}"]]
           if image != DEFAULT_IMAGE else []),

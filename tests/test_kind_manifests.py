@@ -374,7 +374,7 @@ def test_gateway_mounts_its_hop_client_certificate_from_an_optional_secret() -> 
     assert mount == {"name": "hop-tls", "mountPath": GATEWAY_HOP_TLS_DIR, "readOnly": True}
 
 
-def _rendered_site(tmp_path: Path) -> tuple[Any, list[Obj]]:
+def _rendered_site(tmp_path: Path, overlay: str = "") -> tuple[Any, list[Obj]]:
     """What the kind backend applies to site-a of the single-site topology (no cluster needed)."""
     from types import SimpleNamespace
 
@@ -385,7 +385,7 @@ def _rendered_site(tmp_path: Path) -> tuple[Any, list[Obj]]:
 
     topology = load_topology("single-site")
     backend = KindBackend(tmp_path / "work", topology, SimpleNamespace(), runner=Runner(), root=ROOT, run_id="t1")
-    path = backend.render_site(SiteCluster(0, topology.sites[0], "agn-t1-site-a", []))
+    path = backend.render_site(SiteCluster(0, topology.sites[0], "agn-t1-site-a", []), overlay)
     return backend, _docs(path)
 
 
@@ -678,14 +678,20 @@ def _instructions(text: str) -> list[tuple[str, str]]:
 
 
 def _stages(text: str) -> list[tuple[str, str, list[tuple[str, str]]]]:
-    """(base image, stage name, instructions) for each FROM."""
+    """(base image, stage name, instructions) for each FROM; a FROM's `${ARG}` takes the default of a
+    global ARG (one before the first FROM), as `docker build` without --build-arg does."""
     stages: list[tuple[str, str, list[tuple[str, str]]]] = []
+    global_args: dict[str, str] = {}
     for keyword, rest in _instructions(text):
         if keyword == "FROM":
             parts = rest.split()
             assert not parts[0].startswith("--"), "FROM with options is not expected"
             name = parts[2] if len(parts) == 3 and parts[1].upper() == "AS" else ""
-            stages.append((parts[0], name, []))
+            base = re.sub(r"\$\{(\w+)\}", lambda m: global_args[m.group(1)], parts[0])
+            stages.append((base, name, []))
+        elif keyword == "ARG" and not stages:
+            arg, _, default = rest.partition("=")
+            global_args[arg] = default
         else:
             assert stages, f"{keyword} before the first FROM"
             stages[-1][2].append((keyword, rest))
@@ -704,9 +710,11 @@ def test_dockerfile_is_multi_stage_on_slim() -> None:
     copies = [rest for kw, rest in builder[2] if kw == "COPY"]
     assert any(rest.split()[0] == "." for rest in copies), "the builder copies the build context"
     runs = " ".join(rest for kw, rest in builder[2] if kw == "RUN")
-    assert re.search(r"python -m venv /opt/venv", runs)
+    assert re.search(r"python3? -m venv /opt/venv", runs)
     assert re.search(r"/opt/venv/bin/pip install --constraint /src/reference/constraints.txt /src\b", runs), \
         "the project is installed from the context, its dependencies pinned"
+    assert re.search(r"--no-index --find-links \"/src/\$WHEELHOUSE\" +--constraint /src/reference/constraints.txt", runs), \
+        "with a wheelhouse (hosts without registry access) pip reads only it, the same pins applied"
 
 
 def test_final_stage_runs_as_a_numeric_non_root_user_without_build_tools() -> None:
@@ -802,6 +810,47 @@ def test_every_pod_the_harness_makes_meets_the_restricted_level(tmp_path: Path) 
         assert {name: _restricted_violations(pod) for name, pod in pods if _restricted_violations(pod)} == {}
         unsafe = {"containers": [{"name": "c"}], "securityContext": {"runAsNonRoot": True}}
         assert len(_restricted_violations(unsafe)) == 3  # the check itself finds what a real cluster refuses
+    finally:
+        backend.supervisor.stop_all()
+        backend.plan.close()
+
+
+@needs_kubectl
+def test_standing_gateways_of_a_rendered_site_have_what_they_need_to_start(tmp_path: Path) -> None:
+    """The site file replaces the overlay's default ConfigMaps and keeps the rest, Deployments last (their
+    pods read the ConfigMaps when they start). Before any grid exists the consumer gateway's overlay-sync
+    follows a harness-written overlay that its scope accepts, and the provider gateway has a route: with
+    an empty route list the reference gateway exits ("routes must contain 1-1024 entries")."""
+    import base64
+
+    from harness.backends.kube.names import OVERLAY_KEY, STANDING_OVERLAY_CONFIGMAP
+    from reference.overlay.validate import parse_overlay
+
+    assert KUBECTL is not None
+    overlay = subprocess.run([KUBECTL, "kustomize", str(ROOT / "manifests" / "overlays" / "kind")],
+                                                 capture_output=True, text=True, check=True, timeout=60).stdout
+    backend, docs = _rendered_site(tmp_path, overlay)
+    try:
+        keys = [(d["kind"], d["metadata"]["name"]) for d in docs]
+        assert len(keys) == len(set(keys)), "one object per kind and name"
+        assert set(keys) >= {(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(overlay) if d}
+        kinds = [k for k, _ in keys]
+        assert max(i for i, k in enumerate(kinds) if k == "ConfigMap") < kinds.index("Deployment")
+        scope_data = _find(docs, "ConfigMap", "agn-gateway-scope")["data"]
+        assert scope_data["OVERLAY_CONFIGMAP"] == STANDING_OVERLAY_CONFIGMAP
+        scope = parse_scope(scope_data["EXPECTED_SCOPE"])
+        gateway = yaml.safe_load(_find(docs, "ConfigMap", "agn-gateway-config")["data"]["praxis.yaml"])
+        route = next(f for c in gateway["filter_chains"] for f in c["filters"] if f["filter"] == "intelligent_route")
+        assert route["expected_overlay_scope"] == scope
+        standing = _find(docs, "ConfigMap", STANDING_OVERLAY_CONFIGMAP)["data"][OVERLAY_KEY].encode()
+        assert len(parse_overlay(standing, expected_scope=scope).candidates) == 1
+        tls = tmp_path / "tls"
+        tls.mkdir()
+        for key, value in _find(docs, "Secret", "agn-provider-gateway-tls")["data"].items():
+            (tls / key).write_bytes(base64.b64decode(value))
+        text = _find(docs, "ConfigMap", "agn-provider-gateway-config")["data"]["praxis.yaml"]
+        (tmp_path / "provider.yaml").write_text(text.replace("/etc/praxis/tls/", f"{tls}/"))
+        load_config(tmp_path / "provider.yaml")  # exits the gateway on a real cluster when it raises
     finally:
         backend.supervisor.stop_all()
         backend.plan.close()

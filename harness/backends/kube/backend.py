@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from harness import http_get
+from harness import contract, http_get
 from harness.addresses import AddressPlan
 from harness.backends import OPERATOR_IN_CLUSTER, OperationUnsupported
 from harness.backends.local import (
@@ -56,11 +56,13 @@ from harness.control import OverlaySyncProcess
 from harness.gateway_config import (
     VARIANTS,
     ListenerTls,
+    ProviderRoute,
+    TrustedPeer,
     UpstreamTls,
     render_gateway_config,
     render_provider_gateway_config,
 )
-from harness.pki import GridPKI
+from harness.pki import GRID_ORGANIZATION, GridPKI
 from harness.process import ManagedProcess, Supervisor
 from harness.topology import ProviderSpec, SiteSpec, Topology
 from harness.waiting import WaitTimeout, poll_until
@@ -116,6 +118,8 @@ from harness.backends.kube.names import (
     POD_OVERLAY_DIR,
     POD_SCRATCH_DIR,
     RUN_LABEL,
+    STANDING_MODEL,
+    STANDING_OVERLAY_CONFIGMAP,
     SYNC_ADMIN_PORT,
     TLS_METRICS_NAME,
     TLS_METRICS_PORT,
@@ -250,8 +254,10 @@ class KubeBackend:
         crds = self.root / "manifests" / "crds"
         self.kubectl(site, "apply", "--server-side", "--field-manager", FIELD_MANAGER, "-f", str(crds))
         self.kubectl(site, "wait", "--for=condition=Established", "--timeout=120s", "-f", str(crds))
-        self.kubectl(site, "apply", "-k", str(self.root / "manifests" / "overlays" / "kind"))
-        self.kubectl(site, "apply", "-f", str(self.render_site(site)))
+        # one apply of the overlay with this site's objects in place of its defaults, so every pod starts
+        # on its final ConfigMaps (env from a ConfigMap is read only when a container starts)
+        overlay = self.kubectl(site, "kustomize", str(self.root / "manifests" / "overlays" / "kind"))
+        self.kubectl(site, "apply", "-f", str(self.render_site(site, overlay)))
         if self.image != DEFAULT_IMAGE:
             self.kubectl(site, "--namespace", NAMESPACE, "set", "image", "deployment", "--all",
                          f"*={self.image}")
@@ -309,8 +315,9 @@ class KubeBackend:
         """The in-cluster address of a fake backend's mTLS listener (what hop clusters point at)."""
         return f"agn-fake-{provider}.{NAMESPACE}.svc.cluster.local:{FAKE_MTLS_PORT}"
 
-    def render_site(self, site: SiteCluster) -> Path:
-        """The site's ConfigMaps, Secrets and fake backends as one file for `kubectl apply -f`.
+    def render_site(self, site: SiteCluster, overlay: str = "") -> Path:
+        """The site's ConfigMaps, Secrets and fake backends as one file for `kubectl apply -f`, with the
+        objects of `overlay` (the kustomize output) that it does not replace.
 
         The standing gateway reaches its hop clusters at the fakes' mTLS listeners with a client
         certificate of the run's CA, from the Secret agn-gateway-hop-tls its Deployment mounts.
@@ -334,11 +341,17 @@ class KubeBackend:
         sni = f"{spec.provider_gateway or 'provider-gateway'}.{spec.name}.grid.test"
         server = self.pki.server(f"kube-{spec.name}-provider-gateway", sni,
                                  f"agn-provider-gateway.{NAMESPACE}.svc")
+        first = spec.model_providers[0]
+        standing_routes = [ProviderRoute(f"inference_model/{STANDING_MODEL}/{first.site}/{first.cluster}",
+                                         STANDING_MODEL, first.cluster)]
+        standing_overlay = contract.encode(contract.envelope(
+            [contract.candidate(STANDING_MODEL, first.site, first.cluster)], scope)).decode()
         provider_config = render_provider_gateway_config(
             listen="0.0.0.0:8443", admin=f"0.0.0.0:{ADMIN_PORT}",
             tls=ListenerTls("/etc/praxis/tls/tls.crt", "/etc/praxis/tls/tls.key", "/etc/praxis/tls/ca.crt"),
-            trusted_peers=None, provider_id=f"{spec.name}-{spec.provider_gateway or 'provider-gateway'}",
-            routes=(), credentials=(), clusters=clusters)
+            trusted_peers=[TrustedPeer(organization=GRID_ORGANIZATION)], provider_id=f"{spec.name}-{spec.provider_gateway or 'provider-gateway'}",
+            routes=standing_routes, credentials=(), clusters=clusters,
+            insecure_options={"allow_public_admin": True})  # the kubelet probes the admin port on the pod address
         docs: list[dict[str, Any]] = [
             # before the config naming its files, so a gateway that restarts on the new config finds them
             secret_doc(GATEWAY_HOP_TLS_SECRET, {"tls.crt": hop_client.cert.read_bytes(),
@@ -350,12 +363,21 @@ class KubeBackend:
                                                  "tls.key": server.key.read_bytes(),
                                                  "ca.crt": self.pki.ca_path.read_bytes()}, self._labels()),
             secret_doc("agn-provider-credentials", {}, self._labels()),
+            configmap_doc(STANDING_OVERLAY_CONFIGMAP, {OVERLAY_KEY: standing_overlay}, self._labels()),
+            configmap_doc("agn-gateway-scope", {
+                "OVERLAY_CONFIGMAP": STANDING_OVERLAY_CONFIGMAP,
+                "EXPECTED_SCOPE": ",".join(f"{k}={v}" for k, v in scope.as_dict().items())}, self._labels()),
         ]
         for provider in spec.providers:
             docs += self._fake_backend(provider.name, provider.site,
                                        fake_sni(spec.name, provider.name) if provider in hop else None)
+        replaced = {(d["kind"], d["metadata"]["name"]) for d in docs}
+        kept = [d for d in yaml.safe_load_all(overlay) if isinstance(d, dict)
+                and (d.get("kind"), (d.get("metadata") or {}).get("name")) not in replaced]
         path = self._site_dir(site) / "site.yaml"
-        path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+        workloads = [d for d in kept if d["kind"] == "Deployment"]  # after the ConfigMaps their pods read
+        path.write_text(yaml.safe_dump_all([*(d for d in kept if d["kind"] != "Deployment"), *docs, *workloads],
+                                           sort_keys=False))
         return path
 
     def _fake_backend(self, name: str, site: str, sni: str | None = None) -> list[dict[str, Any]]:

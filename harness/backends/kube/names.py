@@ -44,3 +44,8 @@ POD_SCRATCH_DIR = "/tmp"
 TLS_METRICS_NAME = "agn-tls-metrics"
 #: How long a gateway following a ConfigMap waits for overlay-sync's first delivery before starting anyway.
 FIRST_DELIVERY_SECONDS = 60
+#: The standing gateways of a site (manifests/base) need something to serve before any grid exists: the
+#: consumer gateway's overlay-sync follows this harness-written ConfigMap, whose overlay and the provider
+#: gateway's one route send this model to the site's first model provider.
+STANDING_OVERLAY_CONFIGMAP = "agn-gateway-standing-overlay"
+STANDING_MODEL = "agn-standing"
