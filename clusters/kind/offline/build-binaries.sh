@@ -9,7 +9,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="${1:?usage: build-binaries.sh OUT_DIR}"
 mkdir -p "$out/bin" "$out/work"
 export CGO_ENABLED=0 GOTOOLCHAIN="$GO_TOOLCHAIN" GOFLAGS=-mod=mod
-export GOPATH="${GOPATH:-$out/gopath}" GOCACHE="${GOCACHE:-$out/gocache}"
+# its own GOPATH: build-images.sh reads kind's base files from this module cache
+export GOPATH="$out/gopath" GOCACHE="${GOCACHE:-$out/gocache}"
 
 say() { printf '[binaries] %s\n' "$*" >&2; }
 
