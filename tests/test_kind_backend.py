@@ -16,6 +16,7 @@ import base64
 import ipaddress
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -627,6 +628,26 @@ def test_without_the_public_base_the_offline_builder_makes_the_project_image(too
     make_kind(parts, root, "single-site").prepare()
     builder = str(root / "clusters" / "kind" / "offline" / "build-images.sh")
     assert tools.calls() == [["bash", builder, "--only", "project", "--project-tag", DEFAULT_IMAGE]]
+
+
+def test_an_image_build_that_fails_leaves_the_run_unjudged_and_is_not_retried(tools: Tools, root: Path,
+                                                                              parts: SimpleNamespace,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing of the implementation ran when its image cannot be built: the grid is unavailable (the run
+    exits 2), and every later grid of the session gets that answer instead of a rebuild per test."""
+    tools.install("bash")
+    monkeypatch.setenv("AGN_FAKE_DOCKER_IMAGES", f"{OFFLINE_NODE},{OFFLINE_PYTHON}")
+    monkeypatch.setenv("AGN_FAKE_FAIL", "--only project")
+    for _ in range(2):
+        with pytest.raises(BackendUnavailable, match=f"the image {DEFAULT_IMAGE} could not be built: .*exited 1"):
+            make_kind(parts, root, "single-site").prepare()
+    assert len([c for c in tools.calls() if c[0] == "bash"]) == 1
+    # the twin: a build that works is used
+    monkeypatch.delenv("AGN_FAKE_FAIL")
+    other = shutil.copytree(root, root.parent / "another-checkout")
+    make_kind(parts, other, "single-site").prepare()
+    builds = [c for c in tools.calls() if c[0] == "bash"]
+    assert len(builds) == 2 and builds[-1][1] == str(other / "clusters" / "kind" / "offline" / "build-images.sh")
 
 
 @pytest.mark.parametrize(("minor", "too_old"), [("23", True), ("24", False), ("31+", False), ("x", False)])

@@ -713,7 +713,8 @@ def test_dockerfile_is_multi_stage_on_slim() -> None:
     assert re.search(r"python3? -m venv /opt/venv", runs)
     assert re.search(r"/opt/venv/bin/pip install --constraint /src/reference/constraints.txt /src\b", runs), \
         "the project is installed from the context, its dependencies pinned"
-    assert re.search(r"--no-index --find-links \"/src/\$WHEELHOUSE\" +--constraint /src/reference/constraints.txt", runs), \
+    wheelhouse = r"--no-index --find-links \"/src/\$WHEELHOUSE\" +--constraint /src/reference/constraints.txt"
+    assert re.search(wheelhouse, runs), \
         "with a wheelhouse (hosts without registry access) pip reads only it, the same pins applied"
 
 

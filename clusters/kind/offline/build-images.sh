@@ -163,7 +163,11 @@ build_project() {
   # wheels it builds and picks carry the same tags.
   local pyver; pyver="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
   [ "$pyver" = 3.11 ] || { echo "build-images: the wheelhouse needs a host python3 3.11 (found $pyver)" >&2; exit 1; }
-  python3 -m pip wheel --quiet --wheel-dir "$ctx/.wheelhouse" --constraint "$repo/reference/constraints.txt" "$ctx"
+  # a venv of its own: the calling interpreter may have no pip (a tox env made by uv)
+  local wheeler="$cache/wheel-venv"
+  [ -x "$wheeler/bin/pip" ] || python3 -m venv --clear "$wheeler"
+  "$wheeler/bin/pip" wheel --quiet --disable-pip-version-check --wheel-dir "$ctx/.wheelhouse" \
+    --constraint "$repo/reference/constraints.txt" "$ctx"
   say "project image: docker build --network none on $PYTHON_BASE_IMAGE ($rev)"
   docker build --network none --force-rm -q -f "$ctx/reference/Dockerfile" --build-arg BASE_IMAGE="$PYTHON_BASE_IMAGE" \
     --build-arg WHEELHOUSE=.wheelhouse -t "$PROJECT_IMAGE" "$ctx" >/dev/null

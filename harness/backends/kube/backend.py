@@ -349,7 +349,8 @@ class KubeBackend:
         provider_config = render_provider_gateway_config(
             listen="0.0.0.0:8443", admin=f"0.0.0.0:{ADMIN_PORT}",
             tls=ListenerTls("/etc/praxis/tls/tls.crt", "/etc/praxis/tls/tls.key", "/etc/praxis/tls/ca.crt"),
-            trusted_peers=[TrustedPeer(organization=GRID_ORGANIZATION)], provider_id=f"{spec.name}-{spec.provider_gateway or 'provider-gateway'}",
+            trusted_peers=[TrustedPeer(organization=GRID_ORGANIZATION)],
+            provider_id=f"{spec.name}-{spec.provider_gateway or 'provider-gateway'}",
             routes=standing_routes, credentials=(), clusters=clusters,
             insecure_options={"allow_public_admin": True})  # the kubelet probes the admin port on the pod address
         docs: list[dict[str, Any]] = [

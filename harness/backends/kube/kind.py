@@ -39,6 +39,8 @@ _CLAIMED_LOCK = threading.Lock()
 #: (checkout, tag) of the images this process has built: the grids of one session (the main grid, the
 #: provider profile's, every mesh) build the image once.
 _BUILT_IMAGES: set[tuple[str, str]] = set()
+#: Builds that failed this session, with the reason every later grid is given.
+_FAILED_BUILDS: dict[tuple[str, str], str] = {}
 
 
 _BUILD_LOCK = threading.Lock()
@@ -135,16 +137,24 @@ class KindBackend(KubeBackend):
         self.node_image = chosen.image
         if self.image_given:
             return
+        key = (str(self.root), self.image)
         with _BUILD_LOCK:
-            if (str(self.root), self.image) in _BUILT_IMAGES:
+            if key in _BUILT_IMAGES:
                 return
+            if key in _FAILED_BUILDS:  # every later grid of the session gets the same answer, not a rebuild
+                raise BackendUnavailable(_FAILED_BUILDS[key])
             if offline_build(self.runner):
-                self.runner.run(["bash", str(self.root / OFFLINE_BUILDER), "--only", "project", "--project-tag",
-                                 self.image], timeout=1800)
+                argv = ["bash", str(self.root / OFFLINE_BUILDER), "--only", "project", "--project-tag", self.image]
             else:
-                self.runner.run(["docker", "build", "-f", str(self.root / "reference" / "Dockerfile"), "-t",
-                                 self.image, str(self.root)], timeout=1800)
-            _BUILT_IMAGES.add((str(self.root), self.image))
+                argv = ["docker", "build", "-f", str(self.root / "reference" / "Dockerfile"), "-t", self.image,
+                        str(self.root)]
+            try:
+                self.runner.run(argv, timeout=1800)
+            except CommandFailed as exc:
+                # nothing of the implementation ran: the run is not judged (exit 2), it does not fail
+                _FAILED_BUILDS[key] = f"the image {self.image} could not be built: {exc}"
+                raise BackendUnavailable(_FAILED_BUILDS[key]) from None
+            _BUILT_IMAGES.add(key)
 
     def kind_config(self, site: SiteSpec) -> tuple[Path, dict[int, int]]:
         """This run's copy of clusters/kind/<site>.yaml, named for the run; and its host port mappings.
