@@ -38,11 +38,12 @@ SLOWEST = 10
 COLD = "consumer (gateways started cold)"
 
 
-def command(report: Path, profile: str = "consumer", impl: Path | None = None) -> list[str]:
+def command(report: Path, profile: str = "consumer", impl: Path | None = None,
+            extra: tuple[str, ...] = ()) -> list[str]:
     script = shutil.which("agn-conformance")
     base = [script] if script else [sys.executable, "-m", "harness.cli"]
     chosen = ["--impl", str(impl)] if impl is not None else []
-    return [*base, "run", "--profile", profile, "--report", str(report), *chosen]
+    return [*base, "run", "--profile", profile, "--report", str(report), *chosen, *extra]
 
 
 def cold_descriptor(path: Path) -> Path:
@@ -88,7 +89,12 @@ def breakdown(doc: dict[str, Any], wall_s: float) -> dict[str, Any]:
     by_phase["outside tests (collection, report)"] = max(0.0, session_s - sum(by_phase.values()))
     by_phase["before the session (interpreter, plugins)"] = max(0.0, wall_s - session_s)
     slowest = sorted(doc.get("tests", []), key=lambda t: t["total_s"], reverse=True)[:SLOWEST]
+    by_profile: Counter[str] = Counter()
+    for test in doc.get("tests", []):  # ids name the suite: .../suites/<profile>/test_x.py::name
+        parts = test["id"].split("::", 1)[0].replace("\\", "/").split("/")
+        by_profile[parts[parts.index("suites") + 1] if "suites" in parts[:-1] else "other"] += test["total_s"]
     return {"phases_s": dict(by_phase), "activities_s": dict(by_activity), "calls": doc.get("calls", {}),
+            "profiles_s": dict(by_profile),
             "slowest": [{"id": t["id"], "total_s": t["total_s"], "activities": t["activities"]} for t in slowest]}
 
 
@@ -111,26 +117,27 @@ def _print_breakdown(run: dict[str, Any]) -> None:
     emit(table(f"{run['profile']}: slowest tests", ("test", "s", "mostly"), rows))
 
 
-def run_profile(profile: str, workdir: Path, impl: Path | None = None, name: str | None = None) -> dict[str, Any]:
-    """One `agn-conformance run --profile <profile>`: wall time, exit code (None on timeout), outcomes."""
+def run_profile(profile: str, workdir: Path, impl: Path | None = None, name: str | None = None, *,
+                extra: tuple[str, ...] = (), timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
+    """One `agn-conformance run --profile <profile> [extra]`: wall time, exit code (None on timeout), outcomes."""
     label = (name or profile).replace(",", "-").replace(" ", "-").strip("()")
     label = "".join(c for c in label if c.isalnum() or c == "-")
     report = workdir / f"{label}-report.yaml"
     phases_file = workdir / f"{label}-phases.json"
-    argv = [*command(report, profile, impl), "--", "-p", "bench.phases"]
-    emit(f"conformance_wall: {' '.join(argv[-8:])} (timeout {TIMEOUT_S:.0f} s)")
+    argv = [*command(report, profile, impl, extra), "--", "-p", "bench.phases"]
+    emit(f"conformance_wall: {' '.join(argv[-8:])} (timeout {timeout_s:.0f} s)")
     supervisor = Supervisor(workdir / f"{label}-logs")
     env = {**child_env(), phases.ENV: str(phases_file)}
     try:
         started = time.perf_counter()
         proc = supervisor.start(f"agn-conformance-{label}", argv, env=env, cwd=ROOT)
-        code = proc.wait(TIMEOUT_S)
+        code = proc.wait(timeout_s)
         wall = time.perf_counter() - started
         tail = proc.log_tail(15)
     finally:
         supervisor.stop_all()
     if code is None:
-        emit(f"note: the {profile} run was still running after {TIMEOUT_S:.0f} s and was stopped:\n{tail}")
+        emit(f"note: the {profile} run was still running after {timeout_s:.0f} s and was stopped:\n{tail}")
     elif code != 0:
         emit(f"note: the {profile} conformance run exited {code}; its output ends with:\n{tail}")
     try:
