@@ -525,7 +525,7 @@ def test_providers_gateways_and_overlays_go_through_port_forwards_and_the_pod(
     assert {d["kind"] for d in docs.values()} == {"ConfigMap", "Deployment"}
     rendered = docs["agn-gw-1-config"]["data"]["praxis.yaml"]
     assert "/var/run/agn/overlay/routing-overlay.json" in rendered and str(parts.workdir) not in rendered
-    assert base64.b64decode(docs["agn-gw-1-overlay"]["binaryData"]["routing-overlay.json"]) == b'{"v": 1}'
+    assert base64.b64decode(by_name["agn-gw-1-overlay-0"]["binaryData"]["part-0000"]) == b'{"v": 1}'
     pod = docs["agn-gw-1"]["spec"]["template"]["spec"]
     # the harness's bytes reach the gateway unvalidated: seeded before it starts, then written by exec
     assert [c["name"] for c in pod["initContainers"]] == ["overlay-seed"]

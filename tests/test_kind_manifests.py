@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -855,3 +856,36 @@ def test_standing_gateways_of_a_rendered_site_have_what_they_need_to_start(tmp_p
     finally:
         backend.supervisor.stop_all()
         backend.plan.close()
+
+
+def test_a_seed_larger_than_a_configmap_reaches_the_pod_byte_for_byte(tmp_path: Path) -> None:
+    """The API server refuses a ConfigMap over 1 MiB; the oversize overlay cases seed 2 MiB and more. The
+    seed is split over ConfigMaps each under the limit, and the init container's script joins the parts
+    (as the projected volume lays them out) into exactly the bytes the suite wrote."""
+    import base64
+    import os
+
+    from harness.backends.kube.manifests import SEED_OVERLAY_SCRIPT, GatewayPod, gateway_docs, seed_configmaps
+
+    seed = os.urandom(2 * 1024 * 1024 + 5)
+    docs = seed_configmaps("agn-gw-9", seed, {})
+    assert len(docs) == 3
+    sizes = [sum(len(base64.b64decode(v)) for v in d["binaryData"].values()) for d in docs]
+    assert max(sizes) <= 1024 * 1024 and sum(sizes) == len(seed)
+    seed_dir, overlay_dir = tmp_path / "seed", tmp_path / "overlay"
+    seed_dir.mkdir()
+    overlay_dir.mkdir()
+    for doc in reversed(docs):  # the order files appear in does not matter, their names do
+        for key, value in doc["binaryData"].items():
+            (seed_dir / key).write_bytes(base64.b64decode(value))
+    subprocess.run([sys.executable, "-c", SEED_OVERLAY_SCRIPT, str(overlay_dir), "routing-overlay.json",
+                    str(seed_dir)], check=True, timeout=60, cwd=ROOT)
+    assert (overlay_dir / "routing-overlay.json").read_bytes() == seed
+    # the Deployment mounts every part; a small seed is one ConfigMap, no seed one empty ConfigMap
+    pod = GatewayPod("agn-gw-9", "mirror", None, 8080, 9901, nodeport=False)
+    rendered = gateway_docs(pod, "img", {}, "listeners: []\n", seed, {}, {})
+    volume = next(v for _, p in _pod_specs(rendered) for v in p["volumes"] if v["name"] == "seed")
+    names = [source["configMap"]["name"] for source in volume["projected"]["sources"]]
+    assert names == [f"agn-gw-9-overlay-{i}" for i in range(3)]
+    assert len(seed_configmaps("agn-gw-9", b"{}", {})) == 1
+    assert [d.get("binaryData") for d in seed_configmaps("agn-gw-9", None, {})] == [None]

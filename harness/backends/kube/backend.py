@@ -653,8 +653,11 @@ class KubeBackend:
         labels = self._labels(**{GATEWAY_LABEL: kname, "app.kubernetes.io/name": kname})
         docs = gateway_docs(pod, self.image, labels, config, seed, files, dict(env or {}))
         manifest = workdir / "kube.yaml"
-        manifest.write_text(yaml.safe_dump_all([d for d in docs if d["kind"] != "Secret"], sort_keys=False))
-        self.apply_json(site, [d for d in docs if d["kind"] == "Secret"])
+        # Secrets and the overlay seed go server-side through stdin: no file holds a secret, and a seed
+        # is too large for the annotation a client-side apply keeps (256 KiB for all of them)
+        by_api = [d for d in docs if d["kind"] == "Secret" or "binaryData" in d]
+        manifest.write_text(yaml.safe_dump_all([d for d in docs if d not in by_api], sort_keys=False))
+        self.apply_json(site, by_api)
         self.kubectl(site, "apply", "-f", str(manifest))
         started: list[ManagedProcess] = []
         try:

@@ -180,12 +180,26 @@ def service_doc(name: str, labels: Mapping[str, str], ports: list[dict[str, Any]
             "spec": {"selector": {"app.kubernetes.io/name": name}, "ports": ports}}
 
 
-#: Seeds the overlay directory from a mounted ConfigMap key before the gateway starts (nothing when absent).
+#: Seeds the overlay directory before the gateway starts from the seed ConfigMaps' parts, joined in order
+#: (nothing when there are none).
 SEED_OVERLAY_SCRIPT = ("import pathlib, sys\n"
                         "from harness.projection import project\n"
-                        "seed = pathlib.Path(sys.argv[3])\n"
-                        "if seed.is_file():\n"
-                        "    project(pathlib.Path(sys.argv[1]), {sys.argv[2]: seed.read_bytes()})\n")
+                        "parts = sorted(pathlib.Path(sys.argv[3]).glob('part-*'))\n"
+                        "if parts:\n"
+                        "    project(pathlib.Path(sys.argv[1]), {sys.argv[2]: b''.join(p.read_bytes() for p in parts)})\n")
+
+#: Bytes of seed per ConfigMap: the API server refuses a ConfigMap over 1 MiB, and a suite may seed a
+#: gateway with an overlay of 2 MiB or more (the oversize cases), so a seed is split over several.
+SEED_CHUNK_BYTES = 768 * 1024
+
+
+def seed_configmaps(kname: str, seed: bytes | None, labels: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The ConfigMaps `{kname}-overlay-<i>` carrying `seed` as parts `part-<i>` (one empty one without a seed)."""
+    chunks = [seed[i:i + SEED_CHUNK_BYTES] for i in range(0, len(seed), SEED_CHUNK_BYTES)] if seed else []
+    docs = [configmap_doc(f"{kname}-overlay-{i}", {}, labels) for i in range(max(1, len(chunks)))]
+    for i, chunk in enumerate(chunks):
+        docs[i]["binaryData"] = {f"part-{i:04d}": base64.b64encode(chunk).decode()}
+    return docs
 
 
 #: Keeps the writer container alive for `kubectl exec` and ends it at once on SIGTERM (it runs as PID 1).
@@ -238,16 +252,14 @@ def gateway_docs(pod: GatewayPod, image: str, labels: Mapping[str, str], config:
                   "command": ["python", "-c", IDLE_SCRIPT],
                   "volumeMounts": [{"name": "overlay", "mountPath": POD_OVERLAY_DIR}]}
         init.append({"name": "overlay-seed", "image": image, "imagePullPolicy": "IfNotPresent",
-                     "command": ["python", "-c", SEED_OVERLAY_SCRIPT, POD_OVERLAY_DIR, OVERLAY_KEY,
-                                 f"{POD_SEED_DIR}/{OVERLAY_KEY}"],
+                     "command": ["python", "-c", SEED_OVERLAY_SCRIPT, POD_OVERLAY_DIR, OVERLAY_KEY, POD_SEED_DIR],
                      "volumeMounts": [{"name": "overlay", "mountPath": POD_OVERLAY_DIR},
                                       {"name": "seed", "mountPath": POD_SEED_DIR, "readOnly": True}]})
         containers.insert(0, writer)
-        volumes.append({"name": "seed", "configMap": {"name": f"{kname}-overlay"}})
-        seed_doc = configmap_doc(f"{kname}-overlay", {}, labels)
-        if seed is not None:
-            seed_doc["binaryData"] = {OVERLAY_KEY: base64.b64encode(seed).decode()}
-        docs.append(seed_doc)
+        seeds = seed_configmaps(kname, seed, labels)
+        volumes.append({"name": "seed", "projected": {"sources": [{"configMap": {"name": d["metadata"]["name"]}}
+                                                                  for d in seeds]}})
+        docs += seeds
     elif pod.mode == "follow" and pod.follow is not None:
         scope = ",".join(f"{key}={value}" for key, value in pod.follow.scope.as_dict().items())
         sync = {"name": "overlay-sync", "image": image, "imagePullPolicy": "IfNotPresent",
