@@ -186,7 +186,8 @@ SEED_OVERLAY_SCRIPT = ("import pathlib, sys\n"
                         "from harness.projection import project\n"
                         "parts = sorted(pathlib.Path(sys.argv[3]).glob('part-*'))\n"
                         "if parts:\n"
-                        "    project(pathlib.Path(sys.argv[1]), {sys.argv[2]: b''.join(p.read_bytes() for p in parts)})\n")
+                        "    data = b''.join(p.read_bytes() for p in parts)\n"
+                        "    project(pathlib.Path(sys.argv[1]), {sys.argv[2]: data})\n")
 
 #: Bytes of seed per ConfigMap: the API server refuses a ConfigMap over 1 MiB, and a suite may seed a
 #: gateway with an overlay of 2 MiB or more (the oversize cases), so a seed is split over several.
