@@ -38,9 +38,13 @@ write_config() {
     install -m 0755 "$here/runc-drop-sys-resource" "$state/runc-drop-sys-resource"
     runtime_json=", \"runtimes\": {\"agn-runc\": {\"path\": \"$state/runc-drop-sys-resource\"}}, \"default-runtime\": \"agn-runc\""
   fi
+  # "dns": what containers' lookups pass upstream (Docker's embedded DNS, CoreDNS's forward) goes to the
+  # host's bridge address, where nothing answers at once, instead of to the host's resolvers off the
+  # machine (which the DOCKER-USER rule would drop, after a timeout)
   cat > "$state/daemon.json" <<JSON
 {
   "bip": "$bridge_cidr",
+  "dns": ["${bridge_cidr%/*}"],
   "default-address-pools": [{"base": "$pool_base", "size": 24}],
   "storage-driver": "overlay2",
   "ipv6": false,
