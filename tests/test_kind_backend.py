@@ -547,6 +547,16 @@ def test_providers_gateways_and_overlays_go_through_port_forwards_and_the_pod(
                                        "deployment/agn-gw-1", "-c", "overlay-writer"]
     assert "harness.projection" in written[0]["argv"][-3]
 
+    # a suite takes the file away (remove_overlay): so does the pod, and a later write puts it back
+    (overlay_dir / "routing-overlay.json").unlink()
+    removed = poll_until(lambda: [e for e in mirrored() if "rm" in e["argv"]], bool,
+                         what="the overlay to be removed in the pod", timeout=10)
+    assert removed[0]["argv"][-4:] == ["--", "rm", "-f", "/var/run/agn/overlay/routing-overlay.json"]
+    project(overlay_dir, {"routing-overlay.json": b'{"v": 3}'})
+    rewritten = poll_until(lambda: [e for e in mirrored() if e["stdin"] and b'"v": 3' in base64.b64decode(e["stdin"])],
+                           bool, what="the overlay written again", timeout=10)
+    assert len([e for e in mirrored() if "rm" in e["argv"]]) == 1 and rewritten
+
     backend.stop(proc.process)
     assert not proc.process.running()
     assert tools.calls()[-1] == ["kubectl", *kc, "--namespace", "agn-system", "delete",

@@ -788,6 +788,11 @@ class KubeBackend:
                      "--", "python", "-c", _WRITE_OVERLAY, POD_OVERLAY_DIR, OVERLAY_KEY,
                      input=base64.b64encode(data).decode(), timeout=60)
 
+    def remove_pod_overlay(self, site: SiteCluster, kname: str) -> None:
+        """Remove a mirrored gateway pod's visible overlay name, as a suite's remove_overlay does locally."""
+        self.kubectl(site, "--namespace", NAMESPACE, "exec", f"deployment/{kname}", "-c", "overlay-writer",
+                     "--", "rm", "-f", f"{POD_OVERLAY_DIR}/{OVERLAY_KEY}", timeout=60)
+
     def _read_pod_overlay(self, site: SiteCluster, kname: str) -> bytes | None:
         result = self.runner.run(["kubectl", *site.kubectl_args, "--namespace", NAMESPACE, "exec",
                                   f"deployment/{kname}", "-c", "overlay-sync", "--", "cat",

@@ -1,4 +1,5 @@
-"""Copies the overlays suites write locally into the gateway pods' overlay directories, byte for byte."""
+"""Copies the overlays suites write locally into the gateway pods' overlay directories, byte for byte, and
+takes a pod's overlay file away when the local one is removed."""
 
 from __future__ import annotations
 
@@ -46,13 +47,21 @@ class OverlayMirror:
         with self._lock:
             items = list(self._watched.items())
         for overlay_dir, (site, kname, last) in items:
+            visible = overlay_dir / OVERLAY_KEY
             try:
-                data = (overlay_dir / OVERLAY_KEY).read_bytes()
+                data: bytes | None = visible.read_bytes()
             except OSError:
-                continue
+                # taken away (a suite's remove_overlay): the pod's visible name goes too; a file that is only
+                # unreadable for a moment (between a rename and its link) is left to the next tick
+                if visible.is_symlink() or visible.exists():
+                    continue
+                data = None
             if data == last:
                 continue
-            self.backend.write_pod_overlay(site, kname, data)
+            if data is None:
+                self.backend.remove_pod_overlay(site, kname)
+            else:
+                self.backend.write_pod_overlay(site, kname, data)
             with self._lock:
                 if overlay_dir in self._watched:
                     self._watched[overlay_dir] = (site, kname, data)
