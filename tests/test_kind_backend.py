@@ -35,6 +35,7 @@ from cryptography import x509
 
 from harness import contract
 from harness.addresses import AddressPlan
+from harness.backends.kube import kind as kind_module
 from harness.backends.kube.existing import ExistingBackend, parse_contexts, preflight_existing
 from harness.backends.kube.handles import BackendUnavailable, KubeProvider
 from harness.backends.kube.kind import KindBackend, preflight_kind
@@ -228,6 +229,9 @@ def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Tools:
     monkeypatch.setenv("AGN_FAKE_STATE", str(found.state))
     monkeypatch.setenv("AGN_FAKE_ANSWERS", str(tmp_path / "answers.json"))
     monkeypatch.setenv("AGN_FAKE_HTTP", str(tmp_path / "http.json"))
+    limit = tmp_path / "max_user_instances"
+    limit.write_text("512\n")
+    monkeypatch.setattr(kind_module, "INOTIFY_INSTANCES", limit)
     monkeypatch.delenv("AGN_FAKE_FAIL", raising=False)
     monkeypatch.delenv("AGN_FAKE_DOCKER_IMAGES", raising=False)
     monkeypatch.delenv("AGN_KIND_NODE_IMAGE", raising=False)
@@ -578,6 +582,21 @@ def test_preflight_names_what_is_missing(tools: Tools, monkeypatch: pytest.Monke
 
 OFFLINE_NODE = "agn-conformance/kind-node:v1.31.0"
 OFFLINE_PYTHON = "agn-conformance/python-base:bookworm"
+
+
+def test_preflight_refuses_an_inotify_limit_too_low_for_kind_nodes(tools: Tools, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Linux's default 128 inotify instances: kube-proxy of a later cluster exits ('too many open files')."""
+    limit = tmp_path / "low"
+    limit.write_text("128\n")
+    monkeypatch.setattr(kind_module, "INOTIFY_INSTANCES", limit)
+    reason = preflight_kind(Runner())
+    assert reason is not None and "fs.inotify.max_user_instances is 128" in reason and "sysctl -w" in reason
+    monkeypatch.setenv("DOCKER_HOST", "tcp://engine.example:2376")  # another host's engine: not this limit
+    assert preflight_kind(Runner()) is None
+    monkeypatch.delenv("DOCKER_HOST")
+    limit.write_text("512\n")  # the twin: kind's documented value is enough
+    assert preflight_kind(Runner()) is None
 
 
 def test_preflight_needs_a_local_node_image_and_says_how_to_build_one(tools: Tools, root: Path,

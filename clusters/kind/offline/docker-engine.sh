@@ -58,6 +58,21 @@ JSON
 
 running() { [ -S "$sock" ] && dk info >/dev/null 2>&1; }
 
+# Every kind node runs systemd, kubelet and kube-proxy, each holding inotify instances: past a few
+# clusters at Linux's default 128 instances kube-proxy exits with "too many open files" and the
+# cluster's Services stop working (a full run holds up to nine clusters). These are kind's own
+# documented values; a limit already higher is left alone.
+raise_inotify_limits() {
+  local key want have
+  for pair in fs.inotify.max_user_instances=512 fs.inotify.max_user_watches=524288; do
+    key="${pair%=*}"; want="${pair#*=}"; have="$(sysctl -n "$key")"
+    if [ "$have" -lt "$want" ]; then
+      say "raising $key from $have to $want (kind nodes need it)"
+      sysctl -qw "$key=$want"
+    fi
+  done
+}
+
 start() {
   if running; then say "already running on $sock"; else
     write_config
@@ -77,6 +92,7 @@ start() {
     dk network create --driver bridge --subnet "$kind_subnet" --gateway "$kind_gateway" \
       -o com.docker.network.bridge.enable_ip_masquerade=true -o com.docker.network.driver.mtu=1500 kind >/dev/null
   fi
+  raise_inotify_limits
   say "ready: export DOCKER_HOST=unix://$sock"
 }
 

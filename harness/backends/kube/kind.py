@@ -8,6 +8,7 @@ with crictl), a cut link is a pair of iptables DROP rules in the raw table of th
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 from collections.abc import Iterable
@@ -46,6 +47,25 @@ _FAILED_BUILDS: dict[tuple[str, str], str] = {}
 _BUILD_LOCK = threading.Lock()
 
 
+#: Where Linux keeps the per-user inotify instance limit, and what kind nodes need of it: below it, past
+#: a few clusters kube-proxy exits with "too many open files" and Services stop answering.
+INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
+INOTIFY_INSTANCES_NEEDED = 512
+
+
+def inotify_problem(path: Path | None = None) -> str | None:
+    """Why this host's inotify instance limit is too low for a run's clusters (None: enough, or unreadable)."""
+    try:
+        have = int((path or INOTIFY_INSTANCES).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    if have >= INOTIFY_INSTANCES_NEEDED:
+        return None
+    return (f"fs.inotify.max_user_instances is {have}; kind nodes need {INOTIFY_INSTANCES_NEEDED} once several "
+            f"clusters run (kube-proxy exits with 'too many open files'): sysctl -w "
+            f"fs.inotify.max_user_instances={INOTIFY_INSTANCES_NEEDED} fs.inotify.max_user_watches=524288")
+
+
 def preflight_kind(runner: Runner, *, node_image: str | None = None, image: str | None = None,
                    root: Path | None = None) -> str | None:
     """Why the kind backend cannot run here (None: it can): tools, a Docker engine, and the images."""
@@ -59,8 +79,12 @@ def preflight_kind(runner: Runner, *, node_image: str | None = None, image: str 
     if info.returncode != 0:
         first = (info.stderr or info.stdout).strip().splitlines()[:1]
         return f"`docker info` failed (exit {info.returncode}): no Docker engine{': ' + first[0] if first else ''}"
+    # an engine on another host has that host's limits, not this machine's
+    local_engine = os.environ.get("DOCKER_HOST", "unix://").startswith("unix://")
+    limits = inotify_problem() if local_engine else None
     root = root or repo_root()
-    return resolve_node_image(runner, node_image, root).problem or project_image_problem(runner, image, root)
+    return (limits or resolve_node_image(runner, node_image, root).problem
+            or project_image_problem(runner, image, root))
 
 
 class _KindCluster(KindManagerBase):
