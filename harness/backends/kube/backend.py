@@ -124,6 +124,7 @@ from harness.backends.kube.names import (
     TLS_METRICS_NAME,
     TLS_METRICS_PORT,
 )
+from harness.backends.kube.relay import TcpRelay
 from harness.backends.kube.tools import repo_root, wait_http
 
 #: Projects stdin (base64) into a directory the way kubelet projects a ConfigMap (the harness's own code).
@@ -141,6 +142,7 @@ class _KubeGateway:
     forward: ManagedProcess
     mode: str  # "mirror", "follow" or "none"
     peer: str | None = None  # the host address other gateways' configs name it by (provider gateways)
+    relay: TcpRelay | None = None  # the listener's path from the host when it is not the port-forward
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,10 @@ class KubeBackend:
     gateway_files_live = False
     #: The operator is the site cluster's Deployment; nodes (crashes, cut links) are out of reach.
     capabilities: frozenset[str] = frozenset({OPERATOR_IN_CLUSTER})
+    #: Whether the host reaches node addresses (kind's Docker network does; existing clusters need not):
+    #: then a NodePort gateway's listener is reached through a relay to its NodePort, not a port-forward,
+    #: which dies with the first connection the gateway breaks off (a refused client certificate).
+    host_reaches_nodes = False
 
     def __init__(self, workdir: Path, topology: Topology, impl: Any, *, runner: Runner | None = None,
                  image: str | None = None, keep: bool = False, seed: int | None = None,
@@ -293,6 +299,8 @@ class KubeBackend:
         for gateway in list(self._gateways.values()):
             self.supervisor.stop(gateway.handle)
             self.supervisor.stop(gateway.forward)
+            if gateway.relay is not None:
+                gateway.relay.close()
         self._gateways.clear()
         for forward in list(self._forwards.values()):
             self.supervisor.stop(forward)
@@ -660,12 +668,18 @@ class KubeBackend:
         self.apply_json(site, by_api)
         self.kubectl(site, "apply", "-f", str(manifest))
         started: list[ManagedProcess] = []
+        relay: TcpRelay | None = None
         try:
             self._wait_pod(site, kname, name, float(self.impl.gateway.startup_timeout_s) + 60)
-            ports = [listen_port, admin_port] + ([SYNC_ADMIN_PORT] if mode == "follow" else [])
+            relayed = pod.nodeport and self.host_reaches_nodes
+            ports = ([] if relayed else [listen_port]) + [admin_port] + ([SYNC_ADMIN_PORT] if mode == "follow" else [])
             local = self.forward(site, f"deployment/{kname}", ports, kname)
             forward = self._forwards.pop(kname)
             started.append(forward)
+            if relayed:
+                node, node_port = self._node_port(site, kname, listen_port).rsplit(":", 1)
+                relay = TcpRelay(node, int(node_port))
+                local[listen_port] = relay.port
             handle = self.runner.spawn(self.supervisor, f"logs-{name}-{kname}",
                                        ["kubectl", *site.kubectl_args, "--namespace", NAMESPACE, "logs", "-f",
                                         f"deployment/{kname}", "-c", "gateway"])
@@ -681,9 +695,11 @@ class KubeBackend:
         except BaseException:
             for process in started:
                 self.supervisor.stop(process)
+            if relay is not None:
+                relay.close()
             self._delete_gateway(site, kname)
             raise
-        self._gateways[id(handle)] = _KubeGateway(site, kname, overlay_dir, handle, forward, mode, peer)
+        self._gateways[id(handle)] = _KubeGateway(site, kname, overlay_dir, handle, forward, mode, peer, relay)
         if mode == "mirror":
             self._mirror.watch(site, kname, overlay_dir, seed)
         elif follow is not None:
@@ -704,6 +720,8 @@ class KubeBackend:
             self._peers.pop(gateway.peer, None)
         self.supervisor.stop(gateway.handle)
         self.supervisor.stop(gateway.forward)
+        if gateway.relay is not None:
+            gateway.relay.close()
         self._delete_gateway(gateway.site, gateway.name)
         return 0
 
@@ -730,15 +748,19 @@ class KubeBackend:
             raise GatewayStartFailed(f"gateway {name} ({kname}): {state.detail}", state.exit_code,
                                      self.logs(site, kname))
 
-    def _record_peer(self, site: SiteCluster, kname: str, host_address: str, port: int) -> str:
-        """Note how pods reach this gateway: its Service in its cluster, its node's NodePort from others."""
+    def _node_port(self, site: SiteCluster, kname: str, port: int) -> str:
+        """`node address:NodePort` of the gateway Service's `port`: how anything outside its cluster reaches it."""
         service = self.kubectl_json(site, "--namespace", NAMESPACE, "get", "service", kname) or {}
         node_port = next((p.get("nodePort") for p in (service.get("spec") or {}).get("ports") or []
                           if p.get("port") == port), None)
         if node_port is None:
             raise GatewayStartFailed(f"Service {kname} has no NodePort for port {port}", None, json.dumps(service))
+        return f"{self.node_address(site)}:{node_port}"
+
+    def _record_peer(self, site: SiteCluster, kname: str, host_address: str, port: int) -> str:
+        """Note how pods reach this gateway: its Service in its cluster, its node's NodePort from others."""
         self._peers[host_address] = _Peer(site, f"{kname}.{NAMESPACE}.svc.cluster.local:{port}",
-                                          f"{self.node_address(site)}:{node_port}")
+                                          self._node_port(site, kname, port))
         return host_address
 
     def nodes(self, site: SiteCluster) -> list[tuple[str, str]]:

@@ -137,6 +137,8 @@ class KindBackend(KubeBackend):
     name = "kind"
     #: This backend owns the nodes: it freezes an operator on its node and cuts links with iptables there.
     capabilities: frozenset[str] = frozenset({OPERATOR_IN_CLUSTER, PARTITION, CRASH})
+    #: The nodes are containers on the host's `kind` Docker network.
+    host_reaches_nodes = True
 
     def __init__(self, workdir: Path, topology: Topology, impl: Any, *, node_image: str | None = None,
                  **kwargs: Any) -> None:
