@@ -131,6 +131,12 @@ class ControlPlane:
     def applied(self, kind: str, name: str) -> dict[str, Any]:
         return copy.deepcopy(self._applied[(kind, name)])
 
+    def generation(self, kind: str, name: str) -> int | None:
+        """The object's metadata.generation as the operator's source holds it: here the file as written (a
+        client's value kept), where an API server assigns its own (1, then one more per spec change)."""
+        value = (self._applied.get((kind, name)) or {}).get("metadata", {}).get("generation")
+        return value if isinstance(value, int) else None
+
     def restart(self) -> None:
         """Stop the operator (SIGTERM, as a pod is stopped) and start a new process of it on the same
         resources and outputs, as a Deployment replaces its pod: whatever it kept only in memory is gone,

@@ -301,6 +301,11 @@ class KubeControlPlane(ControlPlane):
             return None
         return doc if isinstance(doc, dict) else None
 
+    def generation(self, kind: str, name: str) -> int | None:
+        """metadata.generation as the API server assigned it (it ignores a client's value)."""
+        value = ((self._get(self._resource(kind), name) or {}).get("metadata") or {}).get("generation")
+        return value if isinstance(value, int) else None
+
     def gridsite(self, name: str) -> dict[str, Any] | None:
         """The GridSite object `name` with its status (None: no such object)."""
         return self._get(GRID_RESOURCES["GridSite"], name)
