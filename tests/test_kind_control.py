@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,6 +26,7 @@ from harness.backends.runner import CommandFailed
 from harness.control import FORCE_REFRESH, OperatorExited
 from harness.grid import Grid
 from harness.topology import load_topology
+from harness.waiting import WaitTimeout
 from tests.test_kind_backend import Tools, make_kind, parts, ready_server, root, tools  # noqa: F401 - fixtures
 
 NET = "net1"
@@ -285,6 +287,26 @@ def test_status_entry_stamp_and_reconcile_read_the_gridnetwork(kube: SimpleNames
     calls = calls_since(kube, before)
     assert [*kube.kc, "get", "gridnetworks.grid.praxis.fast", NET, "--ignore-not-found", "-o", "json"] in calls
     assert calls[1][:5] == [*kube.kc, "patch", "gridnetworks.grid.praxis.fast"]
+
+
+def test_a_reconcile_that_leaves_the_status_as_it_was_is_seen_as_quiet(kube: SimpleNamespace) -> None:
+    """An operator that answers every forced reconcile with the same status (a network it refuses to render)
+    writes nothing an API server keeps: after half the deadline of re-forcing, that status is the answer.
+    A network with no status yet gets no such pass: that wait fails, naming what it waited for."""
+    plane = control(kube)
+    plane.apply(resources.grid_network(NET, [resources.gateway_ref("site-a")]))
+    refused = network_status("2026-01-01T00:00:00Z")
+    kube.tools.answer({"match": ["get", "gridnetworks.grid.praxis.fast", NET], "stdout": json.dumps(refused)},
+                      {"match": ["get", "configmap", CM], "stdout": ""}, *OPERATOR_RULES)
+    before = len(kube.backend.runner.calls)
+    started = time.monotonic()
+    assert plane.reconcile(NET, timeout=4) is None
+    assert time.monotonic() - started >= 2.0, "returned before half the deadline"
+    patches = [c for c in calls_since(kube, before) if "patch" in c]
+    assert len(patches) >= 2, "it forced again while the status stayed the same"
+    kube.tools.answer({"match": ["get", "gridnetworks.grid.praxis.fast", NET], "stdout": ""}, *OPERATOR_RULES)
+    with pytest.raises(WaitTimeout, match=f"a forced reconcile of {NET} to rewrite its status"):
+        plane.reconcile(NET, timeout=3)
 
 
 def test_outputs_are_what_a_field_manager_other_than_the_harness_wrote(kube: SimpleNamespace) -> None:

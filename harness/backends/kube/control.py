@@ -396,11 +396,18 @@ class KubeControlPlane(ControlPlane):
 
     def reconcile(self, network: str, gateway: str = DEFAULT_GATEWAY,
                   timeout: float | None = None) -> dict[str, Any] | None:
-        """Force a reconcile and wait until status changes, forcing again while it does not."""
+        """Force a reconcile and wait until status changes, forcing again while it does not.
+
+        An API server keeps no trace of a write that changes nothing: an operator that answers a reconcile
+        with the status it already has (a network it refuses to render, the same error each time) is seen
+        only as quiet. A status that exists and stays the same through half the deadline of re-forcing is
+        taken as that answer; a network with no status yet must get one.
+        """
         timeout = timeouts().reconcile if timeout is None else timeout
         before = self.status_stamp(network)
         self.force_reconcile(network)
-        forced = [time.monotonic()]
+        started = time.monotonic()
+        forced = [started]
 
         def probe() -> Hashable | None:
             self.check_running()
@@ -410,7 +417,11 @@ class KubeControlPlane(ControlPlane):
                 forced[0] = time.monotonic()
             return stamp
 
-        poll_until(probe, lambda s: s is not None and s != before, timeout=timeout,
+        def answered(stamp: Hashable | None) -> bool:
+            quiet = stamp is not None and stamp == before and time.monotonic() - started >= timeout / 2
+            return stamp is not None and (stamp != before or quiet)
+
+        poll_until(probe, answered, timeout=timeout,
                    what=f"a forced reconcile of {network} to rewrite its status", fatal=(OperatorExited,))
         return self.envelope(network, gateway)
 
