@@ -11,8 +11,8 @@ The same suites run against it as against the local `ControlPlane`:
   of the ConfigMap is kept as `<configmap>.configmap.yaml` under the control plane's work directory and
   replaced only when the object's resourceVersion changes, so "the ConfigMap was not rewritten" still
   reads as "the file kept its identity";
-- a forced reconcile patches the force-refresh annotation; the status stamp is the status content, which
-  every reconcile changes (`renderedAt`);
+- a forced reconcile patches the force-refresh annotation once, in the second after the last renderedAt;
+  the status stamp is the status content, which every render then changes (`renderedAt`);
 - `check_running` reads the Deployment's available replicas and the pods' restart counts; the log is
   `kubectl logs deployment/agn-operator`;
 - `connect` starts a gateway pod whose overlay-sync watches the operator's ConfigMap itself;
@@ -39,6 +39,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Hashable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,9 +66,6 @@ GRID_RESOURCES = {kind: f"{kind.lower()}s.{GROUP}"
                   for kind in ("GridNetwork", "InferenceProvider", "GridSite", "AgentToolProvider")}
 #: Field managers of the harness and of Kubernetes itself: whatever else wrote an object is the operator.
 _NOT_OPERATOR_PREFIXES = ("kubectl", "kube-", FIELD_MANAGER)
-#: Seconds between re-forcing while waiting for a reconcile to rewrite status (its renderedAt has
-#: seconds resolution, so a reconcile within the same second as the last one may write nothing new).
-REFORCE_SECONDS = 1.5
 #: The ConfigMap (in the operator's namespace) holding the operator's mesh status under key `mesh.state.yaml`.
 MESH_STATE_CONFIGMAP = "agn-mesh-state"
 
@@ -282,6 +280,15 @@ class KubeControlPlane(ControlPlane):
         status = doc.get("status")
         return status if isinstance(status, dict) else {}
 
+    def _last_rendered(self, network: str) -> float | None:
+        """The latest renderedAt of the network's status entries, as epoch seconds (None: none readable)."""
+        stamps = []
+        for entry in self.status(network).get("overlayStatus") or []:
+            value = entry.get("renderedAt") if isinstance(entry, dict) else None
+            with contextlib.suppress(TypeError, ValueError):
+                stamps.append(datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp())
+        return max(stamps) if stamps else None
+
     def status_stamp(self, network: str) -> Hashable | None:
         """A digest of the status content (None while there is none): each reconcile writes a new renderedAt."""
         status = self.status(network)
@@ -396,26 +403,28 @@ class KubeControlPlane(ControlPlane):
 
     def reconcile(self, network: str, gateway: str = DEFAULT_GATEWAY,
                   timeout: float | None = None) -> dict[str, Any] | None:
-        """Force a reconcile and wait until status changes, forcing again while it does not.
+        """Force one reconcile and wait until it has rewritten the status.
 
-        An API server keeps no trace of a write that changes nothing: an operator that answers a reconcile
-        with the status it already has (a network it refuses to render, the same error each time) is seen
-        only as quiet. A status that exists and stays the same through half the deadline of re-forcing is
+        The status carries renderedAt to the second, and an API server keeps no trace of a write that
+        changes nothing: a reconcile within the second of the last render can be invisible. So the force
+        waits for the next second after the last renderedAt, and is sent once (forcing again would make
+        reconciles the suites do not count: an admission test counts its pressured samples). An operator
+        that answers with the status it already has (a network it refuses to render, the same error each
+        time) is seen only as quiet: a status that exists and stays the same through half the deadline is
         taken as that answer; a network with no status yet must get one.
         """
         timeout = timeouts().reconcile if timeout is None else timeout
         before = self.status_stamp(network)
+        last = self._last_rendered(network)
+        if last is not None:
+            poll_until(time.time, lambda now: now >= last + 1.0, timeout=2.5, interval=0.02,
+                       what=f"the second after {network}'s last renderedAt")
         self.force_reconcile(network)
         started = time.monotonic()
-        forced = [started]
 
         def probe() -> Hashable | None:
             self.check_running()
-            stamp = self.status_stamp(network)
-            if stamp == before and time.monotonic() - forced[0] >= REFORCE_SECONDS:
-                self.force_reconcile(network)
-                forced[0] = time.monotonic()
-            return stamp
+            return self.status_stamp(network)
 
         def answered(stamp: Hashable | None) -> bool:
             quiet = stamp is not None and stamp == before and time.monotonic() - started >= timeout / 2
