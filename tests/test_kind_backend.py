@@ -819,6 +819,7 @@ def test_a_gateway_that_exits_fails_its_start_with_the_exit_code_and_is_removed(
 def test_provider_gateways_are_pods_with_their_files_and_a_nodeport_the_other_site_reaches(
         tools: Tools, root: Path, parts: SimpleNamespace) -> None:
     backend = make_kind(parts, root, "two-site", image="img:1")
+    backend.host_reaches_nodes = False  # the stand-in's node addresses are not this host's (see the relay test)
     backend.start()
     grid = Grid(load_topology("two-site"), backend, frozenset())
     try:
@@ -1016,3 +1017,32 @@ def test_the_factory_skips_with_the_reason_a_cluster_backend_cannot_run(
     with pytest.raises(pytest.skip.Exception, match="into the clusters the grid is using"), \
             busy.open("two-site", purpose="provider grid"):
         pass
+
+
+def test_a_provider_gateway_listener_is_reached_through_a_relay_to_its_node_port(
+        tools: Tools, root: Path, parts: SimpleNamespace, ready_server: int) -> None:
+    """kind's nodes are on the host's Docker network: the listener goes through a loopback relay to the
+    node's NodePort (a port-forward exits at the first connection the gateway breaks off); the admin port
+    stays on the port-forward. Here the node is 127.0.0.1 and its NodePort a loopback server."""
+    backend = make_kind(parts, root, "two-site", image="img:1")
+    backend.start()
+    nodes = {"items": [{"metadata": {"name": "node"}, "status": {"addresses": [
+        {"type": "InternalIP", "address": "127.0.0.1"}]}}]}
+    service = {"spec": {"type": "NodePort", "ports": [{"port": 8080, "nodePort": ready_server}]}}
+    tools.answer({"match": ["get", "nodes"], "stdout": json.dumps(nodes)},
+                 {"match": ["get", "service", "agn-gw-1"], "stdout": json.dumps(service)})
+    listen, admin, workdir = backend.allocate_gateway(1)
+    before = len(backend.runner.calls)
+    proc = backend.start_gateway("gw", listen, admin, workdir, "listen: x\n", workdir / "overlay", scheme="https")
+    try:
+        forwards = [list(c) for c in backend.runner.calls[before:] if "port-forward" in c]
+        assert len(forwards) == 1 and forwards[0][-2:] == ["deployment/agn-gw-1", ":9901"]
+        host, port = proc.listen.rsplit(":", 1)
+        assert host == "127.0.0.1" and int(port) != ready_server
+        reply = httpx.get(f"http://{proc.listen}/ready", timeout=5)  # through the relay to the "NodePort"
+        assert reply.status_code == 200
+    finally:
+        backend.stop(proc.process)
+        backend.close()
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://{proc.listen}/ready", timeout=5)  # the relay is closed with its gateway

@@ -124,7 +124,7 @@ from harness.backends.kube.names import (
     TLS_METRICS_NAME,
     TLS_METRICS_PORT,
 )
-from harness.backends.kube.relay import TcpRelay
+from harness.backends.kube.relay import TcpRelay, accepts
 from harness.backends.kube.tools import repo_root, wait_http
 
 #: Projects stdin (base64) into a directory the way kubelet projects a ConfigMap (the harness's own code).
@@ -678,6 +678,10 @@ class KubeBackend:
             started.append(forward)
             if relayed:
                 node, node_port = self._node_port(site, kname, listen_port).rsplit(":", 1)
+                # kube-proxy programs a NodePort after the pod is ready (its endpoints first): until then
+                # connections are refused there, which a client would read as a dead gateway
+                poll_until(lambda: accepts(node, int(node_port)), bool, timeout=30, interval=0.1,
+                           what=f"NodePort {node}:{node_port} of {kname} to accept connections")
                 relay = TcpRelay(node, int(node_port))
                 local[listen_port] = relay.port
             handle = self.runner.spawn(self.supervisor, f"logs-{name}-{kname}",
