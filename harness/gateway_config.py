@@ -285,12 +285,10 @@ def render_provider_gateway_config(
         "json_body_field": {"filter": "json_body_field", "field": "model", "header": MODEL_HEADER},
         "provider_route": {"filter": "provider_route", "provider_id": provider_id, "model_header": MODEL_HEADER,
                            "routes": [r.as_entry() for r in routes]},
+        "credential_inject": {"filter": "credential_inject", "credentials": [c.as_entry() for c in credentials]},
         "load_balancer": {"filter": "load_balancer",
                           "clusters": [{"name": name, "endpoints": [ep]} for name, ep in clusters.items()]},
     }
-    if credentials:  # an empty list is a config error: a gateway with nothing to inject has no such filter
-        filters["credential_inject"] = {"filter": "credential_inject",
-                                        "credentials": [c.as_entry() for c in credentials]}
     if trusted_peers is not None:
         filters["peer_identity_trust"] = {"filter": "peer_identity_trust",
                                           "trusted_peers": [p.as_entry() for p in trusted_peers]}

@@ -54,6 +54,7 @@ from harness.backends.runner import CommandFailed, Runner
 from harness.contract import ScopeSpec
 from harness.control import OverlaySyncProcess
 from harness.gateway_config import (
+    PROVIDER_FILTER_ORDER,
     VARIANTS,
     ListenerTls,
     ProviderRoute,
@@ -360,6 +361,8 @@ class KubeBackend:
             trusted_peers=[TrustedPeer(organization=GRID_ORGANIZATION)],
             provider_id=f"{spec.name}-{spec.provider_gateway or 'provider-gateway'}",
             routes=standing_routes, credentials=(), clusters=clusters,
+            # it injects nothing: no credential_inject (an empty one is a config error)
+            filter_order=tuple(n for n in PROVIDER_FILTER_ORDER if n != "credential_inject"),
             insecure_options={"allow_public_admin": True})  # the kubelet probes the admin port on the pod address
         docs: list[dict[str, Any]] = [
             # before the config naming its files, so a gateway that restarts on the new config finds them
