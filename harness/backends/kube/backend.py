@@ -568,13 +568,15 @@ class KubeBackend:
         relay: TcpRelay | None = None
         try:
             self._wait_pod(site, kname, name, float(self.impl.gateway.startup_timeout_s) + 60)
-            relayed = pod.nodeport and self.host_reaches_nodes
+            # how anything outside the gateway's cluster reaches it: the relay here, other clusters' pods
+            reachable = self._node_port(site, kname, listen_port) if pod.nodeport else None
+            relayed = reachable is not None and self.host_reaches_nodes
             ports = ([] if relayed else [listen_port]) + [admin_port] + ([SYNC_ADMIN_PORT] if mode == "follow" else [])
             local = self.forward(site, f"deployment/{kname}", ports, kname)
             forward = self._forwards.pop(kname)
             started.append(forward)
-            if relayed:
-                node, node_port = self._node_port(site, kname, listen_port).rsplit(":", 1)
+            if relayed and reachable is not None:
+                node, node_port = reachable.rsplit(":", 1)
                 # kube-proxy programs a NodePort after the pod is ready (its endpoints first): until then
                 # connections are refused there, which a client would read as a dead gateway
                 poll_until(lambda: accepts(node, int(node_port)), bool, timeout=30, interval=0.1,
@@ -592,7 +594,7 @@ class KubeBackend:
                            float(self.impl.gateway.startup_timeout_s) + 30)
             except WaitTimeout as exc:
                 raise GatewayStartFailed(str(exc), None, self.logs(site, kname)) from None
-            peer = self._record_peer(site, kname, proc.listen, listen_port) if pod.nodeport else None
+            peer = self._record_peer(site, kname, proc.listen, listen_port, reachable) if reachable else None
         except BaseException:
             for process in started:
                 self.supervisor.stop(process)
@@ -658,10 +660,9 @@ class KubeBackend:
             raise GatewayStartFailed(f"Service {kname} has no NodePort for port {port}", None, json.dumps(service))
         return f"{self.node_address(site)}:{node_port}"
 
-    def _record_peer(self, site: SiteCluster, kname: str, host_address: str, port: int) -> str:
-        """Note how pods reach this gateway: its Service in its cluster, its node's NodePort from others."""
-        self._peers[host_address] = _Peer(site, f"{kname}.{NAMESPACE}.svc.cluster.local:{port}",
-                                          self._node_port(site, kname, port))
+    def _record_peer(self, site: SiteCluster, kname: str, host_address: str, port: int, node: str) -> str:
+        """Note how pods reach this gateway: its Service in its cluster, `node` (its node's NodePort) from others."""
+        self._peers[host_address] = _Peer(site, f"{kname}.{NAMESPACE}.svc.cluster.local:{port}", node)
         return host_address
 
     def nodes(self, site: SiteCluster) -> list[tuple[str, str]]:
