@@ -22,7 +22,7 @@ from typing import Any, TextIO
 import pytest
 
 from harness.backends.registry import backend_names
-from harness.features import PROFILES
+from harness.features import CONFORMANCE_PROFILES, DEMO_LEVEL, PROFILES
 from harness.impl import REFERENCE, ImplDescriptor, ImplError, load_impl
 from harness.options_file import OptionsFileError, load_options
 from harness.report.html import write_html
@@ -145,7 +145,7 @@ def build_parser(run_defaults: Mapping[str, Any] | None = None) -> argparse.Argu
 def _add_profile_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="append", type=_profiles_arg, default=None, metavar="P",
                         help=f"profile to include ({', '.join(PROFILES)}); repeat or separate with commas "
-                             "(default: all)")
+                             f"(default: all; for run, all but the demos, {', '.join(CONFORMANCE_PROFILES)})")
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -161,7 +161,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         if any(arg == "--profile" or arg.startswith("--profile=") for arg in args):
             defaults.pop("profile", None)  # --profile appends: given on the command line, it replaces the file's
         namespace = build_parser(defaults).parse_args(args)
-    chosen = [name for group in (namespace.profile or [list(PROFILES)]) for name in group]
+    # a run judges the conformance profiles unless told otherwise; listing and coverage show every profile
+    default = CONFORMANCE_PROFILES if namespace.command == "run" else PROFILES
+    chosen = [name for group in (namespace.profile or [list(default)]) for name in group]
     namespace.profiles = list(dict.fromkeys(chosen))
     namespace.extra = extra
     return namespace
@@ -247,7 +249,7 @@ def _not_judged(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 def _tests_judged(report: Mapping[str, Any]) -> int:
     total = 0
     for profile in report.get("profiles") or []:
-        for level in ("core", "extended"):
+        for level in ("core", "extended", DEMO_LEVEL):
             stats = (profile.get(level) or {}).get("statistics") or {}
             total += sum(int(stats.get(key, 0)) for key in ("passed", "failed", "skipped"))
             total += len((profile.get(level) or {}).get("unsupportedFeatures") or [])
@@ -268,7 +270,7 @@ def summary_lines(report: Mapping[str, Any], report_path: str, html_path: str | 
         lines.append("  no test ran (interrupted, or nothing was collected)")
     for profile in report.get("profiles") or []:
         parts = [f"  {str(profile.get('name', '?')):<9}"]
-        for level in ("core", "extended"):
+        for level in _shown_levels(profile):
             section = profile.get(level) or {}
             stats = section.get("statistics") or {}
             parts.append(f"{level}: {section.get('result', '?')} ({stats.get('passed', 0)} passed, "
@@ -282,6 +284,11 @@ def summary_lines(report: Mapping[str, Any], report_path: str, html_path: str | 
     return lines
 
 
+def _shown_levels(profile: Mapping[str, Any]) -> tuple[str, ...]:
+    """The levels a profile's summary shows: the demos profile's tests are of the demo level, not core."""
+    return (DEMO_LEVEL, "extended") if DEMO_LEVEL in profile else ("core", "extended")
+
+
 #: The failing ids a summary line names before it says how many more there are.
 _IDS_SHOWN = 4
 
@@ -289,7 +296,7 @@ _IDS_SHOWN = 4
 def _failure_lines(profile: Mapping[str, Any]) -> list[str]:
     """`    core: 6 failed in cookieAffinity: ID-1, ID-2, ...` per level and failing feature."""
     lines = []
-    for level in ("core", "extended"):
+    for level in _shown_levels(profile):
         grouped = failures_by_feature(profile.get(level) or {})
         for feature, ids in sorted(grouped.items(), key=lambda item: (-len(item[1]), item[0])):
             shown = ", ".join(ids[:_IDS_SHOWN]) + (f", +{len(ids) - _IDS_SHOWN} more" if len(ids) > _IDS_SHOWN else "")

@@ -8,10 +8,18 @@ features from it; an unknown name is an error naming the test or key, never a si
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 
-PROFILES: tuple[str, ...] = ("consumer", "producer", "provider", "mesh")
-LEVELS: tuple[str, ...] = ("core", "extended")
+#: The conformance profiles: what a plain ``agn-conformance run`` judges.
+CONFORMANCE_PROFILES: tuple[str, ...] = ("consumer", "producer", "provider", "mesh")
+#: The profile of demo claims: it judges a demo's claims, not an implementation's conformance, so it runs
+#: only when asked for (``--profile demos`` or ``agn-conformance demo``).
+DEMOS_PROFILE = "demos"
+PROFILES: tuple[str, ...] = (*CONFORMANCE_PROFILES, DEMOS_PROFILE)
+#: ``demo`` is the level of the demos profile's tests, and only of them.
+DEMO_LEVEL = "demo"
+LEVELS: tuple[str, ...] = ("core", "extended", DEMO_LEVEL)
 
 #: The extended feature an overlay_sync section is judged under.
 OVERLAY_SYNC_FEATURE = "overlaySync"
@@ -145,7 +153,50 @@ CORE_FEATURES: Mapping[str, Mapping[str, str]] = MappingProxyType({
         "staleness": "failure detection, degraded candidates and the stale-candidate TTL",
         "providerHop": "a request at one site served by another site's provider over the hop",
     }),
+    DEMOS_PROFILE: MappingProxyType({}),  # its tests are of the demo level, one feature per demo (DEMOS)
 })
+
+
+@dataclass(frozen=True)
+class Demo:
+    """A public demo whose routing claims the demos profile judges: where it lives and what it shows."""
+
+    name: str
+    repository: str  # praxis-proxy/demos or praxis-proxy/experimental
+    shows: str  # the routing behaviour the routing guide's demo-to-capability map gives it
+
+    @property
+    def experimental(self) -> bool:
+        return self.repository.endswith("/experimental")
+
+    @property
+    def source(self) -> str:
+        return f"{self.repository}, demos/{self.name}/README.md"
+
+
+#: The demos of the routing guide's demo-to-capability map (routing guide 12), by name: each is the
+#: feature of its demo-level tests.
+DEMOS: Mapping[str, Demo] = MappingProxyType({d.name: d for d in (
+    Demo("grid-combined-site", "praxis-proxy/demos",
+         "local-first routing, remote fallback, existing-session behavior, and recovery"),
+    Demo("grid-llmd-pool-metrics", "praxis-proxy/demos",
+         "queueDepth, kvCachePressure, scoreFirst, dynamic provider re-ranking, pressure and recovery"),
+    Demo("grid-glb-demo", "praxis-proxy/demos",
+         "session affinity, provider withdrawal/recovery, hot reload, and separation of edge selection from AGN "
+         "provider selection"),
+    Demo("grid-workload-inference", "praxis-proxy/demos",
+         "workload-originated local-first routing, health-based failover, and recovery"),
+    Demo("grid-route53-edge-entry", "praxis-proxy/demos",
+         "independent public-edge selection and private AGN provider selection"),
+    Demo("grid-weighted-dynamic-routing", "praxis-proxy/experimental",
+         "static weighted random, three-provider proportional selection, hot reload, and experimental "
+         "pressure-driven dynamic weights"),
+    Demo("grid-cloud-burst", "praxis-proxy/experimental",
+         "site-local selection groups, round robin, geography-first preference, queue-driven admission, regional "
+         "fallback, external overflow, hot reload"),
+    Demo("grid-distributed-token-rate-limit", "praxis-proxy/experimental",
+         "round-robin provider selection after quota admission; request-time routing remains local to Praxis"),
+)})
 
 #: The extended features each profile's tests may judge (a feature may belong to more than one profile).
 EXTENDED_BY_PROFILE: Mapping[str, frozenset[str]] = MappingProxyType({
@@ -158,6 +209,7 @@ EXTENDED_BY_PROFILE: Mapping[str, frozenset[str]] = MappingProxyType({
     "provider": frozenset({"credentialValueSource", "credentialEnvSource", "credentialFailClosed",
                            "clientAuthorizationStripped", "providerRouteStatus"}),
     "mesh": frozenset({"toolCandidates"}),
+    DEMOS_PROFILE: frozenset(),
 })
 
 
@@ -167,6 +219,12 @@ def marker_problem(profile: str, level: str, feature: str) -> str | None:
         return f"unknown profile {profile!r} (known: {', '.join(PROFILES)})"
     if level not in LEVELS:
         return f"unknown level {level!r} (known: {', '.join(LEVELS)})"
+    if (level == DEMO_LEVEL) != (profile == DEMOS_PROFILE):
+        return f"the {DEMO_LEVEL} level is the {DEMOS_PROFILE} profile's, and its only one (got {profile}/{level})"
+    if level == DEMO_LEVEL:
+        if feature not in DEMOS:
+            return f"{feature!r} is not a demo (known: {', '.join(sorted(DEMOS))})"
+        return None
     known = set(CORE_FEATURES[profile]) if level == "core" else set(EXTENDED_BY_PROFILE[profile])
     if feature not in known:
         return f"{feature!r} is not a {level} feature of the {profile} profile (known: {', '.join(sorted(known))})"

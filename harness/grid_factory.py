@@ -134,9 +134,10 @@ class GridFactory:
                 print(f"\nagn-conformance: {purpose} work directory kept at {workdir}")
 
     @contextlib.contextmanager
-    def mesh(self, *, purpose: str | None = None) -> Iterator[Mesh]:
+    def mesh(self, *, purpose: str | None = None, topology: str | None = None) -> Iterator[Mesh]:
         """A started three-site mesh, closed when the block ends; `purpose` says what the test does to it:
-        "own" (crashes or stops a site) or "cut" (cuts links).
+        "own" (crashes or stops a site) or "cut" (cuts links). `topology` names another layout of three
+        sites than the mesh profile's (a demo's, say).
 
         local: processes on this machine, a "cut" mesh in network namespaces (a skip where they are
         unavailable); kind: three kind clusters of the mesh's own, a crash freezes the operator on its node
@@ -148,8 +149,10 @@ class GridFactory:
         if self.impl.operator is None or self.impl.operator.mesh_args is None:
             pytest.skip("unsupported feature: mesh profile (the implementation descriptor has no operator.mesh_args)")
         name = {"own": "mesh-fresh", "cut": "mesh-netns"}.get(purpose or "", "mesh")
-        topology = load_topology(TOPOLOGY)
-        kind = self._cluster_kind(topology, "mesh")
+        if topology is not None:
+            name = f"{name}-{topology}"
+        layout = load_topology(topology or TOPOLOGY)
+        kind = self._cluster_kind(layout, "mesh")
         if kind is not None and kind.shared_clusters and purpose is not None:
             pytest.skip(f"not on the {self.backend_name} backend: {_EXISTING_CANNOT[purpose]}")
         fabric = self._fabric() if kind is None and purpose == "cut" else None
@@ -162,7 +165,7 @@ class GridFactory:
         from harness.backends.local import OperatorUnsupported
 
         try:
-            started = Mesh.start(self.impl, workdir, seed=self.seed, fabric=fabric, topology=topology,
+            started = Mesh.start(self.impl, workdir, seed=self.seed, fabric=fabric, topology=layout,
                                  cluster=make if kind is not None else None)
         except OperatorUnsupported as exc:
             if fabric is not None:

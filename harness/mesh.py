@@ -400,17 +400,33 @@ class MeshScenario:
         its own backend; `at` gets overlay-sync on its operator's ConfigMap and a consumer gateway whose
         cluster for `to` points at that provider gateway.
         """
-        origin, target = self.mesh.sites[at], self.mesh.sites[to]
-        provider = start_site_provider_gateway(target.site, candidate_id, model)
-        self._extra_gateways.append((target.site, provider))
-        client = self.mesh.grid.backend.pki.client(f"consumer-{at}-{self.tag}")
+        return self.consumer(at, {to: candidate_id}, model)
+
+    def consumer(self, at: str, remote: Mapping[str, str], model: str) -> Gateway:
+        """Site `at`'s consumer gateway on `at`'s rendered overlay, reaching its own backend directly and
+        each site of `remote` (site -> the candidate id `at`'s overlay gives that site's provider) over
+        the mTLS hop, through a provider gateway of that site routing the id to its backend."""
+        origin = self.mesh.sites[at]
+        peers = [self.provider_gateway(to, candidate_id, model) for to, candidate_id in remote.items()]
+        client = self.mesh.grid.backend.pki.client(f"consumer-{at}-{self.tag}-{len(self._chains)}")
 
         def start(overlay_dir: Path, scope: ScopeSpec) -> Gateway:
-            return origin.site.start_hop_consumer([provider], None, client, overlay_dir=overlay_dir, scope=scope)
+            return origin.site.start_hop_consumer(peers, None, client, overlay_dir=overlay_dir, scope=scope)
 
         chain = origin.control.connect(self.net, start_gateway=start)
         self._chains.append(chain)
         return chain.gateway
+
+    def provider_gateway(self, at: str, candidate_id: str, model: str) -> ProviderGateway:
+        """A provider gateway of site `at` routing `candidate_id` to its backend, stopped when the test ends."""
+        target = self.mesh.sites[at]
+        provider = start_site_provider_gateway(target.site, candidate_id, model)
+        self._extra_gateways.append((target.site, provider))
+        return provider
+
+    def chain_of(self, gateway: Gateway) -> Any:
+        """The operator -> overlay-sync -> gateway chain `consumer` started for `gateway`."""
+        return next(chain for chain in self._chains if chain.gateway is gateway)
 
     def close(self) -> None:
         for chain in self._chains:

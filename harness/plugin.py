@@ -23,6 +23,9 @@ _ID_KEY = pytest.StashKey[str]()
 _IMPL_KEY = pytest.StashKey[Any]()
 FACTORY_KEY = pytest.StashKey[Any]()  # the session's grid factory, with every grid and mesh it has open
 _UNSUPPORTED = "unsupported feature"
+#: The skip reason of a demo claim no test can judge here (a NetworkPolicy, a model server): the report
+#: lists it with its reason as not applicable, neither a pass nor a skip.
+NOT_APPLICABLE = "not applicable"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -163,6 +166,17 @@ def grid(pytestconfig: pytest.Config, grid_factory: GridFactory) -> Iterator[Any
 
 
 _PROPERTY = "agn-conformance"
+_TIMELINE_KEY = pytest.StashKey[Any]()
+
+
+@pytest.fixture
+def timeline(request: pytest.FixtureRequest) -> Any:
+    """This test's timeline (harness.timeline.Timeline); what it records travels to the report."""
+    from harness.timeline import Timeline
+
+    recorded = Timeline()
+    request.node.stash[_TIMELINE_KEY] = recorded
+    return recorded
 
 
 @pytest.hookimpl(wrapper=True)
@@ -192,6 +206,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.sections.append(("agn-conformance mesh", mesh.diagnostics()))
     tagged: dict[str, Any] = {**meta, "id": item.stash.get(_ID_KEY, meta["id"]),
                               "statements": list(conformance_statements(item))}
+    recorded = item.stash.get(_TIMELINE_KEY, None)
+    if recorded is not None and report.when != "setup":
+        tagged["timeline"] = recorded.records()
     report.user_properties.append((_PROPERTY, tagged))
     return report
 
@@ -218,6 +235,8 @@ def _record(config: pytest.Config, meta: dict[str, Any], report: pytest.TestRepo
         return  # its setup was skipped as not selected; its teardown is no result either
     entry = results.setdefault(meta["id"], {"meta": meta, "outcome": "passed", "duration": 0.0, "message": ""})
     entry["duration"] += report.duration
+    if meta.get("timeline"):
+        entry["timeline"] = meta["timeline"]
     if report.failed:
         entry["outcome"] = "failed"
         entry["message"] = str(report.longreprtext)[-4000:]
@@ -227,7 +246,9 @@ def _record(config: pytest.Config, meta: dict[str, Any], report: pytest.TestRepo
             results.pop(meta["id"], None)
             config.stash.setdefault(_NOT_SELECTED_KEY, set()).add(meta["id"])
             return
-        entry["outcome"] = "unsupported" if _UNSUPPORTED in reason else "skipped"
+        entry["outcome"] = ("unsupported" if _UNSUPPORTED in reason
+                            else "notApplicable" if reason.removeprefix("Skipped: ").startswith(NOT_APPLICABLE)
+                            else "skipped")
         entry["message"] = reason
 
 
@@ -247,7 +268,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         TestResult(id=test_id, profile=e["meta"]["profile"], level=e["meta"]["level"],
                    feature=e["meta"]["feature"], spec=e["meta"]["spec"], outcome=e["outcome"],
                    duration_s=round(e["duration"], 3), message=e["message"],
-                   statements=tuple(e["meta"].get("statements", ())))
+                   statements=tuple(e["meta"].get("statements", ())), timeline=tuple(e.get("timeline", ())))
         for test_id, e in sorted(config.stash[_RESULTS_KEY].items())
     ]
     profiles_opt = config.getoption("--conformance-profiles")
@@ -272,4 +293,4 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                                     f"({', '.join(sorted(left_out))}); run them with --slow")
 
 
-__all__ = ["conformance_meta", "PROFILES"]
+__all__ = ["NOT_APPLICABLE", "PROFILES", "conformance_meta"]

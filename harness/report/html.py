@@ -122,7 +122,7 @@ def _profile_section(profile: Mapping[str, Any], results: Sequence[TestResult]) 
     name = str(profile.get("name", "?"))
     parts = [f'<section id="profile-{_e(name)}">', f"<h2>Profile: {_e(name)}</h2>"]
     rollup = ["<table><tr><th>Level</th><th>Result</th><th>Passed</th><th>Failed</th><th>Skipped</th></tr>"]
-    for level in ("core", "extended"):
+    for level in _levels(profile):
         section = _mapping(profile.get(level))
         stats = _mapping(section.get("statistics"))
         result = str(section.get("result", "n/a"))
@@ -145,7 +145,7 @@ def _summary_failures(report: Mapping[str, Any]) -> str:
     rows = [_mapping(row) for row in _list(_mapping(report.get("summary")).get("failuresByFeature"))]
     if not rows:  # a report written before failures were grouped: group its sections' failed ids
         rows = [{"profile": _mapping(p).get("name", "?"), "level": level, "feature": feature, "tests": ids}
-                for p in _list(report.get("profiles")) for level in ("core", "extended")
+                for p in _list(report.get("profiles")) for level in _levels(_mapping(p))
                 for feature, ids in failures_by_feature(_mapping(_mapping(p).get(level))).items()]
     if not rows:
         return ""
@@ -181,7 +181,7 @@ def _coverage(report: Mapping[str, Any]) -> str:
 def _profile_failures(profile: Mapping[str, Any]) -> str:
     """One line per level and failing feature of a profile."""
     lines = []
-    for level in ("core", "extended"):
+    for level in _levels(profile):
         grouped = failures_by_feature(_mapping(profile.get(level)))
         for feature, ids in sorted(grouped.items(), key=lambda item: (-len(item[1]), item[0])):
             lines.append(f'<li class="failed-feature">{_e(level)}: <strong>{_e(feature)}</strong>: '
@@ -199,7 +199,7 @@ def _feature_line(label: str, features: Any) -> str:
 def _tests_table(results: Sequence[TestResult]) -> str:
     if not results:
         return '<p class="muted">No tests were run for this profile.</p>'
-    level_order = {"core": 0, "extended": 1}
+    level_order = {"core": 0, "demo": 0, "extended": 1}
     rows = ["<table><tr><th>Test</th><th>Level</th><th>Feature</th><th>Spec</th><th>Outcome</th>"
             "<th>Duration (s)</th></tr>"]
     for r in sorted(results, key=lambda r: (level_order.get(r.level, 2), r.id)):
@@ -215,6 +215,11 @@ def _tests_table(results: Sequence[TestResult]) -> str:
                         f"<pre>{_e(message)}</pre></td></tr>")
     rows.append("</table>")
     return "".join(rows)
+
+
+def _levels(profile: Mapping[str, Any]) -> tuple[str, ...]:
+    """A profile's levels in the page: the demos profile's tests are of the demo level, not core."""
+    return ("demo", "extended") if "demo" in profile else ("core", "extended")
 
 
 def _e(value: Any) -> str:

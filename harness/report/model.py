@@ -2,17 +2,19 @@
 
 Outcomes follow Gateway API conformance: ``unsupported`` marks an extended test whose feature the
 implementation does not claim; it is not a skip (nothing went wrong) and is reported per feature.
+``notApplicable`` marks a demo claim outside AGN routing (a NetworkPolicy, a model server): listed in the
+report with its reason, never silently dropped, and neither a pass nor a skip.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 __all__ = ["LEVELS", "OUTCOMES", "Level", "Outcome", "TestResult"]
 
-Level = Literal["core", "extended"]
-Outcome = Literal["passed", "failed", "skipped", "unsupported"]
+Level = Literal["core", "extended", "demo"]
+Outcome = Literal["passed", "failed", "skipped", "unsupported", "notApplicable"]
 
 LEVELS: tuple[str, ...] = get_args(Level)
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
@@ -33,6 +35,7 @@ class TestResult:
     duration_s: float
     message: str = ""
     statements: tuple[str, ...] = ()  # ids of the catalogued spec statements the test enforces
+    timeline: tuple[dict[str, Any], ...] = ()  # what the test observed over time (demo tests record one)
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:

@@ -1,6 +1,7 @@
 """Conformance report: roll test results up into a Gateway-API-style ConformanceReport document.
 
-The report is what a vendor publishes: per profile, a core and an extended section, each with a result
+The report is what a vendor publishes: per profile, a core and an extended section (the demos profile: a
+demo section, which judges a demo's claims as core judges conformance), each with a result
 (``success`` / ``partial`` / ``failure``), counts, the failed and skipped test ids, the failed ids grouped
 by the feature they test (``failuresByFeature``), and short failure messages; the extended section also
 says which features were claimed and exercised and which the implementation does not support.
@@ -20,6 +21,7 @@ from typing import Any
 import yaml
 
 from harness import fastyaml
+from harness.features import DEMO_LEVEL, DEMOS_PROFILE
 from harness.impl import Implementation
 from harness.report.html import write_html as _write_html
 from harness.report.model import TestResult
@@ -105,6 +107,9 @@ def build_report(
         "profiles": sections,
         "summary": {"passed": True},
     }
+    timelines = {r.id: list(r.timeline) for r in results if r.timeline}
+    if timelines:
+        report["timelines"] = timelines
     report["summary"]["passed"] = _no_core_failure(sections)
     grouped = _summary_failures(sections)
     if grouped:
@@ -122,7 +127,7 @@ def _summary_failures(sections: Sequence[Mapping[str, Any]]) -> list[dict[str, A
     """One row per profile, level and failing feature; within a level the feature with most failures first."""
     rows: list[dict[str, Any]] = []
     for section in sections:
-        for level in ("core", "extended"):
+        for level in ("core", "extended", DEMO_LEVEL):
             grouped = failures_by_feature(section.get(level) or {})
             for feature, ids in sorted(grouped.items(), key=lambda item: (-len(item[1]), item[0])):
                 rows.append({"profile": section.get("name", "?"), "level": level, "feature": feature,
@@ -131,7 +136,8 @@ def _summary_failures(sections: Sequence[Mapping[str, Any]]) -> list[dict[str, A
 
 
 def not_judged(results: Sequence[TestResult], profiles: Sequence[str]) -> list[dict[str, str]]:
-    """Profiles none of whose core tests ran, skipped for a reason other than an unsupported feature.
+    """Profiles none of whose core tests (demo tests, for the demos profile) ran, skipped for a reason other
+    than an unsupported feature.
 
     Such a profile was not judged at all (no cluster, no Docker engine, a missing tool): the run must not
     read as a pass. A profile the implementation does not support (every core test `unsupported`) is
@@ -139,7 +145,8 @@ def not_judged(results: Sequence[TestResult], profiles: Sequence[str]) -> list[d
     """
     found: list[dict[str, str]] = []
     for name in profiles:
-        core = [r for r in results if r.profile == name and r.level == "core"]
+        level = DEMO_LEVEL if name == DEMOS_PROFILE else "core"
+        core = [r for r in results if r.profile == name and r.level == level]
         if any(r.outcome in ("passed", "failed") for r in core):
             continue
         skipped = [r for r in core if r.outcome == "skipped"]
@@ -157,7 +164,10 @@ def _profile_section(name: str, results: Sequence[TestResult], claimed: frozense
     extended_section = _level_section(exercised)
     extended_section["supportedFeatures"] = sorted(ext_features & claimed)
     extended_section["unsupportedFeatures"] = sorted(ext_features - claimed)
-    return {"name": name, "core": _level_section(core), "extended": extended_section}
+    section = {"name": name, "core": _level_section(core), "extended": extended_section}
+    if name == DEMOS_PROFILE or any(r.level == DEMO_LEVEL for r in results):
+        section[DEMO_LEVEL] = _level_section([r for r in results if r.level == DEMO_LEVEL])
+    return section
 
 
 def _level_section(results: Iterable[TestResult]) -> dict[str, Any]:
@@ -166,6 +176,7 @@ def _level_section(results: Iterable[TestResult]) -> dict[str, Any]:
     failed = [r for r in ordered if r.outcome == "failed"]
     skipped = [r for r in ordered if r.outcome in ("skipped", "unsupported")]
     passed = [r for r in ordered if r.outcome == "passed"]
+    not_applicable = [r for r in ordered if r.outcome == "notApplicable"]
     if failed:
         result = "failure"
     elif skipped:
@@ -177,7 +188,7 @@ def _level_section(results: Iterable[TestResult]) -> dict[str, Any]:
     by_feature: dict[str, list[str]] = {}
     for r in sorted(failed, key=lambda r: (r.feature, r.id)):
         by_feature.setdefault(r.feature, []).append(r.id)
-    return {
+    section: dict[str, Any] = {
         "result": result,
         "statistics": {"passed": len(passed), "failed": len(failed), "skipped": len(skipped)},
         "failedTests": [r.id for r in failed],
@@ -185,16 +196,28 @@ def _level_section(results: Iterable[TestResult]) -> dict[str, Any]:
         "skippedTests": [r.id for r in skipped],
         "failures": [{"id": r.id, "feature": r.feature, "message": truncate_message(r.message)} for r in failed],
     }
+    if not_applicable:
+        section["notApplicable"] = [{"id": r.id, "feature": r.feature, "reason": _reason(r.message)}
+                                    for r in not_applicable]
+    return section
+
+
+def _reason(message: str) -> str:
+    """A not-applicable claim's reason without pytest's skip prefix."""
+    return truncate_message(message.removeprefix("Skipped: ").removeprefix("not applicable: "))
 
 
 def _no_core_failure(sections: Iterable[Mapping[str, Any]]) -> bool:
+    """No core section (and no demo section, where a profile has one) records a failure."""
     for section in sections:
-        core = section.get("core")
-        if not isinstance(core, Mapping):
-            return False
-        statistics = core.get("statistics")
-        if not isinstance(statistics, Mapping) or statistics.get("failed") != 0 or core.get("failedTests"):
-            return False
+        levels = ["core"] + ([DEMO_LEVEL] if DEMO_LEVEL in section else [])
+        for level in levels:
+            judged = section.get(level)
+            if not isinstance(judged, Mapping):
+                return False
+            statistics = judged.get("statistics")
+            if not isinstance(statistics, Mapping) or statistics.get("failed") != 0 or judged.get("failedTests"):
+                return False
     return True
 
 

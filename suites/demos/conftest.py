@@ -1,0 +1,38 @@
+"""Fixtures of the demo suites: each demo's sites, started once per session, and one scenario per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from harness.grid_factory import GridFactory
+from harness.mesh import Mesh, MeshScenario
+from harness.timeline import Timeline
+from suites.demos.combined_site import TOPOLOGY as COMBINED_SITE_TOPOLOGY
+from suites.demos.combined_site import CombinedSite
+
+
+@pytest.fixture(scope="session")
+def combined_site_mesh(grid_factory: GridFactory) -> Iterator[Mesh]:
+    """The combined-site demo's three sites (west, central, east), shared by the tests that only add
+    resources to them."""
+    with grid_factory.mesh(topology=COMBINED_SITE_TOPOLOGY) as shared:
+        yield shared
+
+
+@pytest.fixture
+def combined_site(request: pytest.FixtureRequest, combined_site_mesh: Mesh,
+                  timeline: Timeline) -> Iterator[CombinedSite]:
+    """This test's own copy of the demo's network and providers on the shared sites, deleted when it ends."""
+    with MeshScenario(combined_site_mesh, request.node.nodeid) as world:
+        yield CombinedSite(world, timeline).build()
+
+
+@pytest.fixture
+def combined_site_own(request: pytest.FixtureRequest, grid_factory: GridFactory,
+                      timeline: Timeline) -> Iterator[CombinedSite]:
+    """The demo on sites of its own, for a test that restarts operators."""
+    with grid_factory.mesh(purpose="own", topology=COMBINED_SITE_TOPOLOGY) as own, \
+            MeshScenario(own, request.node.nodeid) as world:
+        yield CombinedSite(world, timeline).build()
