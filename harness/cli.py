@@ -22,7 +22,7 @@ from typing import Any, TextIO
 import pytest
 
 from harness.backends.registry import backend_names
-from harness.features import CONFORMANCE_PROFILES, DEMO_LEVEL, PROFILES
+from harness.features import CONFORMANCE_PROFILES, DEMO_LEVEL, DEMOS, DEMOS_PROFILE, PROFILES
 from harness.impl import REFERENCE, ImplDescriptor, ImplError, load_impl
 from harness.options_file import OptionsFileError, load_options
 from harness.report.html import write_html
@@ -129,6 +129,15 @@ def build_parser(run_defaults: Mapping[str, Any] | None = None) -> argparse.Argu
     listing.add_argument("--features", action="store_true",
                          help="print the extended features with what each covers and where its rule comes from")
 
+    demo = commands.add_parser(
+        "demo", help="judge one demo's routing claims (the demos profile, one demo)",
+        description="Run one demo's scenario of the demos profile and write a ConformanceReport of its claims. "
+                    "Exit status as for run: 0 every demo test passed, 1 one failed, 2 not judged.",
+        epilog="Arguments after '--' are passed to pytest unchanged.",
+    )
+    demo.add_argument("name", metavar="NAME", help=f"the demo ({', '.join(DEMOS)})")
+    add_run_arguments(demo)
+
     covering = commands.add_parser(
         "coverage", help="list each normative statement of the spec with the tests that enforce it",
         description="Collect the conformance suites and print, per spec document, every catalogued statement "
@@ -163,7 +172,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         namespace = build_parser(defaults).parse_args(args)
     # a run judges the conformance profiles unless told otherwise; listing and coverage show every profile
     default = CONFORMANCE_PROFILES if namespace.command == "run" else PROFILES
-    chosen = [name for group in (namespace.profile or [list(default)]) for name in group]
+    chosen = [name for group in (getattr(namespace, "profile", None) or [list(default)]) for name in group]
+    if namespace.command == "demo":
+        chosen = [DEMOS_PROFILE]
     namespace.profiles = list(dict.fromkeys(chosen))
     namespace.extra = extra
     return namespace
@@ -355,6 +366,12 @@ def _command_run(args: argparse.Namespace) -> int:
     html_path = str(Path(args.html).absolute()) if args.html else None
 
     present, missing = find_profile_packages(args.profiles, SUITES_PACKAGE)
+    if args.command == "demo":
+        try:
+            present, missing = [demo_module(args.name)], []
+        except LookupError as exc:
+            _error(str(exc))
+            return EXIT_UNJUDGED
     for name in missing:
         _warn(f"profile {name!r} has no suite package ({SUITES_PACKAGE}.{name}); "
               "it is reported with zero tests")
@@ -393,6 +410,25 @@ def _command_run(args: argparse.Namespace) -> int:
         elif code == EXIT_UNJUDGED:
             _error(f"pytest stopped with exit code {rc} ({_pytest_code_name(rc)}); the run cannot be judged")
     return code
+
+
+def demo_module(name: str, package: str = SUITES_PACKAGE) -> str:
+    """The suite module (relative to `package`) of demo `name`; LookupError saying why when there is none."""
+    if name not in DEMOS:
+        raise LookupError(f"unknown demo {name!r} (known: {', '.join(DEMOS)})")
+    def module(demo: str) -> str:
+        return f"{DEMOS_PROFILE}.test_{demo.replace('-', '_')}"
+
+    def exists(demo: str) -> bool:
+        try:
+            return importlib.util.find_spec(f"{package}.{module(demo)}") is not None
+        except ModuleNotFoundError:
+            return False
+
+    if not exists(name):
+        have = [d for d in DEMOS if exists(d)]
+        raise LookupError(f"demo {name!r} has no scenario in this version (scenarios: {', '.join(have) or 'none'})")
+    return module(name)
 
 
 def _pytest_code_name(rc: int) -> str:
@@ -508,7 +544,7 @@ def _format_rows(rows: Sequence[Mapping[str, str]]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``agn-conformance`` console script; returns the exit status."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    if args.command == "run":
+    if args.command in ("run", "demo"):
         return _command_run(args)
     if args.command == "coverage":
         return _command_coverage(args, sys.stdout)

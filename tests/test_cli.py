@@ -398,3 +398,42 @@ def test_summary_lines_of_a_run_where_no_test_ran() -> None:
     assert cli.run_exit_code(2, report) == cli.EXIT_UNJUDGED
     passed = cli.summary_lines(_report(("core", "passed")), "/r.yaml")
     assert passed[0].startswith("agn-conformance: PASSED for p 1")
+
+
+# --------------------------------------------------------------------------------------------- demos
+
+
+def test_a_run_leaves_the_demos_out_unless_asked_and_listing_shows_them() -> None:
+    assert "demos" not in cli.parse_args(["run"]).profiles
+    assert cli.parse_args(["run", "--profile", "demos"]).profiles == ["demos"]
+    assert cli.parse_args(["list"]).profiles == [*ALL, "demos"]
+    demo_args = cli.parse_args(["demo", "grid-combined-site", "--backend", "kind"])
+    assert (demo_args.command, demo_args.name, demo_args.profiles, demo_args.backend) == (
+        "demo", "grid-combined-site", ["demos"], "kind")
+
+
+def test_demo_module_names_the_scenario_or_says_why_there_is_none() -> None:
+    assert cli.demo_module("grid-combined-site") == "demos.test_grid_combined_site"
+    with pytest.raises(LookupError, match="unknown demo 'grid-combined-sites' .known: grid-combined-site, "):
+        cli.demo_module("grid-combined-sites")
+    with pytest.raises(LookupError, match="demo 'grid-combined-site' has no scenario in this version"):
+        cli.demo_module("grid-combined-site", package="harness")
+
+
+def test_demo_of_an_unknown_name_exits_2_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["demo", "no-such-demo"]) == 2
+    assert "unknown demo 'no-such-demo'" in capsys.readouterr().err
+
+
+def test_summary_lines_of_a_demos_run_show_the_demo_level() -> None:
+    from harness.impl import Implementation
+    from harness.report import TestResult, build_report
+
+    failed = TestResult(id="DEMO-B", profile="demos", level="demo", feature="grid-glb-demo", spec="s",
+                        outcome="failed", duration_s=1.0, message="E boom")
+    report = build_report([failed], Implementation("o", "p", "1", ()), backend="local", harness_version="0",
+                          profiles=["demos"], features_claimed=())
+    lines = cli.summary_lines(report, "r.yaml")
+    assert lines[0].startswith("agn-conformance: FAILED")
+    assert any(line.strip().startswith("demos") and "demo: failure (0 passed, 1 failed" in line for line in lines)
+    assert "    demo: 1 failed in grid-glb-demo: DEMO-B" in lines

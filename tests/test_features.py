@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.features import CORE_FEATURES, EXTENDED_BY_PROFILE, FEATURE_DESCRIPTIONS, PROFILES, marker_problem
+from harness.features import (
+    CONFORMANCE_PROFILES,
+    CORE_FEATURES,
+    DEMOS,
+    EXTENDED_BY_PROFILE,
+    FEATURE_DESCRIPTIONS,
+    PROFILES,
+    marker_problem,
+)
 
 
 def test_every_extended_feature_belongs_to_a_profile_and_has_a_description() -> None:
@@ -17,6 +25,14 @@ def test_every_extended_feature_belongs_to_a_profile_and_has_a_description() -> 
     assert claimed == set(FEATURE_DESCRIPTIONS)
     assert set(EXTENDED_BY_PROFILE) == set(CORE_FEATURES) == set(PROFILES)
     assert all(text.strip() for features in CORE_FEATURES.values() for text in features.values())
+
+
+def test_demos_name_their_repository_and_experimental_ones_say_so() -> None:
+    assert DEMOS["grid-combined-site"].source == "praxis-proxy/demos, demos/grid-combined-site/README.md"
+    assert not DEMOS["grid-combined-site"].experimental
+    assert {name for name, d in DEMOS.items() if d.experimental} == {
+        "grid-weighted-dynamic-routing", "grid-cloud-burst", "grid-distributed-token-rate-limit"}
+    assert CONFORMANCE_PROFILES == ("consumer", "producer", "provider", "mesh") and "demos" in PROFILES
 
 
 @pytest.mark.parametrize(("profile", "level", "feature", "problem"), [
@@ -27,6 +43,10 @@ def test_every_extended_feature_belongs_to_a_profile_and_has_a_description() -> 
     ("mesh", "extended", "toolCandidates", None),
     ("provider", "extended", "toolCandidates", "'toolCandidates' is not a extended feature of the provider"),
     ("serving", "core", "x", "unknown profile 'serving'"),
+    ("demos", "demo", "grid-combined-site", None),
+    ("demos", "demo", "grid-combined-sites", "'grid-combined-sites' is not a demo"),
+    ("demos", "core", "grid-combined-site", "the demo level is the demos profile's, and its only one"),
+    ("consumer", "demo", "grid-combined-site", "the demo level is the demos profile's, and its only one"),
     ("consumer", "optional", "roundRobin", "unknown level 'optional'"),
 ])
 def test_marker_problem(profile: str, level: str, feature: str, problem: str | None) -> None:

@@ -367,3 +367,53 @@ def test_write_html_is_also_reachable_from_the_writer(tmp_path: Path) -> None:
     results = [result("c-1", "passed")]
     path = writer.write_html(report_for(results), results, tmp_path / "page.html")
     assert path.read_text(encoding="utf-8") == render_html(report_for(results), results)
+
+
+# ------------------------------------------------------------------------------------------- demo level
+
+
+def demo(test_id: str, outcome: str, message: str = "") -> TestResult:
+    return result(test_id, outcome, profile="demos", level="demo", feature="grid-combined-site", message=message)
+
+
+def test_demo_tests_have_a_section_of_their_own_and_a_failure_fails_the_run() -> None:
+    passing = report_for([demo("DEMO-A", "passed")], profiles=("demos",))
+    section = profile(passing, "demos")
+    assert section["demo"]["result"] == "success" and section["core"]["result"] == "notRun"
+    assert passing["summary"]["passed"] is True and core_passed(passing)
+    failing = report_for([demo("DEMO-A", "passed"), demo("DEMO-B", "failed", "E boom")], profiles=("demos",))
+    assert profile(failing, "demos")["demo"]["failedTests"] == ["DEMO-B"]
+    assert failing["summary"]["passed"] is False and not core_passed(failing)
+    assert failing["summary"]["failuresByFeature"] == [
+        {"profile": "demos", "level": "demo", "feature": "grid-combined-site", "failed": 1, "tests": ["DEMO-B"]}]
+
+
+def test_not_applicable_claims_are_listed_with_their_reason_and_are_not_skips() -> None:
+    report = report_for([demo("DEMO-A", "passed"),
+                         demo("DEMO-NA[POLICY]", "notApplicable", "Skipped: not applicable: a NetworkPolicy")],
+                        profiles=("demos",))
+    section = profile(report, "demos")["demo"]
+    assert section["result"] == "success" and section["statistics"] == {"passed": 1, "failed": 0, "skipped": 0}
+    assert section["notApplicable"] == [{"id": "DEMO-NA[POLICY]", "feature": "grid-combined-site",
+                                         "reason": "a NetworkPolicy"}]
+    assert "notApplicable" not in profile(report_for([demo("DEMO-A", "passed")], profiles=("demos",)), "demos")["demo"]
+
+
+def test_a_demos_run_whose_demo_tests_all_skipped_is_not_judged() -> None:
+    report = report_for([demo("DEMO-A", "skipped", "no Docker")], profiles=("demos",))
+    assert report["summary"]["notJudged"] == [{"profile": "demos", "reason": "no Docker"}]
+    judged = report_for([demo("DEMO-A", "passed")], profiles=("demos",))
+    assert "notJudged" not in judged["summary"]
+
+
+def test_timelines_travel_in_the_report_and_the_page_draws_them(tmp_path: Path) -> None:
+    events = ({"t": 0.1, "kind": "request", "servedBy": "inference-west", "status": 200},)
+    with_timeline = TestResult(id="DEMO-T", profile="demos", level="demo", feature="grid-combined-site", spec="s",
+                               outcome="passed", duration_s=1.0, timeline=events)
+    report = report_for([with_timeline, demo("DEMO-U", "passed")], profiles=("demos",))
+    assert report["timelines"] == {"DEMO-T": list(events)}
+    path = write_yaml(report, tmp_path / "r.yaml")
+    assert load_report(path)["timelines"] == {"DEMO-T": list(events)}
+    page = render_html(report, [with_timeline])
+    assert 'id="timelines"' in page and 'id="timeline-0"' in page and "DEMO-T" in page
+    assert 'id="timelines"' not in render_html(report_for([demo("DEMO-U", "passed")], profiles=("demos",)), [])

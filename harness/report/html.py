@@ -1,7 +1,8 @@
 """One self-contained HTML page for a conformance run, for people rather than CI.
 
-The page shows the implementation, the verdict, the failures of the run grouped by feature, and per
-profile the core/extended rollup, its failures by feature and every test with its outcome; failure
+The page shows the implementation, the verdict, the failures of the run grouped by feature, per profile
+the core/extended (or demo) rollup, its failures by feature and every test with its outcome, and the
+timelines tests recorded, drawn as charts (harness.report.timeline_plot); failure
 messages are shown in full (up to a generous limit) in ``<pre>`` blocks, each under the feature of its
 test. All text that came from a report or a test (names, ids, messages) is escaped: failure messages
 routinely contain markup-like text such as ``<script>`` or ``&``, and a report must never execute or
@@ -91,6 +92,12 @@ def render_html(report: Mapping[str, Any], results: Sequence[TestResult]) -> str
     leftovers = sorted({r.profile for r in results} - shown)
     for name in leftovers:
         parts.append(_profile_section({"name": name}, [r for r in results if r.profile == name]))
+    timelines = _mapping(report.get("timelines"))
+    if timelines:
+        from harness.report.timeline_plot import timelines_html  # plotting is loaded only for pages that plot
+
+        parts.append(timelines_html({str(k): [e for e in _list(v) if isinstance(e, Mapping)]
+                                     for k, v in timelines.items()}))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
