@@ -420,6 +420,41 @@ def test_the_image_is_built_once_for_every_backend_of_a_checkout(tools: Tools, r
     assert [c for c in tools.calls() if c[0] == "docker"] == [build_call(root)]
 
 
+def test_sites_installing_at_once_share_one_certificate_authority(tools: Tools, root: Path, parts: SimpleNamespace,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sites install in parallel threads and each issues certificates on first use of the backend's CA: they
+    must all get the same one, the one whose ca.pem is on disk (two CAs made at once left pods with
+    certificates of one and a CA file of the other, so every hop failed verification)."""
+    from harness.backends.kube import backend as backend_module
+
+    made: list[Any] = []
+
+    class SlowPKI(backend_module.PortForwardPKI):  # widens the window between "none yet" and "made"
+        def __init__(self, directory: Path) -> None:
+            super().__init__(directory)
+            made.append(self)
+            threading.Event().wait(0.05)
+
+    monkeypatch.setattr(backend_module, "PortForwardPKI", SlowPKI)
+    backend = make_kind(parts, root, "two-site")
+    start = threading.Barrier(6)
+    seen: list[Any] = []
+
+    def first_use() -> None:
+        start.wait()
+        seen.append(backend.pki)
+
+    threads = [threading.Thread(target=first_use) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(made) == 1 and all(pki is made[0] for pki in seen), f"{len(made)} CAs were made"
+    on_disk = x509.load_pem_x509_certificate(made[0].ca_path.read_bytes())
+    issued = x509.load_pem_x509_certificate(made[0].server("probe", "127.0.0.1").cert.read_bytes())
+    assert issued.issuer == on_disk.subject
+
+
 def test_two_sites_are_created_loaded_and_installed_each_and_both_deleted(tools: Tools, root: Path,
                                                                           parts: SimpleNamespace) -> None:
     backend = make_kind(parts, root, "two-site")

@@ -30,6 +30,7 @@ import json
 import re
 import secrets
 import ssl
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -168,6 +169,7 @@ class KubeBackend:
         self.plan = plan or AddressPlan(seed=seed)
         self.sites: list[SiteCluster] = []
         self._pki: GridPKI | None = None
+        self._pki_lock = threading.Lock()  # sites install in parallel threads, each issuing certificates
         self._gateway_count = 0
         self._follow_count = 0
         self._gateway_sites: dict[Path, SiteCluster] = {}
@@ -186,10 +188,12 @@ class KubeBackend:
 
     @property
     def pki(self) -> GridPKI:
-        """The run's certificate authority, made on first use."""
-        if self._pki is None:
-            self._pki = PortForwardPKI(self.workdir / "pki")
-        return self._pki
+        """The run's certificate authority, made on first use, once: sites install in parallel threads, and
+        two CAs made at once would leave one's ca.pem on disk and the other's certificates in the pods."""
+        with self._pki_lock:
+            if self._pki is None:
+                self._pki = PortForwardPKI(self.workdir / "pki")
+            return self._pki
 
     def kubectl(self, site: SiteCluster, *args: str, input: str | None = None, check: bool = True,
                 timeout: float | None = 600.0) -> str:
