@@ -210,6 +210,8 @@ def build_pytest_args(
     image: str | None = None,
     kube_contexts: str | None = None,
     wait_scale: float | None = None,
+    kind_node_image: str | None = None,
+    demo_dir: str | None = None,
 ) -> list[str]:
     """Arguments for ``pytest.main`` for a conformance run.
 
@@ -222,7 +224,8 @@ def build_pytest_args(
     args += run_pytest_args({"backend": backend, "impl": impl, "report": report})
     args += ["--conformance-profiles", ",".join(profiles)]
     args += run_pytest_args({"html": html, "keep": keep, "slow": slow, "timeout": list(timeouts), "seed": seed,
-                             "image": image, "kube_contexts": kube_contexts, "wait_scale": wait_scale})
+                             "image": image, "kube_contexts": kube_contexts, "wait_scale": wait_scale,
+                             "kind_node_image": kind_node_image, "demo_dir": demo_dir})
     return args + list(extra)
 
 
@@ -291,6 +294,11 @@ def summary_lines(report: Mapping[str, Any], report_path: str, html_path: str | 
             parts.append(f"unsupported: {', '.join(map(str, unsupported))}")
         lines.append("  ".join(parts))
         lines += _failure_lines(profile)
+    inputs = report.get("demoInputs")
+    if isinstance(inputs, Mapping):
+        unused = [u for u in inputs.get("unused") or [] if isinstance(u, Mapping)]
+        lines.append(f"  demo folder {inputs.get('source', '?')}: {len(inputs.get('used') or [])} keys used, "
+                     f"{len(unused)} not used (demoInputs.unused in the report gives each file, key and reason)")
     lines.append(f"  report: {report_path}" + (f"  html: {html_path}" if html_path else ""))
     return lines
 
@@ -393,7 +401,8 @@ def _command_run(args: argparse.Namespace) -> int:
         suite_profiles=present, profiles=args.profiles, backend=args.backend, impl=impl_arg,
         report=str(report_path), html=html_path, keep=args.keep, slow=args.slow, timeouts=args.timeout,
         seed=args.seed, wait_scale=args.wait_scale, extra=args.extra, package=SUITES_PACKAGE, image=args.image,
-        kube_contexts=args.kube_contexts)
+        kube_contexts=args.kube_contexts, kind_node_image=args.kind_node_image,
+        demo_dir=str(Path(args.demo_dir).absolute()) if args.demo_dir else None)
     rc = run_pytest(pytest_args)
 
     report: dict[str, Any] | None = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +166,24 @@ def grid(pytestconfig: pytest.Config, grid_factory: GridFactory) -> Iterator[Any
 
 
 _PROPERTY = "agn-conformance"
+_DEMO_INPUTS_KEY = pytest.StashKey[Any]()
+
+
+def demo_inputs(config: pytest.Config, sites: Sequence[str]) -> Any:
+    """The inputs of the demo folder --grid-demo-dir names, read once, for a scenario of `sites` (None
+    without the option); the report lists what it used and every key it could not. A folder the scenario
+    cannot run on stops the session as a usage error, saying why."""
+    path = config.getoption("--grid-demo-dir")
+    if not path:
+        return None
+    if _DEMO_INPUTS_KEY not in config.stash:
+        from harness.demo_dir import DemoDirError, read_demo_dir
+
+        try:
+            config.stash[_DEMO_INPUTS_KEY] = read_demo_dir(Path(path), sites)
+        except DemoDirError as exc:
+            pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+    return config.stash[_DEMO_INPUTS_KEY]
 _TIMELINE_KEY = pytest.StashKey[Any]()
 
 
@@ -279,6 +297,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     report = build_report(results, descriptor.implementation, backend=config.getoption("--grid-backend"),
                           harness_version=__version__, profiles=profiles,
                           features_claimed=descriptor.features, statements=shipped_statements())
+    inputs = config.stash.get(_DEMO_INPUTS_KEY, None)
+    if inputs is not None:
+        report["demoInputs"] = inputs.as_record()
     if path:
         write_yaml(report, Path(path))
     if html_path:
@@ -293,4 +314,4 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                                     f"({', '.join(sorted(left_out))}); run them with --slow")
 
 
-__all__ = ["NOT_APPLICABLE", "PROFILES", "conformance_meta"]
+__all__ = ["NOT_APPLICABLE", "PROFILES", "conformance_meta", "demo_inputs"]

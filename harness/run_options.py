@@ -82,6 +82,9 @@ OPTIONS: tuple[RunOption, ...] = (
               "minutes more)"),
     RunOption("seed", "--seed", "--grid-seed", "integer", "seed for randomised choices, to reproduce a run",
               metavar="N"),
+    RunOption("demo_dir", "--demo-dir", "--grid-demo-dir", "text",
+              "demos: run the demo's scenario on the resources of this demo folder (a demos checkout's "
+              "demos/NAME); every key it cannot use is reported by file and key", metavar="PATH"),
     RunOption("topology", None, "--grid-topology", "text", "bundled topology name or a topology file",
               default="single-site"),
 )

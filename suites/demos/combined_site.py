@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness import mesh_oracle as oracle
+from harness import resources
+from harness.demo_dir import DemoInputs
 from harness.gateway_config import SESSION_HEADER
 from harness.grid import Gateway, Reply
 from harness.mesh import MeshScenario
@@ -36,16 +38,22 @@ class CombinedSite:
     """One test's copy of the demo: its network on every site with the default policies, each site trusting
     the other two, and one provider per site serving the demo's model from that site's backend."""
 
-    def __init__(self, world: MeshScenario, timeline: Timeline) -> None:
+    def __init__(self, world: MeshScenario, timeline: Timeline, inputs: DemoInputs | None = None) -> None:
+        """`inputs` are a demo folder's (``--demo-dir``): its model, network, provider names, geography and
+        policies; each test still gets its own network and providers, named after the folder's."""
         self.world = world
         self.timeline = timeline
-        self.model = world.model("qwen3")
+        self.inputs = inputs
+        self.model = inputs.model if inputs is not None and inputs.model else world.model("qwen3")
+        if inputs is not None and inputs.network:
+            world.net = f"{world.tag}-{inputs.network}"
+        self.short = {site: (inputs.providers.get(site, site) if inputs is not None else site) for site in SITES}
         self.consumers: dict[str, Gateway] = {}
 
     # ----------------------------------------------------------------------------------- the grid
 
     def provider_name(self, site: str) -> str:
-        return f"{self.world.tag}-{site}"
+        return f"{self.world.tag}-{self.short[site]}"
 
     def backend(self, site: str) -> str:
         """The fake backend standing in for `site`'s private model server."""
@@ -55,9 +63,12 @@ class CombinedSite:
         return next((site for site in SITES if self.backend(site) == backend), None)
 
     def build(self) -> CombinedSite:
-        self.world.network()  # scoringPolicy and routingPolicy omitted, as in the demo
+        inputs = self.inputs
+        # scoringPolicy and routingPolicy omitted, as in the demo (or as the demo folder's network has them)
+        self.world.network(scoring=inputs.scoring if inputs else None, routing=inputs.routing if inputs else None)
         for at in SITES:
-            self.world.own_site(at)
+            region, zone = inputs.geography.get(at, (None, None)) if inputs else (None, None)
+            self.world.apply(at, resources.grid_site(at, self.world.net, region=region, zone=zone, phase="Active"))
             for of in SITES:
                 if of != at:
                     self.world.trust(at, of)
@@ -100,7 +111,7 @@ class CombinedSite:
     def _provide(self, site: str) -> None:
         """`site`'s provider, served through its own provider gateway as in the demo (consumer gateway ->
         provider gateway -> private inference), so every path, local or remote, is the mTLS hop."""
-        self.world.provider(site, site, [self.model], cluster=self.world.mesh.site(site).routing_cluster)
+        self.world.provider(site, self.short[site], [self.model], cluster=self.world.mesh.site(site).routing_cluster)
 
     # ----------------------------------------------------------------------------------- traffic
 

@@ -6,11 +6,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from harness.demo_dir import DemoInputs
 from harness.grid_factory import GridFactory
 from harness.mesh import Mesh, MeshScenario
+from harness.plugin import demo_inputs
 from harness.timeline import Timeline
+from suites.demos.combined_site import SITES, CombinedSite
 from suites.demos.combined_site import TOPOLOGY as COMBINED_SITE_TOPOLOGY
-from suites.demos.combined_site import CombinedSite
 
 
 @pytest.fixture(scope="session")
@@ -21,18 +23,25 @@ def combined_site_mesh(grid_factory: GridFactory) -> Iterator[Mesh]:
         yield shared
 
 
+@pytest.fixture(scope="session")
+def combined_site_inputs(pytestconfig: pytest.Config) -> DemoInputs | None:
+    """The demo folder's inputs (--grid-demo-dir), else None: the scenario's own. A folder the scenario
+    cannot run on stops the run (not judged), saying why."""
+    return demo_inputs(pytestconfig, SITES)
+
+
 @pytest.fixture
-def combined_site(request: pytest.FixtureRequest, combined_site_mesh: Mesh,
-                  timeline: Timeline) -> Iterator[CombinedSite]:
+def combined_site(request: pytest.FixtureRequest, combined_site_mesh: Mesh, timeline: Timeline,
+                  combined_site_inputs: DemoInputs | None) -> Iterator[CombinedSite]:
     """This test's own copy of the demo's network and providers on the shared sites, deleted when it ends."""
     with MeshScenario(combined_site_mesh, request.node.nodeid) as world:
-        yield CombinedSite(world, timeline).build()
+        yield CombinedSite(world, timeline, combined_site_inputs).build()
 
 
 @pytest.fixture
-def combined_site_own(request: pytest.FixtureRequest, grid_factory: GridFactory,
-                      timeline: Timeline) -> Iterator[CombinedSite]:
+def combined_site_own(request: pytest.FixtureRequest, grid_factory: GridFactory, timeline: Timeline,
+                      combined_site_inputs: DemoInputs | None) -> Iterator[CombinedSite]:
     """The demo on sites of its own, for a test that restarts operators."""
     with grid_factory.mesh(purpose="own", topology=COMBINED_SITE_TOPOLOGY) as own, \
             MeshScenario(own, request.node.nodeid) as world:
-        yield CombinedSite(world, timeline).build()
+        yield CombinedSite(world, timeline, combined_site_inputs).build()

@@ -17,11 +17,7 @@ from harness import mesh_oracle as oracle
 from harness import producer_oracle
 from harness.contract import ScopeSpec
 from harness.grid import Reply, is_refusal
-from harness.mesh import Mesh
 from harness.resources import DEFAULT_GATEWAY, DEFAULT_NAMESPACE
-from harness.timeline import Timeline
-from harness.timeouts import timeouts
-from harness.waiting import poll_until
 from suites.demos.combined_site import README, SITES, CombinedSite
 
 DEMO = "grid-combined-site"
@@ -37,21 +33,6 @@ def _claim(words: str) -> str:
 
 def _remote(at: str) -> list[str]:
     return [s for s in SITES if s != at]
-
-
-@pytest.mark.conformance(id="DEMO-COMBINED-SITE-MEMBERSHIP", profile="demos", level="demo", feature=DEMO,
-                         spec=_claim("Three Kind clusters become healthy with three-site SWIM membership"),
-                         statements=["RG-DEMO-COMBINED-SITE"])
-def test_three_sites_form_one_membership(combined_site_mesh: Mesh, timeline: Timeline) -> None:
-    """Every site's operator lists both other sites alive."""
-    def view() -> dict[str, dict[str, str | None]]:
-        return {at: {of: oracle.member_status(combined_site_mesh.site(at).mesh_status(), of) for of in _remote(at)}
-                for at in SITES}
-
-    seen = poll_until(view, lambda v: all(s == "alive" for row in v.values() for s in row.values()),
-                      timeout=timeouts().member_state, what="every site to list the other two alive",
-                      describe=lambda v: f"member states by site: {v}")
-    timeline.action("membership", members=seen)
 
 
 @pytest.mark.conformance(id="DEMO-COMBINED-SITE-VERSIONED-OVERLAY", profile="demos", level="demo", feature=DEMO,
@@ -236,6 +217,11 @@ def test_grid_recovers_after_sequential_operator_restarts(combined_site_own: Com
 
 
 _NOT_APPLICABLE = {
+    "MEMBERSHIP": (
+        "Three Kind clusters become healthy with three-site SWIM membership",
+        "a precondition of every test here rather than a claim one test can judge: the demo's sites are handed to "
+        "the tests only once each site's operator lists the other two alive, and a demo whose membership never "
+        "forms errors in setup, unjudged"),
     "ROLES-COLOCATED": (
         "Consumer and secured provider roles colocated at each site",
         "how the demo deploys the two roles (separate Deployments in each cluster) is not routing behaviour; the "

@@ -1,0 +1,109 @@
+"""Demo folders as scenario inputs: what is taken from them, and every key that is not, by file and key."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.demo_dir import DemoDirError, read_demo_dir
+
+SITES = ("west", "east")
+SHARED_DEMO = Path(__file__).resolve().parents[2] / "shared" / "demos" / "grid-combined-site"
+
+
+def _write(root: Path, name: str, text: str) -> None:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+
+
+def _folder(root: Path, *, east_network: str = "demo-net", sites: tuple[str, ...] = SITES) -> Path:
+    for site in sites:
+        network = east_network if site == "east" else "demo-net"
+        _write(root, f"resources/{site}/network.yaml", f"""
+            apiVersion: grid.praxis-proxy.io/v1alpha1
+            kind: GridNetwork
+            metadata: {{name: {network}, labels: {{a: b}}}}
+            spec:
+              gridId: g1
+              seeds: ["{{{{ captures.{site}.swim-lb-ip }}}}:7946"]
+              swim: {{probeInterval: 5s}}
+            """)
+        _write(root, f"resources/{site}/provider.yaml", f"""
+            apiVersion: grid.praxis-proxy.io/v1alpha1
+            kind: InferenceProvider
+            metadata: {{name: provider-{site}}}
+            spec:
+              gridNetworkRef: {network}
+              endpoint: http://model-{site}:8000
+              models: [{{name: Org/Model-1, contextWindow: 4096}}]
+              accessPolicy: {{siteSelector: {{matchLabels: {{}}}}}}
+              futureField: 1
+            ---
+            apiVersion: grid.praxis-proxy.io/v1alpha1
+            kind: GridSite
+            metadata: {{name: {site}}}
+            spec: {{gridNetworkRef: {network}, region: r-{site}, zone: z-{site}}}
+            """)
+    _write(root, "resources/common/policy.yaml", """
+        apiVersion: networking.k8s.io/v1
+        kind: NetworkPolicy
+        metadata: {name: backend-only}
+        """)
+    _write(root, "configs/consumer/praxis.yaml", """
+        listeners: [{name: proxy, address: "0.0.0.0:8080"}]
+        filter_chains:
+          - name: main
+            filters:
+              - {filter: intelligent_route, overlay_file: /x}
+              - {filter: load_balancer, clusters: []}
+        """)
+    _write(root, "forge.yaml", "clusters: []\n")
+    return root
+
+
+def test_a_folder_gives_model_network_providers_and_geography_and_reports_every_other_key(tmp_path: Path) -> None:
+    inputs = read_demo_dir(_folder(tmp_path), SITES)
+    assert (inputs.network, inputs.model, inputs.scoring, inputs.routing) == ("demo-net", "Org/Model-1", None, None)
+    assert inputs.providers == {"west": "provider-west", "east": "provider-east"}
+    assert inputs.geography == {"west": ("r-west", "z-west"), "east": ("r-east", "z-east")}
+    unused = {(u.file, u.key): u.reason for u in inputs.unused}
+    network = "resources/west/network.yaml"
+    assert unused[(network, "spec.seeds")].startswith("the harness joins the sites' operators")
+    assert (network, "spec.swim") in unused and (network, "metadata.labels") in unused
+    provider = "resources/west/provider.yaml"
+    assert unused[(provider, "spec.endpoint")] == "a fake backend replaces the demo's model server"
+    assert unused[(provider, "spec.futureField")] == "not used by this scenario", "an unknown key is reported too"
+    assert (provider, "spec.models.0.contextWindow") in unused
+    assert unused[("resources/common/policy.yaml", "NetworkPolicy/backend-only")].startswith("Kubernetes network")
+    assert ("configs/consumer/praxis.yaml", "filter_chains.main.filters.0 (intelligent_route)") in unused
+    assert ("configs/consumer/praxis.yaml", "listeners") in unused and ("forge.yaml", "*") in unused
+    assert f"{provider}: spec.models.0.name" in inputs.used and f"{network}: spec.scoringPolicy (omitted: the default)" \
+        in inputs.used
+    assert not any(key == f"{provider}: spec.endpoint" for key in inputs.used)
+    record = inputs.as_record()
+    assert record["source"] == str(tmp_path) and {"file", "key", "reason"} == set(record["unused"][0])
+
+
+def test_a_folder_the_scenario_cannot_run_on_is_refused_naming_why(tmp_path: Path) -> None:
+    assert read_demo_dir(_folder(tmp_path / "good"), SITES).network == "demo-net"  # the twin: same shape, one network
+    with pytest.raises(DemoDirError, match="more than one GridNetwork .demo-net in .*; other-net in"):
+        read_demo_dir(_folder(tmp_path / "two-networks", east_network="other-net"), SITES)
+    with pytest.raises(DemoDirError, match="resources/ has no folder for site.s. east of the scenario"):
+        read_demo_dir(_folder(tmp_path / "one-site", sites=("west",)), SITES)
+    with pytest.raises(DemoDirError, match="not a directory"):
+        read_demo_dir(tmp_path / "absent", SITES)
+    bad = _folder(tmp_path / "bad-yaml")
+    (bad / "resources" / "west" / "network.yaml").write_text("kind: [unclosed\n")
+    with pytest.raises(DemoDirError, match="resources/west/network.yaml: not YAML"):
+        read_demo_dir(bad, SITES)
+
+
+@pytest.mark.skipif(not SHARED_DEMO.is_dir(), reason="the public demo folder (../shared/demos) is not on this machine")
+def test_the_public_combined_site_folder_is_read_as_published() -> None:
+    inputs = read_demo_dir(SHARED_DEMO, ("west", "central", "east"))
+    assert inputs.model and inputs.network and set(inputs.providers) == {"west", "central", "east"}
+    assert any(u.key.startswith("NetworkPolicy/") for u in inputs.unused)
+    assert all(u.reason for u in inputs.unused)
