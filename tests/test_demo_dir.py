@@ -80,8 +80,8 @@ def test_a_folder_gives_model_network_providers_and_geography_and_reports_every_
     assert unused[("resources/common/policy.yaml", "NetworkPolicy/backend-only")].startswith("Kubernetes network")
     assert ("configs/consumer/praxis.yaml", "filter_chains.main.filters.0 (intelligent_route)") in unused
     assert ("configs/consumer/praxis.yaml", "listeners") in unused and ("forge.yaml", "*") in unused
-    assert f"{provider}: spec.models.0.name" in inputs.used and f"{network}: spec.scoringPolicy (omitted: the default)" \
-        in inputs.used
+    assert f"{provider}: spec.models.0.name" in inputs.used
+    assert f"{network}: spec.scoringPolicy (omitted: the default)" in inputs.used
     assert not any(key == f"{provider}: spec.endpoint" for key in inputs.used)
     record = inputs.as_record()
     assert record["source"] == str(tmp_path) and {"file", "key", "reason"} == set(record["unused"][0])

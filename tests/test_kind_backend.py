@@ -420,6 +420,24 @@ def test_the_image_is_built_once_for_every_backend_of_a_checkout(tools: Tools, r
     assert [c for c in tools.calls() if c[0] == "docker"] == [build_call(root)]
 
 
+def test_a_replacement_host_port_is_never_one_already_claimed(tools: Tools, root: Path, parts: SimpleNamespace,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel may hand a just-probed free port out twice; two mappings of one backend (two sites of a
+    mesh) must still get two ports, or the second cluster cannot publish its own."""
+    first = make_kind(parts, root, "two-site")
+    second = make_kind(parts, root, "two-site")
+    picks = iter([47001, 47001, 47002])
+    monkeypatch.setattr(kind_module, "_free_port", lambda protocol, address: next(picks))
+    try:
+        assert first._claim("TCP", 31080, "127.0.0.1") == 31080
+        assert first._claim("TCP", 31443, "127.0.0.1") == 31443
+        moved = [second._claim("TCP", 31080, "127.0.0.1"), second._claim("TCP", 31443, "127.0.0.1")]
+        assert moved == [47001, 47002], f"a claimed port was handed out again: {moved}"
+    finally:
+        first.close()
+        second.close()
+
+
 def test_sites_installing_at_once_share_one_certificate_authority(tools: Tools, root: Path, parts: SimpleNamespace,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Sites install in parallel threads and each issues certificates on first use of the backend's CA: they

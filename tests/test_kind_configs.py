@@ -17,7 +17,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 KIND_DIR = ROOT / "clusters" / "kind"
 CONFIGS = sorted(KIND_DIR.glob("*.yaml"))
-SITES = {"site-a", "site-b", "site-c"}
+SITES = {"site-a", "site-b", "site-c", "west", "central", "east"}
 MAPPED = {(30080, "TCP"), (30443, "TCP"), (30901, "TCP"), (30946, "UDP")}
 NODE_PORT_RANGE = range(30000, 32768)
 # Docker's default bridge and the range `kind` usually picks for its network.
@@ -92,9 +92,14 @@ def test_host_ports_distinct_across_sites(configs: dict[str, dict[str, Any]]) ->
 
 
 def test_host_ports_follow_the_site_pattern(configs: dict[str, dict[str, Any]]) -> None:
-    for index, site in enumerate(sorted(configs), start=1):
-        for mapping in _mappings(configs[site]):
-            assert mapping["hostPort"] == 30000 + index * 1000 + mapping["containerPort"] % 1000, (site, mapping)
+    """Each site publishes its NodePorts on one thousand of its own (3Nxxx), keeping the NodePort's last digits."""
+    blocks = {}
+    for site, config in configs.items():
+        mappings = _mappings(config)
+        assert all(m["hostPort"] % 1000 == m["containerPort"] % 1000 for m in mappings), (site, mappings)
+        assert len({m["hostPort"] // 1000 for m in mappings}) == 1, (site, mappings)
+        blocks[site] = mappings[0]["hostPort"] // 1000
+    assert len(set(blocks.values())) == len(blocks), blocks
 
 
 def test_subnets_distinct_and_non_overlapping(configs: dict[str, dict[str, Any]]) -> None:

@@ -228,7 +228,12 @@ class KindBackend(KubeBackend):
     def _claim(self, protocol: str, port: int, address: str) -> int:
         with _CLAIMED_LOCK:
             if _CLAIMED_PORTS.get((protocol, port), id(self)) != id(self):
+                # the replacement must be one nobody has claimed: the kernel may hand a just-probed free port
+                # out again, and two clusters publishing one host port leave the second unable to start
+                # ("port is already allocated")
                 port = _free_port(protocol, address)
+                while (protocol, port) in _CLAIMED_PORTS:
+                    port = _free_port(protocol, address)
             _CLAIMED_PORTS[(protocol, port)] = id(self)
             self._claimed.add((protocol, port))
         return port
