@@ -319,7 +319,7 @@ def _stale_revision() -> None:
 # ------------------------------------------------------------------------------- groups and selection
 
 
-def _first_viable_group(eligible: frozenset[str], one_group: bool) -> None:
+def _first_viable_group(eligible: frozenset[str], one_group: bool, last_first: bool = False) -> None:
     """Replace the snapshot's choice of the group fresh picks come from."""
 
     def first_viable(candidates: tuple[Candidate, ...], grouped: bool, mode: str) -> ActiveGroup | None:
@@ -330,7 +330,8 @@ def _first_viable_group(eligible: frozenset[str], one_group: bool) -> None:
             pool = [c for c in pool if (c.traffic_weight or 0) > 0]
         if one_group:
             return ActiveGroup(0, tuple(pool)) if pool else None
-        for number in sorted({c.selection_group for c in pool if c.selection_group is not None}):
+        numbers = sorted({c.selection_group for c in pool if c.selection_group is not None}, reverse=last_first)
+        for number in numbers:
             return ActiveGroup(number, tuple(c for c in pool if c.selection_group == number))
         return None
 
@@ -340,6 +341,11 @@ def _first_viable_group(eligible: frozenset[str], one_group: bool) -> None:
 @breakage("ignore-groups", "selection treats all candidates of a capability as one group")
 def _ignore_groups() -> None:
     _first_viable_group(frozenset({NEW}), one_group=True)
+
+
+@breakage("last-group-first", "fresh picks come from the last viable selection group instead of the first")
+def _last_group_first() -> None:
+    _first_viable_group(frozenset({NEW}), one_group=False, last_first=True)
 
 
 @breakage("existing-only-eligible", "existing_only candidates take new requests")
@@ -758,6 +764,25 @@ def _failover_no_rebind() -> None:
         return original(self, key, stable_id)
 
     _patch(SessionTable, "bind", bind)
+
+
+@breakage("vanished-binding-refused", "a session bound to a candidate that left the overlay is refused with 503 "
+                                      "instead of being placed again")
+def _vanished_binding_refused() -> None:
+    original = IntelligentRouteFilter._select
+
+    def select(self: IntelligentRouteFilter, ctx: RequestContext, snapshot: Snapshot,
+               plan: CapabilityPlan) -> Reject | None:
+        table = self.table
+        skey = (intelligent_route.session_key(ctx.headers, self._session_header, self._session_cookie)
+                if table is not None else None)
+        if table is not None and skey is not None:
+            bound = table.lookup(intelligent_route.binding_key(plan.kind, plan.name, skey))
+            if bound is not None and bound not in plan.reusable:
+                return Reject(503, "session's candidate is gone\n")
+        return original(self, ctx, snapshot, plan)
+
+    _patch(IntelligentRouteFilter, "_select", select)
 
 
 # --------------------------------------------------------------------------------------- hop headers

@@ -297,7 +297,7 @@ def report_outcomes(report: Mapping[str, Any]) -> tuple[int, dict[str, str], lis
     failed: dict[str, str] = {}
     skipped: list[str] = []
     for profile in report.get("profiles") or []:
-        for level in ("core", "extended"):
+        for level in ("core", "extended", "demo"):  # the demos profile has a demo section instead of core
             section = profile.get(level) or {}
             stats = section.get("statistics") or {}
             total += sum(int(stats.get(key, 0)) for key in ("passed", "failed", "skipped"))

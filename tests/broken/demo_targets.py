@@ -1,0 +1,29 @@
+"""Which demo tests each breakage must make fail: gateway breakages (consumer and provider gateways alike)
+and operator breakages, both from the tables the conformance judges use.
+
+Together the two tables cover every demo test except the claims listed as not applicable, which no
+implementation can fail.
+"""
+
+from __future__ import annotations
+
+from tests.broken.targets import Targets, must_fail
+
+__all__ = ["GATEWAY_TARGETS", "NOT_APPLICABLE_MARK", "OPERATOR_TARGETS", "SUITE"]
+
+SUITE = "suites.demos"
+#: The conformance ids of not-applicable claims carry this; they are listed, never judged.
+NOT_APPLICABLE_MARK = "-NOT-APPLICABLE"
+
+GATEWAY_TARGETS: dict[str, Targets] = {
+    "last-group-first": must_fail("DEMO-COMBINED-SITE-LOCAL-FIRST"),
+    "hop-without-client-cert": must_fail("DEMO-COMBINED-SITE-REMOTE-FALLBACK", "DEMO-COMBINED-SITE-OPERATOR-RESTARTS"),
+    "vanished-binding-refused": must_fail("DEMO-COMBINED-SITE-SESSION-DURING-WITHDRAWAL"),
+    "reload-once": must_fail("DEMO-COMBINED-SITE-FAILBACK"),
+    "any-organization": must_fail("DEMO-COMBINED-SITE-HOP-MTLS", expect="outside the grid's organization"),
+    "client-authorization-kept": must_fail("DEMO-COMBINED-SITE-CREDENTIAL-REPLACED", expect="provider token"),
+}
+
+OPERATOR_TARGETS: dict[str, Targets] = {
+    "status-not-distributed": must_fail("DEMO-COMBINED-SITE-VERSIONED-OVERLAY", expect="distributed"),
+}

@@ -1,0 +1,29 @@
+"""Every demo test can fail: the demos profile, run against deliberately broken operators.
+
+Each operator breakage (tests/broken/operator_breakages.py and mesh_breakages.py, the tables the producer
+and mesh judges use) runs on every site of the demo, plugged in as the mesh judge plugs it: the reference
+operator started through tests/broken/operator_launch.py with its mesh arguments. The gateway breakages
+and the coverage of both tables are in tests/test_demo_gateway_judges.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tests.broken import judge as shared
+from tests.broken.demo_targets import OPERATOR_TARGETS, SUITE
+from tests.broken.judge import SuiteRuns
+from tests.broken.targets import SuiteTest
+from tests.test_mesh_judges import PROFILE as MESH_PROFILE
+
+PROFILE = dataclasses.replace(MESH_PROFILE, name="demos-operator", suite=SUITE, targets=OPERATOR_TARGETS,
+                              may_skip=frozenset(), slow_first=())
+
+suite_ids, suite_runs = shared.fixtures(PROFILE)
+
+
+@pytest.mark.parametrize("breakage", list(OPERATOR_TARGETS))
+def test_demos_fail_every_target(breakage: str, suite_runs: SuiteRuns, suite_ids: dict[str, SuiteTest]) -> None:
+    shared.check_breakage(PROFILE, breakage, suite_runs, suite_ids)
