@@ -111,7 +111,12 @@ class CombinedSite:
     def _provide(self, site: str) -> None:
         """`site`'s provider, served through its own provider gateway as in the demo (consumer gateway ->
         provider gateway -> private inference), so every path, local or remote, is the mTLS hop."""
-        self.world.provider(site, self.short[site], [self.model], cluster=self.world.mesh.site(site).routing_cluster)
+        self.world.provider(site, self.short[site], [self.model], cluster=self.world.mesh.site(site).routing_cluster,
+                            capacity_weight=self.capacity_weight(site))
+
+    def capacity_weight(self, site: str) -> int | None:
+        """`site`'s provider's capacityWeight; None (the default) in this demo."""
+        return None
 
     # ----------------------------------------------------------------------------------- traffic
 

@@ -13,6 +13,7 @@ from harness.plugin import demo_inputs
 from harness.timeline import Timeline
 from suites.demos.combined_site import SITES, CombinedSite
 from suites.demos.combined_site import TOPOLOGY as COMBINED_SITE_TOPOLOGY
+from suites.demos.weighted_pools import WeightedPools
 
 
 @pytest.fixture(scope="session")
@@ -45,3 +46,11 @@ def combined_site_own(request: pytest.FixtureRequest, grid_factory: GridFactory,
     with grid_factory.mesh(purpose="own", topology=COMBINED_SITE_TOPOLOGY) as own, \
             MeshScenario(own, request.node.nodeid) as world:
         yield CombinedSite(world, timeline, combined_site_inputs).build()
+
+
+@pytest.fixture
+def weighted_pools(request: pytest.FixtureRequest, combined_site_mesh: Mesh,
+                   timeline: Timeline) -> Iterator[WeightedPools]:
+    """The weighted-routing demo's three pools (5/3/2) on the shared sites, deleted when the test ends."""
+    with MeshScenario(combined_site_mesh, request.node.nodeid) as world:
+        yield WeightedPools(world, timeline).build()

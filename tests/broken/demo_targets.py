@@ -19,11 +19,14 @@ GATEWAY_TARGETS: dict[str, Targets] = {
     "last-group-first": must_fail("DEMO-COMBINED-SITE-LOCAL-FIRST"),
     "hop-without-client-cert": must_fail("DEMO-COMBINED-SITE-REMOTE-FALLBACK", "DEMO-COMBINED-SITE-OPERATOR-RESTARTS"),
     "vanished-binding-refused": must_fail("DEMO-COMBINED-SITE-SESSION-DURING-WITHDRAWAL"),
-    "reload-once": must_fail("DEMO-COMBINED-SITE-FAILBACK"),
     "any-organization": must_fail("DEMO-COMBINED-SITE-HOP-MTLS", expect="outside the grid's organization"),
     "client-authorization-kept": must_fail("DEMO-COMBINED-SITE-CREDENTIAL-REPLACED", expect="provider token"),
+    "weights-off": must_fail("DEMO-WEIGHTED-DYNAMIC-ROUTING-STATIC-SHARES", "DEMO-WEIGHTED-DYNAMIC-ROUTING-HOT-RELOAD",
+                             expect="selection distribution does not match"),
+    "reload-once": must_fail("DEMO-COMBINED-SITE-FAILBACK"),
 }
 
 OPERATOR_TARGETS: dict[str, Targets] = {
     "status-not-distributed": must_fail("DEMO-COMBINED-SITE-VERSIONED-OVERLAY", expect="distributed"),
+    "weights-not-copied": must_fail("DEMO-WEIGHTED-DYNAMIC-ROUTING-STATIC-SHARES"),
 }
