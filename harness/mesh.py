@@ -299,25 +299,31 @@ class MeshScenario:
 
     def provider(self, at: str, short: str, models: Sequence[str], *, network: str | None = None,
                  capacity_weight: int | None = None, queue: float | str | None = None,
-                 credential: Mapping[str, str] | None = None, cluster: str | None = None) -> str:
-        """An InferenceProvider of site `at` served by its fake backend; returns its name.
+                 credential: Mapping[str, str] | None = None, cluster: str | None = None,
+                 backend_kind: str | None = None, backend: str | None = None) -> str:
+        """An InferenceProvider of site `at` served by its fake backend (`backend`: another of the site's
+        fake backends than its first); returns its name.
 
         With `queue` its pool on that backend exports that queue depth (capacity 10) and one ready pod,
         and site `at` scrapes it, so its record carries the metrics its own site measured. `credential`
         is its bearer-token secretRef (a Secret the test applies at `at`). `cluster` is its clusterName
-        (default: the backend's name), for several local candidates of one model.
+        (default: the backend's name), for several local candidates of one model. `backend_kind` replaces
+        the default placement category (``local``), e.g. ``api_provider`` for an external provider.
         """
         site = self.mesh.sites[at]
         name = f"{self.tag}-{short}"
-        endpoint = site.site.providers[site.backend].url
+        served_by = backend or site.backend
+        endpoint = site.site.providers[served_by].url
         metrics = None
+        extra: dict[str, Any] = {"backendKind": backend_kind} if backend_kind else {}
         if queue is not None:
-            site.site.set_pool_metrics(site.backend, name, queueDepth=queue, healthy=1)
+            site.site.set_pool_metrics(served_by, name, queueDepth=queue, healthy=1)
             metrics = resources.metrics_config(endpoint, name, queue_capacity=10)
         self.apply(at, resources.inference_provider(name, network or self.net, site=at,
-                                                     cluster=cluster or site.backend,
+                                                     cluster=cluster or served_by,
                                                      models=models, endpoint=endpoint, metrics=metrics,
-                                                     capacity_weight=capacity_weight, credential=credential))
+                                                     capacity_weight=capacity_weight, credential=credential,
+                                                     **extra))
         return name
 
     def tool_provider(self, at: str, short: str, tools: Sequence[str], *, network: str | None = None) -> str:
@@ -328,10 +334,12 @@ class MeshScenario:
                                                discovered=tools, site=at))
         return name
 
-    def set_queue(self, at: str, short: str, queue: float | str, *, network: str | None = None) -> None:
-        """Change the queue depth provider `short` of site `at` exports, and make `at` scrape it now."""
+    def set_queue(self, at: str, short: str, queue: float | str, *, network: str | None = None,
+                  backend: str | None = None) -> None:
+        """Change the queue depth provider `short` of site `at` exports (from `backend`, default the site's
+        first fake backend), and make `at` scrape it now."""
         site = self.mesh.sites[at]
-        site.site.set_pool_metrics(site.backend, f"{self.tag}-{short}", queueDepth=queue, healthy=1)
+        site.site.set_pool_metrics(backend or site.backend, f"{self.tag}-{short}", queueDepth=queue, healthy=1)
         site.control.force_reconcile(network or self.net)
 
     def own_site(self, at: str, *, network: str | None = None) -> None:
@@ -339,8 +347,12 @@ class MeshScenario:
         self.apply(at, resources.grid_site(at, network or self.net, phase="Active"))
 
     def trust(self, at: str, of: str, *, pins: Sequence[str] | None = None, network: str | None = None,
-              address: str | None = None) -> dict[str, Any]:
-        """Site `at`'s GridSite for site `of`: pinned to `of`'s gateway certificate unless `pins` says otherwise."""
+              address: str | None = None, region: str | None = None, zone: str | None = None) -> dict[str, Any]:
+        """Site `at`'s GridSite for site `of`: pinned to `of`'s gateway certificate unless `pins` says otherwise.
+
+        `region` and `zone` are the geography `at` knows `of` by (its locality tier for `of`'s providers);
+        without them `at` knows none, and `of`'s providers are of unknown locality at `at`.
+        """
         net = network or self.net
         peer = self.mesh.sites[of]
         spec: dict[str, Any] = {
@@ -348,6 +360,10 @@ class MeshScenario:
             "gatewayEndpoint": {"address": address or peer.gateway_address},
             "trust": {"canonicalFingerprints": list(pins if pins is not None else [peer.gateway.server_digest])},
         }
+        if region:
+            spec["region"] = region
+        if zone:
+            spec["zone"] = zone
         obj = {"apiVersion": resources.API_VERSION, "kind": "GridSite",
                "metadata": {"name": mesh_oracle.discovered_site_name(net, of)}, "spec": spec}
         self.apply(at, obj)

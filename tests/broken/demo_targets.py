@@ -23,10 +23,20 @@ GATEWAY_TARGETS: dict[str, Targets] = {
     "client-authorization-kept": must_fail("DEMO-COMBINED-SITE-CREDENTIAL-REPLACED", expect="provider token"),
     "weights-off": must_fail("DEMO-WEIGHTED-DYNAMIC-ROUTING-STATIC-SHARES", "DEMO-WEIGHTED-DYNAMIC-ROUTING-HOT-RELOAD",
                              expect="selection distribution does not match"),
-    "reload-once": must_fail("DEMO-COMBINED-SITE-FAILBACK"),
+    "reload-once": must_fail("DEMO-COMBINED-SITE-FAILBACK", "DEMO-CLOUD-BURST-RECOVERY"),
+    "rr-all-groups": must_fail("DEMO-CLOUD-BURST-SITE-LOCAL-ROUND-ROBIN", "DEMO-CLOUD-BURST-EXTERNAL-OVERFLOW"),
+    "local-site-preferred": must_fail("DEMO-DISTRIBUTED-TOKEN-RATE-LIMIT-ROTATION"),
+    "rr-grid-cursor": must_fail("DEMO-DISTRIBUTED-TOKEN-RATE-LIMIT-LOCAL-TURNS", expect="interleaved with the other"),
+    "epp-queried-per-request": must_fail("DEMO-DISTRIBUTED-TOKEN-RATE-LIMIT-ROUTING-LOCAL",
+                                         expect="a lookup per request"),
 }
 
 OPERATOR_TARGETS: dict[str, Targets] = {
     "status-not-distributed": must_fail("DEMO-COMBINED-SITE-VERSIONED-OVERLAY", expect="distributed"),
     "weights-not-copied": must_fail("DEMO-WEIGHTED-DYNAMIC-ROUTING-STATIC-SHARES"),
+    "same-region-as-cross-region": must_fail("DEMO-CLOUD-BURST-SITE-LOCAL-ROUND-ROBIN", expect="then its region's"),
+    "pressure-ignored": must_fail("DEMO-CLOUD-BURST-QUEUE-ADMISSION", "DEMO-CLOUD-BURST-REGIONAL-FALLBACK"),
+    "locality-before-admission": must_fail("DEMO-CLOUD-BURST-REGIONAL-FALLBACK", expect="must lead the restricted"),
+    "pressure-latched": must_fail("DEMO-CLOUD-BURST-RECOVERY"),
+    "selection-policy-dropped": must_fail("DEMO-DISTRIBUTED-TOKEN-RATE-LIMIT-ROTATION"),
 }
