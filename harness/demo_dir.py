@@ -1,11 +1,14 @@
 """A demo folder's own files as the inputs of a demo scenario, and every key the scenario cannot use.
 
 `agn-conformance demo NAME --demo-dir PATH` runs a scenario on the resources and Praxis configs of a
-public demo folder (``resources/<site>/*.yaml``, ``configs/<role>/praxis.yaml``, ``forge.yaml``) instead of
-the scenario's own. Fake backends replace the demo's model servers and the run's certificates replace its
-own, so much of a folder cannot be used; each such key is reported by file and key with the reason, never
-silently dropped. The folders are read as they are published: an older API group, Forge template
-placeholders (``{{ captures.west.swim-lb-ip }}``) and fields the harness has no use for.
+public demo folder instead of the scenario's own. Folders are laid out in many ways (``resources/<site>/``,
+flat ``resources/*.yaml`` named after their cluster, ``manifests/<pool>/``, ``example-manifests/``, Forge
+files), so every YAML file below the folder is read and each grid resource is placed at a site of the
+scenario by its folder, its file name or its own fields. Fake backends replace the demo's model servers
+and the run's certificates replace its own, so much of a folder cannot be used; each such key is reported
+by file and key with the reason, never silently dropped. The folders are read as they are published: an
+older API group, Forge template placeholders (``{{ captures.west.swim-lb-ip }}``) and fields the harness
+has no use for.
 """
 
 from __future__ import annotations
@@ -18,7 +21,13 @@ from typing import Any
 
 import yaml
 
-__all__ = ["DemoDirError", "DemoInputs", "Unused", "read_demo_dir"]
+__all__ = ["ALL_INPUTS", "DemoDirError", "DemoInputs", "Unused", "read_demo_dir"]
+
+#: What a scenario can take from a demo folder: the model, the network's name, the providers' names, the
+#: sites' geography and the network's scoring and routing policies.
+ALL_INPUTS: frozenset[str] = frozenset({"model", "network", "providers", "geography", "policies"})
+#: Files no scenario reads as resources: Forge's topology runner files.
+_RUNNER = re.compile(r"^(forge|production)([-.].*)?\.ya?ml$")
 
 #: Forge's template placeholders, which are not YAML; they are read as this text.
 _PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}")
@@ -91,43 +100,106 @@ class DemoInputs:
     routing: str | None = None
     used: tuple[str, ...] = ()  # "file: key" of every key the scenario uses
     unused: tuple[Unused, ...] = ()
+    scenario: str = "the scenario"
+    #: site -> the files whose grid resources were placed there (empty: the scenario's own for that site)
+    sites: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: site -> every InferenceProvider name placed there, in file order (`providers` holds the first)
+    all_providers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def providers_of(self, site: str) -> tuple[str, ...]:
+        return tuple(self.all_providers.get(site, ()))
 
     def as_record(self) -> dict[str, Any]:
-        return {"source": self.source, "used": list(self.used), "unused": [u.as_record() for u in self.unused]}
+        return {"source": self.source, "scenario": self.scenario,
+                "sites": {site: list(files) or "none in the folder: the scenario's own resources"
+                          for site, files in self.sites.items()},
+                "used": list(self.used), "unused": [u.as_record() for u in self.unused]}
 
 
-def read_demo_dir(path: Path, sites: Sequence[str]) -> DemoInputs:
-    """Read a demo folder for a scenario whose sites are `sites`; DemoDirError when it cannot run on it."""
+def read_demo_dir(path: Path, sites: Sequence[str], *, takes: frozenset[str] = ALL_INPUTS,
+                  scenario: str = "the scenario", aliases: Mapping[str, str] | None = None) -> DemoInputs:
+    """Read a demo folder for a scenario whose sites are `sites`, taking only `takes` (of ALL_INPUTS) from
+    it; `aliases` gives the demo's own name of a scenario site (pool-a for west, say). DemoDirError when it
+    cannot run on it (no such folder, unreadable YAML, two networks or two models where the scenario takes
+    one, sites whose networks disagree on a policy it takes)."""
     root = Path(path)
     if not root.is_dir():
         raise DemoDirError(f"--demo-dir {path}: not a directory")
-    reader = _Reader(root)
-    resources = root / "resources"
-    folders = sorted(p.name for p in resources.iterdir() if p.is_dir()) if resources.is_dir() else []
-    site_folders = [name for name in folders if name in sites]
-    missing = [site for site in sites if site not in folders]
-    if missing:
-        raise DemoDirError(f"--demo-dir {path}: resources/ has no folder for site(s) {', '.join(missing)} of the "
-                           f"scenario (it has {', '.join(folders) or 'none'})")
-    for name in folders:
-        if name not in site_folders:
-            for file in sorted((resources / name).glob("*.y*ml")):
-                reader.read_other(file)
-    for site in site_folders:
-        for file in sorted((resources / site).glob("*.y*ml")):
-            reader.read_site_file(file, site)
-    for file in sorted(root.glob("configs/**/*.y*ml")):
-        reader.read_config(file)
-    for name in ("forge.yaml", "forge.yml"):
-        if (root / name).is_file():
-            reader.whole(root / name, "the demo's topology runner; the scenario's topology is its own "
-                                      "(clusters/*.yaml)")
-    return reader.inputs(str(root), sites)
+    unknown = set(takes) - ALL_INPUTS
+    if unknown:
+        raise ValueError(f"unknown demo inputs {sorted(unknown)}; known: {sorted(ALL_INPUTS)}")
+    reader = _Reader(root, tuple(sites), frozenset(takes), scenario, dict(aliases or {}))
+    files = [p for p in root.rglob("*") if p.is_file() and not _hidden(p, root)]
+    for file in sorted(files, key=lambda p: (p.parent.as_posix(), p.stem, p.suffix)):  # a name before its variants
+        name = file.relative_to(root).as_posix()
+        if _RUNNER.match(file.name):
+            reader.read_forge(file)
+        elif file.suffix in (".yaml", ".yml"):
+            reader.read_file(file)
+        elif file.suffix == ".json":
+            reader.whole(file, "a fixture of the demo's own scripts; the harness sends requests of its own")
+        elif name.startswith(("resources/", "configs/", "manifests/")):
+            reader.whole(file, "not a YAML resource or Praxis config")
+    return reader.inputs(str(root))
+
+
+def _hidden(file: Path, root: Path) -> bool:
+    return any(part.startswith(".") for part in file.relative_to(root).parts)
+
+
+def _site_of(file: Path, root: Path, doc: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
+    """The scenario site a grid resource belongs to (`names`: each name a site goes by -> the site): a
+    folder named after a site, else the longest site name in its file name, else the site its own fields
+    name (spec.site, or a GridSite's name)."""
+    for part in reversed(file.relative_to(root).parts[:-1]):
+        if part in names:
+            return names[part]
+    found = _named_in(file.stem, names)
+    if found is not None:
+        return found
+    spec = doc.get("spec") or {}
+    if isinstance(spec, dict) and str(spec.get("site", "")) in names:
+        return names[str(spec["site"])]
+    name = str((doc.get("metadata") or {}).get("name", ""))
+    if doc.get("kind") == "GridSite" and name in names:
+        return names[name]
+    return None
+
+
+def _named_in(text: str, names: Mapping[str, str]) -> str | None:
+    """The site whose longest name appears in `text` as a whole dash-separated part, if any."""
+    hits = [name for name in names if text == name or re.search(rf"(^|[-_.]){re.escape(name)}($|[-_.])", text)]
+    return names[max(hits, key=len)] if hits else None
+
+
+#: Helm values of a Forge stack that describe grid resources, by the kind each describes.
+_HELM_GRID_VALUES: Mapping[str, str] = {"gridNetwork": "GridNetwork", "gridSite": "GridSite",
+                                        "inferenceProviders": "InferenceProvider"}
+
+
+def _helm_resource(kind: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """A grid resource made of a chart's values (name at the top, the rest its spec), read like a manifest."""
+    spec = {key: value for key, value in values.items() if key != "name"}
+    return {"apiVersion": "helm-values", "kind": kind, "metadata": {"name": values.get("name", "?")}, "spec": spec}
+
+
+def _helm_key(key: str) -> str:
+    """A key of a resource made by `_helm_resource`, as the key of the chart's values it came from."""
+    if key.startswith("spec."):
+        return key[len("spec."):]
+    return {"metadata.name": "name", "metadata": "name"}.get(key, key)
 
 
 class _Reader:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, sites: tuple[str, ...], takes: frozenset[str], scenario: str,
+                 aliases: Mapping[str, str]) -> None:
         self.root = root
+        self.sites = sites
+        self.names = {**{site: site for site in sites}, **{alias: site for site, alias in aliases.items()}}
+        self.takes = takes
+        self.scenario = scenario
+        self.placed: dict[str, list[str]] = {site: [] for site in sites}
+        self.all_providers: dict[str, list[str]] = {}
         self.used: list[str] = []
         self.unused: list[Unused] = []
         self.networks: dict[str, set[str]] = {}  # network name -> files naming it
@@ -150,6 +222,58 @@ class _Reader:
     def whole(self, file: Path, reason: str) -> None:
         self.unused.append(Unused(self._name(file), "*", reason))
 
+    def read_file(self, file: Path) -> None:
+        """One YAML file: Praxis configs, grid resources placed at a site, or other Kubernetes objects."""
+        docs = self._documents(file)
+        if any(isinstance(doc, dict) and ("filter_chains" in doc or "listeners" in doc) for doc in docs):
+            self.read_config(file)
+            return
+        for doc in docs:
+            if not isinstance(doc, dict) or "kind" not in doc:
+                self.unused.append(Unused(self._name(file), "*", "not a Kubernetes resource or a Praxis config"))
+                continue
+            if doc.get("kind") not in _GRID_KINDS:
+                self._other(file, doc)
+                continue
+            site = _site_of(file, self.root, doc, self.names)
+            if site is None:
+                name = (doc.get("metadata") or {}).get("name", "?")
+                self.unused.append(Unused(self._name(file), f"{doc['kind']}/{name}",
+                                          f"placed at no site of {self.scenario} (its sites: {', '.join(self.sites)})"))
+                continue
+            self.read_site_doc(self._name(file), doc, site)
+
+    def read_forge(self, file: Path) -> None:
+        """A Forge file: the grid resources its stacks install through chart values are read like manifests
+        (placed at the site a stack's name names); the rest is the demo's topology runner."""
+        name = self._name(file)
+        docs = self._documents(file)
+        runner = "the demo's topology runner; the scenario's topology is its own (clusters/*.yaml)"
+        stacks = ((docs[0] if docs and isinstance(docs[0], dict) else {}).get("spec") or {}).get("stacks") or {}
+        found = False
+        for stack, body in stacks.items() if isinstance(stacks, dict) else ():
+            for i, step in enumerate((body or {}).get("steps") or [] if isinstance(body, dict) else []):
+                values = step.get("values") if isinstance(step, dict) else None
+                if not isinstance(values, dict):
+                    continue
+                for key, kind in _HELM_GRID_VALUES.items():
+                    items = values.get(key)
+                    entries = list(enumerate(items)) if isinstance(items, list) else [(None, items)]
+                    for index, item in entries:
+                        if not isinstance(item, dict):
+                            continue
+                        found = True
+                        where = f"spec.stacks.{stack}.steps.{i}.values.{key}" + ("" if index is None else f".{index}")
+                        label = f"{name}: {where}"
+                        site = _named_in(str(stack), self.names)
+                        if site is None:
+                            self.unused.append(Unused(name, where, f"placed at no site of {self.scenario} (its "
+                                                      f"sites: {', '.join(self.sites)})"))
+                        else:
+                            self.read_site_doc(label, _helm_resource(kind, item), site, helm=True)
+        self.unused.append(Unused(name, "*", runner + ("; the grid resources of its chart values are listed "
+                                                       "on their own" if found else "")))
+
     def read_config(self, file: Path) -> None:
         """A Praxis config: the harness renders each gateway's config itself, so every listener, filter and
         cluster is reported, each with what stands in for it."""
@@ -167,73 +291,69 @@ class _Reader:
                     self.unused.append(Unused(self._name(file), f"filter_chains.{chain.get('name', '?')}.filters.{i} "
                                               f"({name})", _FILTER_REASONS.get(str(name), _RENDERED)))
 
-    def read_other(self, file: Path) -> None:
-        for doc in self._documents(file):
-            kind = doc.get("kind", "?") if isinstance(doc, dict) else "?"
-            name = (doc.get("metadata") or {}).get("name", "?") if isinstance(doc, dict) else "?"
-            reason = ("Kubernetes network isolation, outside AGN routing" if kind == "NetworkPolicy" else
-                      f"a {kind} of the demo's own deployment; the harness deploys the scenario's parts itself")
-            self.unused.append(Unused(self._name(file), f"{kind}/{name}", reason))
+    def _other(self, file: Path, doc: Mapping[str, Any]) -> None:
+        kind = doc.get("kind", "?")
+        name = (doc.get("metadata") or {}).get("name", "?")
+        reason = ("Kubernetes network isolation, outside AGN routing" if kind == "NetworkPolicy" else
+                  f"a {kind} of the demo's own deployment; the harness deploys the scenario's parts itself")
+        self.unused.append(Unused(self._name(file), f"{kind}/{name}", reason))
 
-    def read_site_file(self, file: Path, site: str) -> None:
-        for doc in self._documents(file):
-            if not isinstance(doc, dict) or doc.get("kind") not in _GRID_KINDS:
-                kind = doc.get("kind", "?") if isinstance(doc, dict) else "?"
-                self.unused.append(Unused(self._name(file), f"{kind}/*", "not a grid resource the scenario reads"))
-                continue
-            used = self._use(doc, site, self._name(file))
-            self.used += [f"{self._name(file)}: {key}" for key in used]
-            self.unused += [Unused(self._name(file), key, reason) for key, reason in _unused_keys(doc, used)]
+    def read_site_doc(self, name: str, doc: dict[str, Any], site: str, *, helm: bool = False) -> None:
+        """One grid resource placed at `site`; `name` is its file (and, for chart values, where in it)."""
+        if name not in self.placed[site]:
+            self.placed[site].append(name)
+        taken = _Taken(self.takes, self.scenario)
+        self._use(doc, site, name, taken)
+        unused = _unused_keys(doc, taken.used, taken.declined)
+        if helm:
+            taken.used = [_helm_key(key) for key in taken.used if key not in ("apiVersion", "kind")]
+            unused = [(_helm_key(key), reason) for key, reason in unused if key not in ("apiVersion", "kind")]
+        self.used += [f"{name}: {key}" for key in taken.used]
+        self.unused += [Unused(name, key, reason) for key, reason in unused]
 
-    def _use(self, doc: dict[str, Any], site: str, file: str) -> list[str]:
-        """Take what the scenario uses from one grid resource; returns the dotted keys it used."""
+    def _use(self, doc: dict[str, Any], site: str, file: str, taken: _Taken) -> None:
+        """Take what the scenario uses from one grid resource into `taken`."""
         kind, spec = doc["kind"], doc.get("spec") or {}
         name = str((doc.get("metadata") or {}).get("name", ""))
-        used = ["apiVersion", "kind"]
+        taken.used += ["apiVersion", "kind"]
         if kind == "GridNetwork":
-            self.networks.setdefault(name, set()).add(file)
-            used.append("metadata.name")
+            if taken("network", "metadata.name"):
+                self.networks.setdefault(name, set()).add(file)
             for key, into in (("scoringPolicy", self.scoring), ("routingPolicy", self.routing)):
                 if key in spec:
-                    into.add(str(spec[key] if not isinstance(spec[key], dict) else spec[key].get("strategy")))
-                    used.append(f"spec.{key}")
-                else:
+                    if taken("policies", f"spec.{key}"):
+                        into.add(str(spec[key] if not isinstance(spec[key], dict) else spec[key].get("strategy")))
+                elif "policies" in self.takes:
                     into.add("")  # omitted: the operator's default, as the scenario's own network has it
                     self.used.append(f"{file}: spec.{key} (omitted: the default)")
         elif kind == "InferenceProvider":
-            self.providers[site] = name
-            used.append("metadata.name")
-            if "gridNetworkRef" in spec:
+            if taken("providers", "metadata.name"):
+                self.providers.setdefault(site, name)
+                self.all_providers.setdefault(site, []).append(name)
+            if "gridNetworkRef" in spec and taken("network", "spec.gridNetworkRef"):
                 self.networks.setdefault(str(spec["gridNetworkRef"]), set()).add(file)
-                used.append("spec.gridNetworkRef")
             for i, model in enumerate(spec.get("models") or []):
-                if isinstance(model, dict) and "name" in model:
+                if isinstance(model, dict) and "name" in model and taken("model", f"spec.models.{i}.name"):
                     self.models.add(str(model["name"]))
-                    used.append(f"spec.models.{i}.name")
             access = (spec.get("accessPolicy") or {}).get("siteSelector") or {}
             if access == {"matchLabels": {}} or access == {}:
-                used.append("spec.accessPolicy")  # every site may use it, as the scenario's providers allow
+                taken.used.append("spec.accessPolicy")  # every site may use it, as the scenario's providers allow
         elif kind == "GridSite":
             region, zone = spec.get("region"), spec.get("zone")
-            if region is not None and zone is not None:
-                self.geography[name] = (str(region), str(zone))
-                used += ["spec.region", "spec.zone"]
-            used.append("metadata.name")
-            if "gridNetworkRef" in spec:
+            at = name if name in self.sites else site
+            if region is not None and zone is not None and taken("geography", "spec.region", "spec.zone"):
+                self.geography.setdefault(at, (str(region), str(zone)))
+            taken.used.append("metadata.name")
+            if "gridNetworkRef" in spec and taken("network", "spec.gridNetworkRef"):
                 self.networks.setdefault(str(spec["gridNetworkRef"]), set()).add(file)
-                used.append("spec.gridNetworkRef")
-        return used
 
-    def inputs(self, source: str, sites: Sequence[str]) -> DemoInputs:
+    def inputs(self, source: str) -> DemoInputs:
         if len(self.networks) > 1:
             named = "; ".join(f"{net} in {', '.join(sorted(files))}" for net, files in sorted(self.networks.items()))
             raise DemoDirError(f"{source}: the sites' resources name more than one GridNetwork ({named})")
         if len(self.models) > 1:
             raise DemoDirError(f"{source}: the providers serve more than one model ({', '.join(sorted(self.models))})"
-                               "; the scenario routes one")
-        lacking = [site for site in sites if site not in self.providers]
-        if lacking:
-            raise DemoDirError(f"{source}: no InferenceProvider for site(s) {', '.join(lacking)}")
+                               f"; {self.scenario} routes one")
         for label, values in (("scoringPolicy", self.scoring), ("routingPolicy", self.routing)):
             if len(values) > 1:
                 shown = ", ".join(sorted(v or "omitted" for v in values))
@@ -242,15 +362,45 @@ class _Reader:
             source=source, network=next(iter(self.networks), None), model=next(iter(self.models), None),
             providers=dict(self.providers), geography=dict(self.geography),
             scoring=next(iter(self.scoring), None) or None, routing=next(iter(self.routing), None) or None,
-            used=tuple(self.used), unused=tuple(self.unused))
+            used=tuple(self.used), unused=tuple(self.unused), scenario=self.scenario,
+            sites={site: tuple(files) for site, files in self.placed.items()},
+            all_providers={site: tuple(names) for site, names in self.all_providers.items()})
 
 
-def _unused_keys(doc: Mapping[str, Any], used: Iterable[str]) -> list[tuple[str, str]]:
-    """The smallest subtrees of `doc` that hold no used key, with the reason each is not used."""
-    wanted = set(used)
+class _Taken:
+    """The keys of one resource a scenario takes, and why it declines the ones it could take but does not."""
+
+    _LABELS: Mapping[str, str] = {"model": "model", "network": "network name", "providers": "provider names",
+                                  "geography": "site geography", "policies": "scoring and routing policies"}
+
+    def __init__(self, takes: frozenset[str], scenario: str) -> None:
+        self.takes = takes
+        self.scenario = scenario
+        self.used: list[str] = []
+        self.declined: dict[str, str] = {}
+
+    def __call__(self, category: str, *keys: str) -> bool:
+        """Take `keys` when the scenario takes `category`; otherwise record why they are left."""
+        if category in self.takes:
+            self.used += keys
+            return True
+        for key in keys:
+            self.declined[key] = f"{self.scenario} sets its own {self._LABELS[category]}: its claims rest on them"
+        return False
+
+
+def _unused_keys(doc: Mapping[str, Any], used: Iterable[str],
+                 declined: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """The smallest subtrees of `doc` that hold no used key, with the reason each is not used; a key the
+    scenario declines (`declined`: key -> why) is listed on its own with that reason."""
+    declined = declined or {}
+    wanted = set(used) | set(declined)
     found: list[tuple[str, str]] = []
 
     def walk(value: Any, path: str) -> None:
+        if path in declined:
+            found.append((path, declined[path]))
+            return
         if path in wanted:
             return
         below = [u for u in wanted if u.startswith(path + ".")] if path else list(wanted)

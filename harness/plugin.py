@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -169,21 +169,40 @@ _PROPERTY = "agn-conformance"
 _DEMO_INPUTS_KEY = pytest.StashKey[Any]()
 
 
-def demo_inputs(config: pytest.Config, sites: Sequence[str]) -> Any:
-    """The inputs of the demo folder --grid-demo-dir names, read once, for a scenario of `sites` (None
-    without the option); the report lists what it used and every key it could not. A folder the scenario
-    cannot run on stops the session as a usage error, saying why."""
+def demo_inputs(config: pytest.Config, sites: Sequence[str], *, takes: frozenset[str] | None = None,
+                scenario: str = "the scenario", aliases: Mapping[str, str] | None = None) -> Any:
+    """The inputs of the demo folder --grid-demo-dir names for a scenario of `sites` that takes `takes`
+    (default: everything it can; harness.demo_dir.ALL_INPUTS), with `aliases` the demo's own names of its
+    sites, read once per scenario (None without the option); the report lists what each scenario used and
+    every key it could not. A folder the scenario cannot run on stops the session as a usage error."""
     path = config.getoption("--grid-demo-dir")
     if not path:
         return None
-    if _DEMO_INPUTS_KEY not in config.stash:
-        from harness.demo_dir import DemoDirError, read_demo_dir
+    from harness.demo_dir import ALL_INPUTS, DemoDirError, read_demo_dir
 
+    wanted = ALL_INPUTS if takes is None else takes
+    readings: dict[tuple[Any, ...], Any] = config.stash.setdefault(_DEMO_INPUTS_KEY, {})
+    key = (tuple(sites), wanted, scenario, tuple(sorted((aliases or {}).items())))
+    if key not in readings:
         try:
-            config.stash[_DEMO_INPUTS_KEY] = read_demo_dir(Path(path), sites)
+            readings[key] = read_demo_dir(Path(path), sites, takes=wanted, scenario=scenario, aliases=aliases)
         except DemoDirError as exc:
             pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
-    return config.stash[_DEMO_INPUTS_KEY]
+    return readings[key]
+
+
+def demo_inputs_record(readings: Mapping[Any, Any]) -> dict[str, Any] | None:
+    """The report's demoInputs: the one scenario's reading, or each scenario's under `readings`."""
+    records = [reading.as_record() for reading in readings.values()]
+    if not records:
+        return None
+    if len(records) == 1:
+        return records[0]
+    return {"source": records[0]["source"], "readings": records,
+            "used": [key for r in records for key in r["used"]],
+            "unused": [u for r in records for u in r["unused"]]}
+
+
 _TIMELINE_KEY = pytest.StashKey[Any]()
 
 
@@ -297,9 +316,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     report = build_report(results, descriptor.implementation, backend=config.getoption("--grid-backend"),
                           harness_version=__version__, profiles=profiles,
                           features_claimed=descriptor.features, statements=shipped_statements())
-    inputs = config.stash.get(_DEMO_INPUTS_KEY, None)
+    inputs = demo_inputs_record(config.stash.get(_DEMO_INPUTS_KEY, {}))
     if inputs is not None:
-        report["demoInputs"] = inputs.as_record()
+        report["demoInputs"] = inputs
     if path:
         write_yaml(report, Path(path))
     if html_path:

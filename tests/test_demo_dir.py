@@ -91,8 +91,6 @@ def test_a_folder_the_scenario_cannot_run_on_is_refused_naming_why(tmp_path: Pat
     assert read_demo_dir(_folder(tmp_path / "good"), SITES).network == "demo-net"  # the twin: same shape, one network
     with pytest.raises(DemoDirError, match="more than one GridNetwork .demo-net in .*; other-net in"):
         read_demo_dir(_folder(tmp_path / "two-networks", east_network="other-net"), SITES)
-    with pytest.raises(DemoDirError, match="resources/ has no folder for site.s. east of the scenario"):
-        read_demo_dir(_folder(tmp_path / "one-site", sites=("west",)), SITES)
     with pytest.raises(DemoDirError, match="not a directory"):
         read_demo_dir(tmp_path / "absent", SITES)
     bad = _folder(tmp_path / "bad-yaml")
@@ -107,3 +105,98 @@ def test_the_public_combined_site_folder_is_read_as_published() -> None:
     assert inputs.model and inputs.network and set(inputs.providers) == {"west", "central", "east"}
     assert any(u.key.startswith("NetworkPolicy/") for u in inputs.unused)
     assert all(u.reason for u in inputs.unused)
+
+
+def test_a_site_the_folder_has_nothing_for_keeps_the_scenarios_own_and_says_so(tmp_path: Path) -> None:
+    inputs = read_demo_dir(_folder(tmp_path, sites=("west",)), SITES)
+    assert inputs.providers == {"west": "provider-west"}, "east keeps the scenario's own provider"
+    record = inputs.as_record()
+    assert record["sites"]["west"] == ["resources/west/network.yaml", "resources/west/provider.yaml"]
+    assert record["sites"]["east"] == "none in the folder: the scenario's own resources"
+
+
+def test_flat_resources_are_placed_by_file_name_the_longest_site_first(tmp_path: Path) -> None:
+    """A flat layout (resources/<kind>-<site>.yaml, as the GLB demo publishes) with sites whose names
+    contain each other's: each resource goes to the longest site its file names; two providers of one
+    site are both kept; a resource naming no site is reported, not dropped."""
+    sites = ("east", "east-provider", "west-provider")
+    for site in ("east-provider", "west-provider"):
+        _write(tmp_path, f"resources/inference-{site}.yaml", f"""
+            apiVersion: grid.praxis-proxy.io/v1alpha1
+            kind: InferenceProvider
+            metadata: {{name: vcr-{site}}}
+            spec: {{gridNetworkRef: glb, models: [{{name: Org/M}}]}}
+            """)
+    _write(tmp_path, "resources/inference-east-provider-secondary.yaml", """
+        apiVersion: grid.praxis-proxy.io/v1alpha1
+        kind: InferenceProvider
+        metadata: {name: vcr-east-secondary}
+        spec: {gridNetworkRef: glb, models: [{name: Org/M}]}
+        """)
+    _write(tmp_path, "resources/gridnetwork-elsewhere.yaml", """
+        apiVersion: grid.praxis-proxy.io/v1alpha1
+        kind: GridNetwork
+        metadata: {name: glb}
+        """)
+    _write(tmp_path, "fixtures/requests/shared-model.json", "{}")
+    inputs = read_demo_dir(tmp_path, sites)
+    assert inputs.providers == {"east-provider": "vcr-east-provider", "west-provider": "vcr-west-provider"}
+    assert inputs.providers_of("east-provider") == ("vcr-east-provider", "vcr-east-secondary")
+    assert inputs.model == "Org/M" and inputs.network == "glb"
+    unused = {(u.file, u.key): u.reason for u in inputs.unused}
+    assert unused[("resources/gridnetwork-elsewhere.yaml", "GridNetwork/glb")].startswith("placed at no site")
+    assert ("fixtures/requests/shared-model.json", "*") in unused
+
+
+def test_a_scenario_that_takes_less_reports_what_it_declines(tmp_path: Path) -> None:
+    """A scenario whose claims rest on its own policies and names takes only the model: the providers'
+    names and the sites' geography are reported as declined, naming the scenario; the model is used."""
+    inputs = read_demo_dir(_folder(tmp_path), SITES, takes=frozenset({"model"}), scenario="the burst scenario")
+    assert inputs.model == "Org/Model-1" and inputs.providers == {} and inputs.geography == {}
+    assert inputs.network is None
+    unused = {(u.file, u.key): u.reason for u in inputs.unused}
+    provider = "resources/west/provider.yaml"
+    assert unused[(provider, "metadata.name")].startswith("the burst scenario sets its own provider names")
+    assert unused[(provider, "spec.region")].startswith("the burst scenario sets its own site geography")
+    assert f"{provider}: spec.models.0.name" in inputs.used
+    with pytest.raises(ValueError, match="unknown demo inputs"):
+        read_demo_dir(tmp_path, SITES, takes=frozenset({"everything"}))
+
+
+def test_grid_resources_in_a_forge_files_chart_values_are_read_at_the_sites_their_stacks_name(tmp_path: Path) -> None:
+    """Demos that install grid resources through a chart (Forge stacks with gridNetwork, gridSite and
+    inferenceProviders values) are read like manifests, at the scenario site whose demo name the stack
+    names (`aliases`); keys the scenario cannot use are reported under the values they came from."""
+    _write(tmp_path, "forge.yaml", """
+        apiVersion: forge.praxis.dev/v1alpha1
+        kind: Environment
+        spec:
+          clusters: [{name: pool-a, stacks: [pool-a-site]}]
+          stacks:
+            pool-a-site:
+              steps:
+                - type: helm
+                  values:
+                    gridNetwork: {name: pools, routingPolicy: scoreFirst, scoringPolicy: {strategy: queueDepth},
+                                  swim: {probeInterval: 5s}}
+                    gridSite: {name: pool-a, region: ra, zone: za}
+                    inferenceProviders:
+                      - {name: pool-a-provider, gridNetworkRef: pools, models: [{name: Org/M}],
+                         metricsConfig: {queueCapacity: 4}}
+            pool-z-site:
+              steps:
+                - type: helm
+                  values:
+                    gridSite: {name: pool-z, region: rz, zone: zz}
+        """)
+    inputs = read_demo_dir(tmp_path, ("west", "east"), aliases={"west": "pool-a", "east": "pool-b"})
+    assert (inputs.model, inputs.network, inputs.scoring, inputs.routing) == ("Org/M", "pools", "queueDepth",
+                                                                              "scoreFirst")
+    assert inputs.providers == {"west": "pool-a-provider"} and inputs.geography == {"west": ("ra", "za")}
+    where = "forge.yaml: spec.stacks.pool-a-site.steps.0.values.inferenceProviders.0"
+    assert f"{where}: models.0.name" in inputs.used
+    unused = {(u.file, u.key): u.reason for u in inputs.unused}
+    assert ("forge.yaml", "spec.stacks.pool-z-site.steps.0.values.gridSite") in unused, "no site: reported"
+    assert (where, "metricsConfig") in unused
+    assert unused[("forge.yaml", "*")].endswith("listed on their own")
+    assert inputs.as_record()["sites"]["east"] == "none in the folder: the scenario's own resources"
