@@ -118,6 +118,9 @@ _WRITE_OVERLAY = ("import base64, pathlib, sys\n"
                   "project(pathlib.Path(sys.argv[1]), {sys.argv[2]: base64.b64decode(sys.stdin.read())})\n")
 
 
+#: What kubectl wait says of an object that has no status conditions yet (a CRD the instant it is created).
+_NO_STATUS_YET = ".status.conditions accessor error"
+
 @dataclass
 class _KubeGateway:
     site: SiteCluster
@@ -243,11 +246,26 @@ class KubeBackend:
         if errors:
             raise errors[0]  # type: ignore[misc]
 
+    def wait_established(self, site: SiteCluster, crds: Path) -> None:
+        """Wait for the CRDs just applied to be Established.
+
+        `kubectl wait -f` on a CRD the API server has not yet given a status fails at once (".status.conditions
+        accessor error: <nil>") instead of waiting, so such an answer is asked again; any other failure ends
+        the wait with kubectl's own message.
+        """
+        argv = ["kubectl", *site.kubectl_args, "wait", "--for=condition=Established", "--timeout=120s", "-f", str(crds)]
+        result = poll_until(lambda: self.runner.run(argv, check=False, timeout=150.0),
+                            lambda done: done.returncode == 0 or _NO_STATUS_YET not in done.stderr,
+                            what=f"site {site.spec.name}'s CRDs to be Established", timeout=120.0,
+                            interval=0.2, max_interval=1.0, describe=lambda done: done.stderr.strip()[-400:])
+        if result.returncode != 0:
+            raise CommandFailed(argv, result.returncode, result.stdout, result.stderr)
+
     def install(self, site: SiteCluster) -> None:
         """CRDs, the kustomize overlay, this site's rendered configuration, then readiness."""
         crds = self.root / "manifests" / "crds"
         self.kubectl(site, "apply", "--server-side", "--field-manager", FIELD_MANAGER, "-f", str(crds))
-        self.kubectl(site, "wait", "--for=condition=Established", "--timeout=120s", "-f", str(crds))
+        self.wait_established(site, crds)
         # one apply of the overlay with this site's objects in place of its defaults, so every pod starts
         # on its final ConfigMaps (env from a ConfigMap is read only when a container starts)
         overlay = self.kubectl(site, "kustomize", str(self.root / "manifests" / "overlays" / "kind"))
