@@ -631,18 +631,22 @@ class Site:
 
     def start_hop_consumer(self, peers: Sequence[ProviderGateway], overlay: bytes | None, client: ClientFiles,
                            variant: str = "core", *, overlay_dir: Path | None = None,
-                           scope: contract.ScopeSpec | None = None) -> Gateway:
+                           scope: contract.ScopeSpec | None = None,
+                           aliases: Mapping[str, ProviderGateway] | None = None) -> Gateway:
         """Start this site's consumer gateway reaching each peer provider gateway over mTLS as `client`.
 
         `overlay_dir` and `scope` work as for `start_gateway` (overlay-sync delivering, an operator's network).
+        `aliases` are further cluster names reaching a peer: the upstream cluster names an operator gives a
+        remote site's providers (their clusterName, say) when they are not that site's gateway cluster.
         """
         backend = self.grid.backend
         listen, admin, workdir = backend.allocate_gateway(self.index)
         overlay_dir = overlay_dir or _initial_overlay_dir(workdir, overlay)
         clusters = {name: p.address for name, p in self.providers.items()}
-        clusters.update({peer.cluster: peer.proc.listen for peer in peers})
-        hop_tls = {peer.cluster: UpstreamTls(str(backend.pki.ca_path), str(client.cert), str(client.key), peer.sni)
-                   for peer in peers}
+        reached = [(peer.cluster, peer) for peer in peers] + [(name, peer) for name, peer in (aliases or {}).items()]
+        clusters.update({name: peer.proc.listen for name, peer in reached})
+        hop_tls = {name: UpstreamTls(str(backend.pki.ca_path), str(client.cert), str(client.key), peer.sni)
+                   for name, peer in reached}
         config = render_hop_consumer_config(VARIANTS[variant], listen=listen, admin=admin,
                                             overlay_file=str(overlay_dir / OVERLAY_FILE), scope=scope or self.scope,
                                             clusters=clusters, hop_tls=hop_tls)

@@ -43,14 +43,16 @@ ANCHOR_MODEL = "mesh-anchor"
 ClusterFactory = Callable[[Path, Topology, Supervisor, AddressPlan], Any]
 
 
-def start_site_provider_gateway(site: Site, candidate_id: str, model: str) -> ProviderGateway:
-    """A provider gateway of `site` routing one candidate id to the site's backend with a site credential.
+def start_site_provider_gateway(site: Site, candidate_id: str, model: str,
+                                backend: str | None = None) -> ProviderGateway:
+    """A provider gateway of `site` routing one candidate id to the site's backend (`backend`, default its
+    first) with a site credential.
 
     The provider pipeline injects a credential on every route, so each gateway gets a random token of its
     own (written where the run keeps credentials, never in a config).
     """
     credential = CredentialRef(f"{site.spec.name}-provider-token", "agn-system")
-    route = ProviderRoute(candidate_id, model, next(iter(site.providers)), credential=credential)
+    route = ProviderRoute(candidate_id, model, backend or next(iter(site.providers)), credential=credential)
     return site.start_provider_gateway(trusted_peers=[TrustedPeer(organization="ai-grid")], routes=[route],
                                        tokens={credential: f"agn-mesh-token-{secrets.token_hex(16)}"})
 
@@ -421,22 +423,39 @@ class MeshScenario:
     def consumer(self, at: str, remote: Mapping[str, str], model: str) -> Gateway:
         """Site `at`'s consumer gateway on `at`'s rendered overlay, reaching its own backend directly and
         each site of `remote` (site -> the candidate id `at`'s overlay gives that site's provider) over
-        the mTLS hop, through a provider gateway of that site routing the id to its backend."""
+        the mTLS hop, through a provider gateway of that site routing the id to its backend.
+
+        Whatever upstream cluster name `at`'s overlay gives a remote candidate (the site's gateway cluster,
+        or its provider's clusterName) reaches that site's provider gateway, and a candidate whose cluster
+        names one of that site's fake backends is routed to that backend.
+        """
         origin = self.mesh.sites[at]
-        peers = [self.provider_gateway(to, candidate_id, model) for to, candidate_id in remote.items()]
+        candidates = {str(c.get("stable_id")): c for c in mesh_oracle.candidates_for(self.envelope(at), model)}
+        local = set(origin.site.providers)
+        peers: dict[str, ProviderGateway] = {}
+        aliases: dict[str, ProviderGateway] = {}
+        for to, candidate_id in remote.items():
+            cluster = str((candidates.get(candidate_id) or {}).get("cluster") or "")
+            served_by = cluster if cluster in self.mesh.sites[to].site.providers else None
+            peers[to] = self.provider_gateway(to, candidate_id, model, backend=served_by)
+            if cluster and cluster != peers[to].cluster and cluster not in local:
+                aliases[cluster] = peers[to]
         client = self.mesh.grid.backend.pki.client(f"consumer-{at}-{self.tag}-{len(self._chains)}")
 
         def start(overlay_dir: Path, scope: ScopeSpec) -> Gateway:
-            return origin.site.start_hop_consumer(peers, None, client, overlay_dir=overlay_dir, scope=scope)
+            return origin.site.start_hop_consumer(list(peers.values()), None, client, overlay_dir=overlay_dir,
+                                                  scope=scope, aliases=aliases)
 
         chain = origin.control.connect(self.net, start_gateway=start)
         self._chains.append(chain)
         return chain.gateway
 
-    def provider_gateway(self, at: str, candidate_id: str, model: str) -> ProviderGateway:
-        """A provider gateway of site `at` routing `candidate_id` to its backend, stopped when the test ends."""
+    def provider_gateway(self, at: str, candidate_id: str, model: str, *,
+                         backend: str | None = None) -> ProviderGateway:
+        """A provider gateway of site `at` routing `candidate_id` to its backend (`backend`, default its
+        first), stopped when the test ends."""
         target = self.mesh.sites[at]
-        provider = start_site_provider_gateway(target.site, candidate_id, model)
+        provider = start_site_provider_gateway(target.site, candidate_id, model, backend=backend)
         self._extra_gateways.append((target.site, provider))
         return provider
 

@@ -211,13 +211,13 @@ def _name_reversed() -> None:
         patch(module, "discovered_site_k8s_name", name)
 
 
-@breakage("provider-cluster-announced", "records carry the provider's own cluster, not the site's routing cluster")
-def _provider_cluster() -> None:
+@breakage("site-cluster-announced", "every provider's record names the site's routing cluster, so two providers of "
+          "one model at one site become one candidate at the other sites")
+def _site_cluster_announced() -> None:
     def own(resources: Resources, samples: Iterable[Any], site: str, cluster: str,
             now: float) -> dict[Key, ProviderRecord]:
-        clusters = {p.name: p.cluster for p in resources.providers}
         content = _own_content(resources, samples, site, cluster, now)
-        return {key: dataclasses.replace(r, cluster=clusters.get(r.provider, r.cluster)) for key, r in content.items()}
+        return {key: dataclasses.replace(r, cluster=cluster) for key, r in content.items()}
 
     patch(announce, "own_content", own)
 

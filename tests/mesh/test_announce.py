@@ -223,18 +223,23 @@ def provider(name: str, models: tuple[str, ...] = ("m",), **extra: Any) -> dict[
 
 
 def test_own_content_one_record_per_local_provider_with_normalised_metrics() -> None:
+    undeclared = provider("p3")
+    undeclared["spec"] = {k: v for k, v in undeclared["spec"].items() if k != "clusterName"}
     res = resources(
         provider("p1", metricsConfig={"queueCapacity": 10, "signalNames": {"queueDepth": "q"}}, capacityWeight=4),
         provider("p2", phase="Degraded", accessPolicy={"siteSelector": {"matchLabels": {"tier": "gold"}}}),
         provider("elsewhere", site="site-z"),
         provider("no-network", network="missing"),
         provider("unsited", site=None),
+        undeclared,
     )
     sample = MetricSample("p1", 1, queue_depth=5.0, kv_cache_utilization=3.0, healthy=False)
     content = own_content(res, [sample], "site-a", "a-route", now=0.0)
-    assert sorted(key[2] for key in content) == ["p1", "p2", "unsited"]
+    assert sorted(key[2] for key in content) == ["p1", "p2", "p3", "unsited"]
     p1, p2 = content[(NET, "site-a", "p1")], content[(NET, "site-a", "p2")]
-    assert (p1.cluster, p1.writer, p1.kind, p1.capacity_weight) == ("a-route", "site-a", "inference_model", 4)
+    assert (p1.cluster, p1.writer, p1.kind, p1.capacity_weight) == ("p1-local", "site-a", "inference_model", 4), \
+        "a provider's record names its own clusterName"
+    assert content[(NET, "site-a", "p3")].cluster == "a-route", "without one, the site's routing cluster"
     assert p1.metrics == Metrics(0.5, 1.0, False)
     assert p2.metrics == Metrics() and p2.phase == "Degraded" and p2.site_selector == (("tier", "gold"),)
 
@@ -324,7 +329,8 @@ def test_echoes_only_correct_this_sites_own_records() -> None:
     assert not own.observe_echo(ahead)
     assert own.update(resources(provider("p1")), [])
     mine = {r.provider: r for r in own.records()}
-    assert mine["p1"].revision == 9_000_001 and mine["p1"].cluster == "a", "our content, above the earlier run's"
+    assert mine["p1"].revision == 9_000_001 and mine["p1"].cluster == "p1-local", \
+        "our content, above the earlier run's"
     assert mine["gone"].phase == "Unavailable" and mine["gone"].revision > stale.revision
     assert not own.observe_echo(mine["p1"])
     assert not own.observe_echo(record("site-b", "p1", 10**9))

@@ -180,7 +180,7 @@ async def _gossip_scenario(ca: trustme.CA) -> None:
         pinned = [*a_objects, pin_site("grid-site-c", NET, [pin])]
         feed(a, pinned)
         await eventually(lambda: a.sites["grid-site-c"].phase, lambda p: p == "Active", "C to become Active")
-        assert ("model-pc", "site-c", "c-route", True) in candidates(a, pinned)
+        assert ("model-pc", "site-c", "pc-local", True) in candidates(a, pinned)
         assert candidates(a, pinned, SOLO) == []
         gridsite = a.gridsite_objects()["grid-site-c"]
         assert gridsite["spec"]["trust"]["canonicalFingerprints"] == [pin]
@@ -195,7 +195,7 @@ async def _gossip_scenario(ca: trustme.CA) -> None:
         )
         assert a.sites["grid-site-c"].phase == "Active" and a.version > version
         await eventually(
-            lambda: candidates(a, pinned), lambda seen: ("model-pc", "site-c", "c-route", False) in seen, "fresh false"
+            lambda: candidates(a, pinned), lambda seen: ("model-pc", "site-c", "pc-local", False) in seen, "fresh false"
         )
         await eventually(
             lambda: [r for r in a.remote_records() if r.site == "site-c"],
@@ -221,7 +221,7 @@ async def _leave_scenario(ca: trustme.CA) -> None:
         feed(a, a_objects)
         feed(c, objects_for("site-c", {NET: {}}, {"pc": NET}))
         await eventually(
-            lambda: candidates(a, a_objects), lambda seen: ("model-pc", "site-c", "site-c", True) in seen, "C rendered"
+            lambda: candidates(a, a_objects), lambda seen: ("model-pc", "site-c", "pc-local", True) in seen, "C rendered"
         )
         await c.close(leave=True)
         await eventually(lambda: a.sites["grid-site-c"].phase, lambda p: p == "Left", "C to be Left")

@@ -339,7 +339,8 @@ def test_kubernetes_mode_operator_publishes_mesh_outputs(api: FakeKubeApi, tmp_p
                          and any(r["site"] == "site-b" for r in doc.get("records") or []), "site-b in agn-mesh-state")
             assert (state["site"], state["address"]) == ("site-a", advertised)
             record = next(r for r in state["records"] if r["site"] == "site-b")
-            assert (record["provider"], record["cluster"], record["models"]) == ("prov-b", "b-route", ["model-b"])
+            assert (record["provider"], record["cluster"], record["models"]) == ("prov-b", "local-b", ["model-b"]), \
+                "the record names the provider's own clusterName"
             stored = api.get("configmaps", MESH_STATE_CONFIGMAP, NAMESPACE)
             assert stored is not None
             assert stored["metadata"]["labels"] == {"app.kubernetes.io/managed-by": FIELD_MANAGER}
@@ -359,7 +360,7 @@ def test_kubernetes_mode_operator_publishes_mesh_outputs(api: FakeKubeApi, tmp_p
                        "spec": {"gridNetworkRef": NET, "trust": {"canonicalFingerprints": [pin]}}}, "admin")
             wait(lambda: (api.get("gridsites", name) or {}).get("status") or {},
                  lambda s: s.get("phase") == "Active", "site-b Active")
-            wait(lambda: overlay_candidates(api), lambda c: ("site-b", "b-route") in c, "site-b's provider rendered")
+            wait(lambda: overlay_candidates(api), lambda c: ("site-b", "local-b") in c, "site-b's provider rendered")
             pinned = api.get("gridsites", name)
             assert pinned is not None and pinned["spec"]["trust"] == {"canonicalFingerprints": [pin]}
             assert pinned["metadata"]["labels"] == owned(name)["metadata"]["labels"]

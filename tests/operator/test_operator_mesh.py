@@ -173,7 +173,8 @@ def test_three_operators_gossip_gate_on_pins_and_age_out_a_dead_site(tmp_path: P
                 "A's merged view to hold every site's record",
             )
             c_record = next(r for r in status["records"] if r["site"] == "site-c")
-            assert (c_record["cluster"], c_record["writer"], c_record["models"]) == ("c-route", "site-c", ["model-c"])
+            # prov-c declares clusterName local-c: its record names that, not the site's routing cluster
+            assert (c_record["cluster"], c_record["writer"], c_record["models"]) == ("local-c", "site-c", ["model-c"])
             site_c = wait(
                 lambda: read_yaml(gridsite) or {},
                 lambda doc: (doc.get("status") or {}).get("reason") == "TrustMaterialMissing",
@@ -185,14 +186,14 @@ def test_three_operators_gossip_gate_on_pins_and_age_out_a_dead_site(tmp_path: P
             assert model(out_a, "model-a") and model(out_a, "model-c") == [], "no candidate before the pin"
 
             (tmp_path / "site-a" / "manifests" / "pin.yaml").write_text(yaml.safe_dump(pin_site("site-c", pin)))
-            wait(lambda: model(out_a, "model-c"), lambda rows: rows == [("site-c", "c-route", True)], "C rendered")
+            wait(lambda: model(out_a, "model-c"), lambda rows: rows == [("site-c", "local-c", True)], "C rendered")
             wait(
                 lambda: (read_yaml(gridsite) or {}).get("status") or {}, lambda s: s.get("phase") == "Active", "Active"
             )
             assert model(out_a, "model-b") == [], "B was never pinned"
 
             os.killpg(procs["site-c"].pid, signal.SIGKILL)
-            wait(lambda: model(out_a, "model-c"), lambda rows: rows == [("site-c", "c-route", False)], "C stale")
+            wait(lambda: model(out_a, "model-c"), lambda rows: rows == [("site-c", "local-c", False)], "C stale")
             wait(lambda: model(out_a, "model-c"), lambda rows: rows == [], "C dropped after the stale TTL")
             reason = (read_yaml(gridsite) or {})["status"]
             assert reason["phase"] == "Active" and reason["reason"] in ("MemberSuspect", "MemberDead")

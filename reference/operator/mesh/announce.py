@@ -240,7 +240,11 @@ def own_content(
 ) -> dict[Key, ProviderRecord]:
     """This site's records without revisions: one per InferenceProvider and AgentToolProvider of a local
     GridNetwork whose `spec.site` is unset or this site. Provider metrics are the latest usable sample,
-    normalised to [0, 1]; a tool record lists the allowed discovered tools and carries no metrics."""
+    normalised to [0, 1]; a tool record lists the allowed discovered tools and carries no metrics.
+
+    An InferenceProvider's record names its own `spec.clusterName` (the Praxis upstream cluster that reaches
+    the provider's site), so two providers of one model at one site stay two candidates elsewhere; one that
+    declares none is reached through this site's routing `cluster`."""
     networks = {network.name for network in resources.networks}
     latest = {sample.provider: sample for sample in samples}
     out: dict[Key, ProviderRecord] = {}
@@ -255,7 +259,7 @@ def own_content(
             network=provider.network,
             site=site,
             provider=provider.name,
-            cluster=cluster,
+            cluster=provider.routing_cluster_ref or cluster,
             models=tuple(provider.models),
             kind=INFERENCE,
             phase=provider.phase if provider.phase in PHASES else "Available",
