@@ -17,7 +17,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 KIND_DIR = ROOT / "clusters" / "kind"
 CONFIGS = sorted(KIND_DIR.glob("*.yaml"))
-SITES = {"site-a", "site-b", "site-c", "west", "central", "east"}
+SITES = {"site-a", "site-b", "site-c", "west", "central", "east",
+         "east-edge", "west-edge", "east-provider", "west-provider"}
 MAPPED = {(30080, "TCP"), (30443, "TCP"), (30901, "TCP"), (30946, "UDP")}
 NODE_PORT_RANGE = range(30000, 32768)
 # Docker's default bridge and the range `kind` usually picks for its network.

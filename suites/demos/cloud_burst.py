@@ -18,6 +18,7 @@ from typing import Any
 
 from harness import mesh_oracle as oracle
 from harness import resources
+from harness.demo_dir import DemoInputs
 from harness.grid import Gateway
 from harness.mesh import MeshScenario
 from harness.timeline import Timeline
@@ -25,9 +26,11 @@ from harness.timeouts import timeouts
 from harness.waiting import poll_until
 from suites.demos.combined_site import CombinedSite, _revision
 
-__all__ = ["CloudBurst", "EXTERNAL", "LOCAL", "PRESSURED", "README", "REGIONAL"]
+__all__ = ["CloudBurst", "EXTERNAL", "LOCAL", "PRESSURED", "README", "REGIONAL", "TAKES"]
 
 README = "praxis-proxy/experimental, demos/grid-cloud-burst/README.md"
+#: What the scenario takes from a demo folder (--demo-dir): its groups, pools and policies are its claims.
+TAKES: frozenset[str] = frozenset({"model", "network"})
 #: The consumer's local pools, by the index of west's fake backend each runs on.
 LOCAL: tuple[str, ...] = ("pool-west-a", "pool-west-b")
 REGIONAL = "pool-central"
@@ -44,9 +47,10 @@ class CloudBurst(CombinedSite):
     """One test's copy of the demo's routing: west's two queue-scored local pools, central's regional pool and
     east's external provider, in one network on the three sites, with west knowing every site's geography."""
 
-    def __init__(self, world: MeshScenario, timeline: Timeline) -> None:
-        super().__init__(world, timeline)
-        self.model = world.model("burst")
+    def __init__(self, world: MeshScenario, timeline: Timeline, inputs: DemoInputs | None = None) -> None:
+        super().__init__(world, timeline, inputs)
+        if inputs is None or not inputs.model:
+            self.model = world.model("burst")
         west = world.mesh.site("west").site
         backends = list(west.providers)
         if len(backends) < len(LOCAL):

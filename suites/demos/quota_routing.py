@@ -13,23 +13,27 @@ from __future__ import annotations
 from typing import Any
 
 from harness import mesh_oracle as oracle
+from harness.demo_dir import DemoInputs
 from harness.grid import Gateway
 from harness.mesh import MeshScenario
 from harness.timeline import Timeline
 from suites.demos.combined_site import SITES, CombinedSite
 
-__all__ = ["README", "QuotaRouting"]
+__all__ = ["README", "TAKES", "QuotaRouting"]
 
 README = "praxis-proxy/experimental, demos/grid-distributed-token-rate-limit/README.md"
+#: What the scenario takes from a demo folder (--demo-dir): its one roundRobin group is its claim.
+TAKES: frozenset[str] = frozenset({"model", "network", "providers"})
 
 
 class QuotaRouting(CombinedSite):
     """One test's copy of the demo's provider tier: a provider per site, every site trusting the other two,
     all three in west's first group with roundRobin."""
 
-    def __init__(self, world: MeshScenario, timeline: Timeline) -> None:
-        super().__init__(world, timeline)
-        self.model = world.model("quota")
+    def __init__(self, world: MeshScenario, timeline: Timeline, inputs: DemoInputs | None = None) -> None:
+        super().__init__(world, timeline, inputs)
+        if inputs is None or not inputs.model:
+            self.model = world.model("quota")
 
     def build(self) -> QuotaRouting:
         self.world.network(routing="scoreFirst", scoring="noMetrics", selection="roundRobin")

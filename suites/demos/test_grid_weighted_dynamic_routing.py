@@ -50,7 +50,7 @@ def _sample(pools: WeightedPools, at: str) -> Tally:
                          spec=_claim("Static weighting", "Relative provider capacity produces proportional selection "
                                      "within the active group.") + "; " + WEIGHTED,
                          statements=["RG-WEIGHTED-RELATIVE-IN-GROUP", "RG-WEIGHTED-EXPECTED-DISTRIBUTION",
-                                     "RG-WEIGHTED-COPIED-UNNORMALIZED"])
+                                     "RG-WEIGHTED-COPIED-UNNORMALIZED", "RG-DEMO-WEIGHTED-DYNAMIC"])
 def test_pools_share_traffic_in_proportion_to_capacity(weighted_pools: WeightedPools) -> None:
     """Pools of capacityWeight 5, 3 and 2 in one selection group take about 50%, 30% and 20% of west's new
     sessionless requests, each served by its own pool through that pool's provider gateway. Sampling starts

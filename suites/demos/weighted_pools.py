@@ -16,13 +16,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from harness import mesh_oracle as oracle
+from harness.demo_dir import DemoInputs
 from harness.mesh import MeshScenario
 from harness.timeline import Timeline
 from suites.demos.combined_site import SITES, CombinedSite
 
-__all__ = ["POOLS", "README", "STATIC", "WeightedPools"]
+__all__ = ["POOLS", "README", "STATIC", "TAKES", "WeightedPools"]
 
 README = "praxis-proxy/experimental, demos/grid-weighted-dynamic-routing/README.md"
+#: What the scenario takes from a demo folder (--demo-dir): its pools and weights are its claims.
+TAKES: frozenset[str] = frozenset({"model", "network"})
 #: The demo's pools by the site each runs on here.
 POOLS: Mapping[str, str] = {"west": "pool-a", "central": "pool-b", "east": "pool-c"}
 #: Relative capacities of pools A, B and C: a 50/30/20 split.
@@ -33,8 +36,9 @@ class WeightedPools(CombinedSite):
     """One test's copy of the demo: its network (static placement, weightedRandom, scoreFirst) on every
     site, each site trusting the other two, and one provider per pool with a capacityWeight."""
 
-    def __init__(self, world: MeshScenario, timeline: Timeline, weights: Mapping[str, int] = STATIC) -> None:
-        super().__init__(world, timeline)
+    def __init__(self, world: MeshScenario, timeline: Timeline, weights: Mapping[str, int] = STATIC,
+                 inputs: DemoInputs | None = None) -> None:
+        super().__init__(world, timeline, inputs)
         self.short = dict(POOLS)
         if set(weights) != set(SITES):
             raise ValueError(f"one weight per pool ({', '.join(SITES)}): {dict(weights)}")
