@@ -221,7 +221,9 @@ async def _leave_scenario(ca: trustme.CA) -> None:
         feed(a, a_objects)
         feed(c, objects_for("site-c", {NET: {}}, {"pc": NET}))
         await eventually(
-            lambda: candidates(a, a_objects), lambda seen: ("model-pc", "site-c", "pc-local", True) in seen, "C rendered"
+            lambda: candidates(a, a_objects),
+            lambda seen: ("model-pc", "site-c", "pc-local", True) in seen,
+            "C rendered",
         )
         await c.close(leave=True)
         await eventually(lambda: a.sites["grid-site-c"].phase, lambda p: p == "Left", "C to be Left")
