@@ -23,6 +23,8 @@ LEVELS: tuple[str, ...] = ("core", "extended", DEMO_LEVEL)
 
 #: The extended feature an overlay_sync section is judged under.
 OVERLAY_SYNC_FEATURE = "overlaySync"
+#: The extended feature of the experimental pressure-driven weights (needs operator.dynamic_weights).
+DYNAMIC_WEIGHTS_FEATURE = "dynamicWeights"
 #: The extended feature of the sidecar's Prometheus series (needs overlay_sync.metrics_path).
 OVERLAY_SYNC_METRICS_FEATURE = "overlaySyncMetrics"
 
@@ -80,6 +82,11 @@ FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
         "a cluster set by an earlier filter is preserved by intelligent_route (intelligent_route filter: Behavior); "
         "the suites set it with the Praxis core router filter (path_prefix routes, as the public "
         "praxis-configs/credential-injection.yaml uses it), which the spec does not name"),
+    DYNAMIC_WEIGHTS_FEATURE: (
+        "experimental pressure-driven weights (routing guide 7, Dynamic pressure-based weighting - experimental): "
+        "under weightedRandom each provider's traffic_weight is its available capacity, configured capacity * "
+        "(1 - normalized pressure), so its traffic share is that over the group's; no stable GridNetwork field "
+        "turns it on, so the descriptor's operator.dynamic_weights gives the GridNetwork spec that does"),
     "generatedConsumerConfig": (
         "the consumer Praxis config the operator generates beside the overlay when a gateway reference enables "
         "consumerConfig: a ConfigMap of that name with a praxis.yaml key, cluster endpoints from "
@@ -205,7 +212,7 @@ EXTENDED_BY_PROFILE: Mapping[str, frozenset[str]] = MappingProxyType({
                            "presetCluster", "projectedCredentials"}),
     "producer": frozenset({"stabilizedAdmission", "kvCachePressure", "tlsMetrics", "toolCandidates", "toolDiscovery",
                            "localityTierNames", "generatedConsumerConfig", "siteNameLocality", OVERLAY_SYNC_FEATURE,
-                           OVERLAY_SYNC_METRICS_FEATURE}),
+                           OVERLAY_SYNC_METRICS_FEATURE, DYNAMIC_WEIGHTS_FEATURE}),
     "provider": frozenset({"credentialValueSource", "credentialEnvSource", "credentialFailClosed",
                            "clientAuthorizationStripped", "providerRouteStatus"}),
     "mesh": frozenset({"toolCandidates"}),

@@ -21,7 +21,13 @@ from typing import Any
 
 import yaml
 
-from harness.features import EXTENDED_FEATURES, FEATURE_DESCRIPTIONS, OVERLAY_SYNC_FEATURE, OVERLAY_SYNC_METRICS_FEATURE
+from harness.features import (
+    DYNAMIC_WEIGHTS_FEATURE,
+    EXTENDED_FEATURES,
+    FEATURE_DESCRIPTIONS,
+    OVERLAY_SYNC_FEATURE,
+    OVERLAY_SYNC_METRICS_FEATURE,
+)
 from harness.run_as import RunAs, parse_run_as
 
 __all__ = [
@@ -81,7 +87,7 @@ _TOP_KEYS = {"implementation": True, "gateway": True, "operator": False, "overla
 _IMPLEMENTATION_KEYS = {"organization": True, "project": True, "version": True, "contact": True}
 _GATEWAY_KEYS = {"command": True, "env": False, "startup_timeout_s": False, "run_as": False, "launcher": False}
 _LAUNCHER_KEYS = {"command": True, "env": False}
-_OPERATOR_KEYS = {"command": True, "env": False, "mesh_args": False}
+_OPERATOR_KEYS = {"command": True, "env": False, "mesh_args": False, "dynamic_weights": False}
 _OVERLAY_SYNC_KEYS = {"command": True, "env": False, "startup_timeout_s": False, "ready_path": True, "live_path": True,
                       "metrics_path": False}
 
@@ -166,6 +172,8 @@ class OperatorCommand:
     argv_template: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     mesh_args: tuple[str, ...] | None = None  # appended in the mesh profile; None: the mesh is unsupported
+    #: the GridNetwork spec that turns on the experimental dynamic weights (dynamicWeights), merged into a test's
+    dynamic_weights: Mapping[str, Any] | None = None
 
     def render(self, manifests: Path, out: Path, workdir: Path, metrics_ca: Path,
                mesh: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
@@ -257,6 +265,9 @@ def parse_impl(data: Any, *, source: str = "<memory>") -> ImplDescriptor:
     if OVERLAY_SYNC_FEATURE in features and overlay_sync is None:
         raise ImplError("features", f"{OVERLAY_SYNC_FEATURE} is claimed but there is no overlay_sync section to "
                                     "start it with")
+    if DYNAMIC_WEIGHTS_FEATURE in features and (operator is None or operator.dynamic_weights is None):
+        raise ImplError("features", f"{DYNAMIC_WEIGHTS_FEATURE} is claimed but operator.dynamic_weights does not "
+                                    "give the GridNetwork spec that turns it on")
     if OVERLAY_SYNC_METRICS_FEATURE in features and (overlay_sync is None or overlay_sync.metrics_path is None):
         raise ImplError("features", f"{OVERLAY_SYNC_METRICS_FEATURE} is claimed but overlay_sync.metrics_path does "
                                     "not say where the sidecar serves its metrics")
@@ -357,7 +368,13 @@ def _parse_operator(data: Any) -> OperatorCommand:
         "manifests": "the directory of grid resources the operator watches",
         "out": "the directory the operator writes ConfigMaps and status into",
     })
-    return OperatorCommand(argv_template=argv, env=env, mesh_args=_parse_mesh_args(block.get("mesh_args")))
+    dynamic = block.get("dynamic_weights")
+    if dynamic is not None and (not isinstance(dynamic, Mapping) or not dynamic
+                                or not all(isinstance(key, str) for key in dynamic)):
+        raise ImplError("operator.dynamic_weights", f"must be a non-empty mapping of GridNetwork spec fields, got "
+                                                    f"{_kind(dynamic)}")
+    return OperatorCommand(argv_template=argv, env=env, mesh_args=_parse_mesh_args(block.get("mesh_args")),
+                           dynamic_weights=MappingProxyType(dict(dynamic)) if dynamic is not None else None)
 
 
 def parse_overlay_sync(data: Any) -> OverlaySyncCommand:

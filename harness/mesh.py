@@ -287,10 +287,12 @@ class MeshScenario:
 
     def network(self, *, network: str | None = None, sites: Sequence[str] | None = None,
                 ttl: int | None = None, selection: str | None = None, static_placement: bool = False,
-                routing: str | None = None, scoring: str | None = None) -> str:
-        """Apply the GridNetwork on each site (default: all), each naming itself the local site."""
+                routing: str | None = None, scoring: str | None = None,
+                spec: Mapping[str, Any] | None = None) -> str:
+        """Apply the GridNetwork on each site (default: all), each naming itself the local site; `spec` adds
+        fields of its own (an implementation's switch for an extended feature, say)."""
         name = network or self.net
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = dict(spec or {})
         if ttl is not None:
             extra["staleCandidateTtlSeconds"] = ttl
         for site in sites or list(self.mesh.sites):

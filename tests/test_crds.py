@@ -191,7 +191,8 @@ def test_selection_mode_rejected(loaded: dict[str, crds.Crd]) -> None:
 
 def test_placement_policy(loaded: dict[str, crds.Crd]) -> None:
     assert crds.resource_errors(_network(placementPolicy={"strategy": "static"}), loaded) == []
-    assert "spec.placementPolicy.strategy:" in _joined(_network(placementPolicy={"strategy": "dynamic"}), loaded)
+    assert crds.resource_errors(_network(placementPolicy={"strategy": "dynamic"}), loaded) == [], "experimental"
+    assert "spec.placementPolicy.strategy:" in _joined(_network(placementPolicy={"strategy": "adaptive"}), loaded)
 
 
 @pytest.mark.parametrize("mode", ["instantaneous", "stabilized"])

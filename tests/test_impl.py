@@ -329,3 +329,16 @@ def test_overlay_sync_metrics_feature_needs_a_metrics_path() -> None:
     descriptor = parse_impl({**copy.deepcopy(VALID), "overlay_sync": {**SYNC, "metrics_path": "/metrics"},
                              "features": claimed})
     assert descriptor.overlay_sync is not None and descriptor.overlay_sync.metrics_path == "/metrics"
+
+
+def test_dynamic_weights_need_the_switch_the_operator_names() -> None:
+    """dynamicWeights has no stable GridNetwork field: a descriptor claiming it names the spec that turns it on."""
+    operator = {"command": ["/opt/op", "{manifests}", "{out}"]}
+    with pytest.raises(ImplError, match="dynamicWeights is claimed but operator.dynamic_weights"):
+        parse_impl({**copy.deepcopy(VALID), "operator": operator, "features": ["dynamicWeights"]})
+    with pytest.raises(ImplError, match="operator.dynamic_weights: must be a non-empty mapping"):
+        parse_impl({**copy.deepcopy(VALID), "operator": {**operator, "dynamic_weights": []}})
+    descriptor = parse_impl({**copy.deepcopy(VALID), "features": ["dynamicWeights"],
+                             "operator": {**operator, "dynamic_weights": {"placementPolicy": {"strategy": "dyn"}}}})
+    assert descriptor.operator is not None
+    assert dict(descriptor.operator.dynamic_weights or {}) == {"placementPolicy": {"strategy": "dyn"}}

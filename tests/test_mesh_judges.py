@@ -37,7 +37,8 @@ def _components(breakage: str) -> dict[str, Any]:
     return {
         "gateway": shared.reference_gateway(),
         "operator": {"command": command, "env": {"PYTHONPATH": str(shared.REPO)},
-                     "mesh_args": list(operator.mesh_args)},
+                     "mesh_args": list(operator.mesh_args),
+                     **({"dynamic_weights": dict(operator.dynamic_weights)} if operator.dynamic_weights else {})},
     }
 
 

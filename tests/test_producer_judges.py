@@ -40,7 +40,8 @@ def _components(breakage: str) -> dict[str, Any]:
     else:
         operator = {"command": ["{python}", "-m", "tests.broken.operator_launch", "--break", breakage, "run",
                                 "--manifests", "{manifests}", "--out", "{out}", "--poll", "0.1", "--metrics-ca",
-                                "{metrics_ca}"], "env": source}
+                                "{metrics_ca}"], "env": source,
+                    "dynamic_weights": operator["dynamic_weights"]}
     return {"gateway": shared.reference_gateway(), "operator": operator, "overlay_sync": sync}
 
 

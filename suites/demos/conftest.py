@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from harness.demo_dir import DemoInputs
+from harness.features import DYNAMIC_WEIGHTS_FEATURE
 from harness.grid_factory import GridFactory
 from harness.mesh import Mesh, MeshScenario
 from harness.plugin import demo_inputs
@@ -15,6 +17,7 @@ from suites.demos.cloud_burst import TAKES as BURST_TAKES
 from suites.demos.cloud_burst import CloudBurst
 from suites.demos.combined_site import SITES, CombinedSite
 from suites.demos.combined_site import TOPOLOGY as COMBINED_SITE_TOPOLOGY
+from suites.demos.dynamic_pools import DynamicPools
 from suites.demos.glb_sites import SITES as GLB_SITES
 from suites.demos.glb_sites import TAKES as GLB_TAKES
 from suites.demos.glb_sites import TOPOLOGY as GLB_TOPOLOGY
@@ -69,6 +72,20 @@ def weighted_pools(request: pytest.FixtureRequest, combined_site_mesh: Mesh,
                          scenario="the grid-weighted-dynamic-routing scenario")
     with MeshScenario(combined_site_mesh, request.node.nodeid) as world:
         yield WeightedPools(world, timeline, inputs=inputs).build()
+
+
+@pytest.fixture
+def dynamic_pools(request: pytest.FixtureRequest, combined_site_mesh: Mesh, timeline: Timeline,
+                  impl: Any) -> Iterator[DynamicPools]:
+    """The weighted-routing demo's experimental half: pools of capacity 100, pool-a (west) at pressure 0.5, in
+    a network switched to the implementation's pressure-driven weights; unsupported unless it claims them."""
+    if DYNAMIC_WEIGHTS_FEATURE not in impl.features or impl.operator is None:
+        pytest.skip(f"unsupported feature: {DYNAMIC_WEIGHTS_FEATURE} is not claimed by the implementation")
+    inputs = demo_inputs(request.config, SITES, takes=WEIGHTED_TAKES, aliases=POOLS,
+                         scenario="the grid-weighted-dynamic-routing scenario")
+    with MeshScenario(combined_site_mesh, request.node.nodeid) as world:
+        yield DynamicPools(world, timeline, impl.operator.dynamic_weights, {"west": 5.0, "central": 0.0, "east": 0.0},
+                           inputs=inputs).build()
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import pytest
 
 from harness.stats import assert_distribution, plan_distribution
 from harness.traffic import Tally
+from suites.demos.dynamic_pools import DynamicPools
 from suites.demos.weighted_pools import README, WeightedPools
 
 DEMO = "grid-weighted-dynamic-routing"
@@ -85,12 +86,29 @@ def test_new_weights_are_served_without_a_restart(weighted_pools: WeightedPools)
     _sample(weighted_pools, "west")
 
 
+DYNAMIC = "routing guide 7, Dynamic pressure-based weighting - experimental: \"available capacity = configured " \
+          "capacity * (1 - normalized pressure)\"; \"traffic share = provider available capacity / group available " \
+          "capacity\""
+
+
+@pytest.mark.conformance(id="DEMO-WEIGHTED-DYNAMIC-ROUTING-DYNAMIC-WEIGHTS", profile="demos", level="demo",
+                         feature=DEMO,
+                         spec=_claim("Dynamic weighting", "Queue-depth or KV-cache pressure reduces a pool's effective "
+                                     "available capacity.") + "; " + DYNAMIC,
+                         statements=["RG-DYNAMIC-AVAILABLE-CAPACITY", "RG-DYNAMIC-TRAFFIC-SHARE",
+                                     "RG-DEMO-WEIGHTED-DYNAMIC"])
+def test_pressure_reduces_a_pools_share(dynamic_pools: DynamicPools) -> None:
+    """Three pools of capacity 100, pool-a at pressure 0.5: west's overlay weighs them by available capacity
+    (50:100:100, whatever scale the weights are published at), and west's new sessionless requests follow
+    it, about 20%, 40% and 40%. Judged only where the implementation claims the experimental dynamicWeights
+    feature (its descriptor names the GridNetwork field that turns it on)."""
+    dynamic_pools.wait_overlay("west", dynamic_pools.follows_pressure(),
+                               what="west's overlay weighing the pools by available capacity 50:100:100")
+    dynamic_pools.consumer("west")
+    _sample(dynamic_pools, "west")
+
+
 _NOT_APPLICABLE = {
-    "DYNAMIC-WEIGHTS": (
-        "Dynamic weighting: Queue-depth or KV-cache pressure reduces a pool's effective available capacity.",
-        "experimental and unspecified: the demo README says dynamic weighting \"is experimental and is not in a "
-        "released Grid build\", and the AGN documents give no formula for it; judged once the routing guide "
-        "documents it"),
     "DASHBOARD": (
         "Attribution and dashboard: the operational UI, traffic theater and recording tooling",
         "presentation tooling of the demo, not routing behaviour (each sampled response's serving pool is the "

@@ -49,6 +49,10 @@ class WeightedPools(CombinedSite):
 
     def build(self) -> WeightedPools:
         self.world.network(selection="weightedRandom", static_placement=True, routing="scoreFirst")
+        return self.populate()
+
+    def populate(self) -> WeightedPools:
+        """Each site trusting the other two, one provider per pool, every site's overlay with the three."""
         for at in SITES:
             for of in SITES:
                 if of != at:

@@ -51,6 +51,7 @@ OPERATOR_TARGETS: dict[str, Targets] = {
     "status-not-distributed": must_fail("DEMO-COMBINED-SITE-VERSIONED-OVERLAY",
                                         "DEMO-WORKLOAD-INFERENCE-OVERLAY-CONVERGES", expect="distributed"),
     "weights-not-copied": must_fail("DEMO-WEIGHTED-DYNAMIC-ROUTING-STATIC-SHARES"),
+    "dynamic-as-static": must_fail("DEMO-WEIGHTED-DYNAMIC-ROUTING-DYNAMIC-WEIGHTS"),
     "same-region-as-cross-region": must_fail("DEMO-CLOUD-BURST-SITE-LOCAL-ROUND-ROBIN", expect="then its region's"),
     "pressure-ignored": must_fail("DEMO-CLOUD-BURST-QUEUE-ADMISSION", "DEMO-CLOUD-BURST-REGIONAL-FALLBACK"),
     "locality-before-admission": must_fail("DEMO-CLOUD-BURST-REGIONAL-FALLBACK", expect="must lead the restricted"),

@@ -625,6 +625,11 @@ def _token_leak() -> None:
     _wrap_status(fix)
 
 
+@breakage("dynamic-as-static", "dynamic placement publishes each capacityWeight as it is, ignoring pressure")
+def _dynamic_as_static() -> None:
+    _patch(candidates, "traffic_weight", lambda entry, network: entry.capacity_weight)
+
+
 @breakage("weights-not-copied", "traffic_weight is always 1 instead of the provider's capacityWeight")
 def _weights_not_copied() -> None:
     original = candidates.to_dicts

@@ -85,6 +85,7 @@ TARGETS: dict[str, Targets] = {
     "credential-dropped": must_fail("PROD-CRED-REFERENCE"),
     "token-leak": must_fail("PROD-CRED-NO-TOKEN"),
     "weights-not-copied": must_fail("PROD-WEIGHT-STATIC", "PROD-WEIGHT-RANGE-ENDS"),
+    "dynamic-as-static": must_fail("PROD-WEIGHT-DYNAMIC"),
     "weight-bound-exclusive": must_fail("PROD-WEIGHT-RANGE-ENDS", "PROD-RES-INVALID-REJECTED[capacity-weight-1001]",
                                         "PROD-RES-INVALID-REJECTED[capacity-weight-too-large]"),
     "weight-bound-1001": must_fail("PROD-RES-INVALID-REJECTED[capacity-weight-1001]"),

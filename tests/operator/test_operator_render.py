@@ -105,6 +105,23 @@ def test_weights_copied_only_for_static_weighted_placement() -> None:
     assert "selection_policy" not in render_one([network(), *objects])["overlay"]
 
 
+def test_dynamic_placement_weighs_capacity_by_the_pressure_left() -> None:
+    """placementPolicy dynamic (experimental): traffic_weight = capacityWeight * (1 - normalised pressure) of the
+    scoring strategy's signal, at least 1; no sample means no pressure, a sample at capacity leaves weight 1."""
+    dynamic = network(routingPolicy="scoreFirst", scoringPolicy={"strategy": "queueDepth"},
+                      selectionPolicy={"mode": "weightedRandom"}, placementPolicy={"strategy": "dynamic"})
+    objects = [queue_provider(name, capacityWeight=weight)
+               for name, weight in (("half", 100), ("idle", 100), ("quarter", 40), ("blind", 60), ("full", 80))]
+    samples = [MetricSample("half", 1, queue_depth=5), MetricSample("idle", 1, queue_depth=0),
+               MetricSample("quarter", 1, queue_depth=2.5), MetricSample("full", 1, queue_depth=10)]
+    weights = dict(rows(render_one([dynamic, *objects], samples), "cluster", "traffic_weight"))
+    assert weights == {"half": 50, "idle": 100, "quarter": 30, "blind": 60, "full": 1}
+    static = network(routingPolicy="scoreFirst", scoringPolicy={"strategy": "queueDepth"},
+                     selectionPolicy={"mode": "weightedRandom"}, placementPolicy={"strategy": "static"})
+    copied = dict(rows(render_one([static, *objects], samples), "cluster", "traffic_weight"))
+    assert copied == {"half": 100, "idle": 100, "quarter": 40, "blind": 60, "full": 80}, "static copies"
+
+
 def test_credentials_are_references_only() -> None:
     auth = {
         "strategy": "bearer_token",

@@ -22,7 +22,7 @@ from reference.operator.core.model import (
     ToolProviderSpec,
 )
 from reference.operator.core.ordering import Entry, order
-from reference.operator.core.scoring import Signals, normalise_ratio, score
+from reference.operator.core.scoring import Signals, dynamic_weight, normalise_ratio, pressure, score
 from reference.operator.core.site_names import discovered_site_k8s_name
 
 INFERENCE = "inference_model"
@@ -84,6 +84,7 @@ def local_entries(
         if not consumer_allowed(provider.access_selector, gateway, sites):
             continue
         value = score(network.scoring_strategy, state.signals)
+        load = pressure(network.scoring_strategy, state.signals)
         for site in hosting_sites(provider.site_selector, gateway, sites, provider.site):
             for model in provider.models:
                 out.append(
@@ -97,6 +98,7 @@ def local_entries(
                         tier=derive_tier(gateway.local_site, site, sites),
                         score=value,
                         capacity_weight=provider.capacity_weight,
+                        pressure=load,
                         credential=provider.credential,
                     )
                 )
@@ -188,6 +190,7 @@ def remote_entries(
         else:
             state = instantaneous_state(observe(signals, None, policy, has_metrics), policy)
             value = score(network.scoring_strategy, signals if has_metrics else None)
+        load = pressure(network.scoring_strategy, signals if has_metrics else None)
         if state == EXCLUDED:
             continue
         for model in record.models:
@@ -202,14 +205,22 @@ def remote_entries(
                     tier=derive_tier(gateway.local_site, remote_site_name(record, sites) or record.site, sites),
                     score=value,
                     capacity_weight=record.capacity_weight,
+                    pressure=load,
                 )
             )
     return out
 
 
 def weighted(network: GridNetworkSpec) -> bool:
-    """traffic_weight is published only for static placement with weightedRandom selection."""
-    return network.placement_static and network.selection_mode == "weightedRandom"
+    """traffic_weight is published only for static (or the experimental dynamic) placement with weightedRandom."""
+    return (network.placement_static or network.placement_dynamic) and network.selection_mode == "weightedRandom"
+
+
+def traffic_weight(entry: Entry, network: GridNetworkSpec) -> int:
+    """Static placement copies capacityWeight; dynamic scales it by the pressure the provider reports."""
+    if network.placement_dynamic:
+        return dynamic_weight(entry.capacity_weight, entry.pressure)
+    return entry.capacity_weight
 
 
 def to_dicts(entries: list[Entry], network: GridNetworkSpec) -> list[dict[str, Any]]:
@@ -233,7 +244,7 @@ def to_dicts(entries: list[Entry], network: GridNetworkSpec) -> list[dict[str, A
             "selection_group": entry.selection_group,
         }
         if weighted(network):
-            item["traffic_weight"] = entry.capacity_weight
+            item["traffic_weight"] = traffic_weight(entry, network)
         credential = credential_dict(entry.credential)
         if credential is not None:
             item["credential"] = credential

@@ -15,6 +15,8 @@ from typing import Any, Protocol
 ROUTING_POLICIES = ("geographyFirst", "scoreFirst")
 SCORING_STRATEGIES = ("noMetrics", "queueDepth", "kvCachePressure")
 SELECTION_MODES = ("deterministic", "roundRobin", "random", "weightedRandom")
+#: static copies capacityWeight; dynamic (experimental, routing guide 7) scales it by the pressure not yet used
+PLACEMENT_STRATEGIES = ("static", "dynamic")
 
 
 class ResourceError(ValueError):
@@ -94,6 +96,8 @@ class GridNetworkSpec:
     scoring_strategy: str = "noMetrics"
     selection_mode: str | None = None
     placement_static: bool = False
+    #: experimental pressure-driven weights (routing guide 7): placementPolicy.strategy dynamic
+    placement_dynamic: bool = False
     admission_policy: Mapping[str, Any] | None = None
     stale_candidate_ttl_seconds: int | None = None
     gateway_refs: tuple[GatewayRef, ...] = ()
@@ -298,8 +302,8 @@ def network_from_resource(obj: Mapping[str, Any]) -> GridNetworkSpec:
     if mode is not None and mode not in SELECTION_MODES:
         raise ResourceError(f"spec.selectionPolicy.mode: must be one of {list(SELECTION_MODES)}")
     placement = _get(obj, "spec.placementPolicy.strategy", str)
-    if placement is not None and placement != "static":
-        raise ResourceError("spec.placementPolicy.strategy: must be static")
+    if placement is not None and placement not in PLACEMENT_STRATEGIES:
+        raise ResourceError(f"spec.placementPolicy.strategy: must be one of {list(PLACEMENT_STRATEGIES)}")
     ttl = _get(obj, "spec.staleCandidateTtlSeconds", int)
     refs = []
     for index, ref in enumerate(_get(obj, "spec.gatewayRefs", list, [])):
@@ -323,6 +327,7 @@ def network_from_resource(obj: Mapping[str, Any]) -> GridNetworkSpec:
         scoring_strategy=strategy,
         selection_mode=mode,
         placement_static=placement == "static",
+        placement_dynamic=placement == "dynamic",
         admission_policy=_get(obj, "spec.admissionPolicy", dict),
         stale_candidate_ttl_seconds=ttl if ttl else None,
         gateway_refs=tuple(refs),

@@ -33,6 +33,7 @@ class Entry:
     tier: str
     score: float
     capacity_weight: int = 1
+    pressure: float = 0.0  # the scoring strategy's normalised pressure, for dynamic placement
     credential: Any = None
     rank: int | None = None
     selection_group: int | None = None

@@ -58,3 +58,18 @@ def score(strategy: str, signals: Signals | None) -> float:
     else:
         raise ValueError(f"unknown scoring strategy {strategy!r}")
     return 1.0 - (NEUTRAL if value is None else value)
+
+
+def pressure(strategy: str, signals: Signals | None) -> float:
+    """The normalised pressure of the scoring strategy's signal, 0 when it has none (noMetrics, no sample)."""
+    if strategy == "queueDepth" and signals is not None and signals.queue_depth is not None:
+        return signals.queue_depth
+    if strategy == "kvCachePressure" and signals is not None and signals.kv_cache_utilization is not None:
+        return signals.kv_cache_utilization
+    return 0.0
+
+
+def dynamic_weight(capacity_weight: int, pressure_value: float) -> int:
+    """Experimental pressure-driven weight (routing guide 7): available capacity = configured capacity *
+    (1 - normalised pressure), as a traffic_weight in the overlay's 1-1000 range."""
+    return max(1, min(1000, round(capacity_weight * (1.0 - min(1.0, max(0.0, pressure_value))))))
