@@ -69,15 +69,20 @@ class CombinedSite:
         for at in SITES:
             region, zone = inputs.geography.get(at, (None, None)) if inputs else (None, None)
             self.world.apply(at, resources.grid_site(at, self.world.net, region=region, zone=zone, phase="Active"))
-            for of in SITES:
-                if of != at:
-                    self.world.trust(at, of)
+        self.trust_each_other()
         for at in SITES:
             self._provide(at)
         for at in SITES:
             self.wait_overlay(at, self.holds_all_local_first(at),
                               what=f"every site's candidate for {self.model}, {at}'s own first")
         return self
+
+    def trust_each_other(self, sites: Sequence[str] = SITES) -> None:
+        """Every site of `sites` trusting each of the others (a GridSite pinned to its gateway certificate)."""
+        for at in sites:
+            for of in sites:
+                if of != at:
+                    self.world.trust(at, of)
 
     def holds_all_local_first(self, at: str) -> Callable[[dict[str, Any]], bool]:
         """An overlay of `at` holding one candidate per site, `at`'s own first."""

@@ -94,9 +94,7 @@ class LlmdPools(CombinedSite):
         world.network(sites=USED, routing="scoreFirst", scoring=self.scoring, selection="deterministic")
         for at in USED:
             world.own_site(at)
-            for of in USED:
-                if of != at:
-                    world.trust(at, of)
+        self.trust_each_other(USED)
         for at in USED:
             self._provide(at)
         self.wait_overlay("west", self.first("west"), what="west's overlay with both pools, pool-a first")

@@ -37,10 +37,7 @@ class QuotaRouting(CombinedSite):
 
     def build(self) -> QuotaRouting:
         self.world.network(routing="scoreFirst", scoring="noMetrics", selection="roundRobin")
-        for at in SITES:
-            for of in SITES:
-                if of != at:
-                    self.world.trust(at, of)
+        self.trust_each_other()
         for at in SITES:
             self._provide(at)
         self.wait_overlay("west", self.one_group, what="west's overlay with every site's provider in one group")

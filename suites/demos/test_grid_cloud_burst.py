@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from harness.stats import assert_round_robin
+from suites.demos.claims import not_applicable
 from suites.demos.cloud_burst import EXISTING_ONLY, EXTERNAL, IDLE, LOCAL, NEW, PRESSURED, README, REGIONAL, CloudBurst
 
 DEMO = "grid-cloud-burst"
@@ -162,5 +163,4 @@ _NOT_APPLICABLE = {
 @pytest.mark.parametrize("claim", sorted(_NOT_APPLICABLE))
 def test_claims_not_judged_here(claim: str) -> None:
     """Listed in the report as not applicable, with the reason: never silently dropped."""
-    words, reason = _NOT_APPLICABLE[claim]
-    pytest.skip(f"not applicable: \"{words}\": {reason}")
+    not_applicable(_NOT_APPLICABLE, claim)

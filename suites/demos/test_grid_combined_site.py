@@ -18,6 +18,7 @@ from harness import producer_oracle
 from harness.contract import ScopeSpec
 from harness.grid import Reply, is_refusal
 from harness.resources import DEFAULT_GATEWAY, DEFAULT_NAMESPACE
+from suites.demos.claims import not_applicable
 from suites.demos.combined_site import README, SITES, CombinedSite
 
 DEMO = "grid-combined-site"
@@ -241,5 +242,4 @@ _NOT_APPLICABLE = {
 @pytest.mark.parametrize("claim", sorted(_NOT_APPLICABLE))
 def test_claims_outside_agn_routing(claim: str) -> None:
     """Listed in the report as not applicable, with the reason: never silently dropped."""
-    words, reason = _NOT_APPLICABLE[claim]
-    pytest.skip(f"not applicable: \"{words}\": {reason}")
+    not_applicable(_NOT_APPLICABLE, claim)

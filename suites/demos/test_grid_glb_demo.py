@@ -17,6 +17,7 @@ import pytest
 from harness import mesh_oracle as oracle
 from harness.grid import ProviderGateway, Refused, Reply, is_refusal
 from harness.pki import ClientFiles
+from suites.demos.claims import not_applicable
 from suites.demos.glb_sites import EDGES, PROVIDERS, README, GlbSites, revision_of
 
 DEMO = "grid-glb-demo"
@@ -267,5 +268,4 @@ _NOT_APPLICABLE = {
 @pytest.mark.parametrize("claim", sorted(_NOT_APPLICABLE))
 def test_claims_outside_agn_routing(claim: str) -> None:
     """Listed in the report as not applicable, with the reason: never silently dropped."""
-    words, reason = _NOT_APPLICABLE[claim]
-    pytest.skip(f"not applicable: \"{words}\": {reason}")
+    not_applicable(_NOT_APPLICABLE, claim)

@@ -18,6 +18,7 @@ import pytest
 
 from harness import contract
 from harness.timeouts import timeouts
+from suites.demos.claims import not_applicable
 from suites.demos.combined_site import _revision
 from suites.demos.llmd_pools import IDLE, KV_PRESSURED, LIGHT, PRESSURED, README, TLS_STALE_SECONDS, LlmdPools
 
@@ -287,5 +288,4 @@ _NOT_APPLICABLE = {
 @pytest.mark.parametrize("claim", sorted(_NOT_APPLICABLE))
 def test_claims_outside_agn_routing(claim: str) -> None:
     """Listed in the report as not applicable, with the reason: never silently dropped."""
-    words, reason = _NOT_APPLICABLE[claim]
-    pytest.skip(f"not applicable: \"{words}\": {reason}")
+    not_applicable(_NOT_APPLICABLE, claim)

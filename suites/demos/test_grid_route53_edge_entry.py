@@ -17,6 +17,7 @@ import pytest
 from harness import mesh_oracle as oracle
 from harness.grid import CANDIDATE_HEADER, REQUEST_ID_HEADER, REVISION_HEADER
 from harness.timeouts import timeouts
+from suites.demos.claims import not_applicable
 from suites.demos.glb_sites import EDGES, PROVIDERS, GlbSites
 
 DEMO = "grid-route53-edge-entry"
@@ -128,5 +129,4 @@ _NOT_APPLICABLE = {
 @pytest.mark.parametrize("claim", sorted(_NOT_APPLICABLE))
 def test_claims_outside_agn_routing(claim: str) -> None:
     """Listed in the report as not applicable, with the reason: never silently dropped."""
-    words, reason = _NOT_APPLICABLE[claim]
-    pytest.skip(f"not applicable: \"{words}\": {reason}")
+    not_applicable(_NOT_APPLICABLE, claim)

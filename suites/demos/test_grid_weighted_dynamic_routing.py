@@ -16,6 +16,7 @@ import pytest
 
 from harness.stats import assert_distribution, plan_distribution
 from harness.traffic import Tally
+from suites.demos.claims import not_applicable
 from suites.demos.dynamic_pools import DynamicPools
 from suites.demos.weighted_pools import README, WeightedPools
 
@@ -121,6 +122,5 @@ _NOT_APPLICABLE = {
 @pytest.mark.parametrize("claim", sorted(_NOT_APPLICABLE))
 def test_claims_not_judged_here(claim: str) -> None:
     """Listed in the report as not applicable, with the reason: never silently dropped."""
-    words, reason = _NOT_APPLICABLE[claim]
-    pytest.skip(f"not applicable: \"{words}\": {reason}")
+    not_applicable(_NOT_APPLICABLE, claim)
 

@@ -53,10 +53,7 @@ class WeightedPools(CombinedSite):
 
     def populate(self) -> WeightedPools:
         """Each site trusting the other two, one provider per pool, every site's overlay with the three."""
-        for at in SITES:
-            for of in SITES:
-                if of != at:
-                    self.world.trust(at, of)
+        self.trust_each_other()
         for at in SITES:
             self._provide(at)
         for at in SITES:
