@@ -72,7 +72,7 @@ _FILTER_REASONS: Mapping[str, str] = {
 
 
 class DemoDirError(ValueError):
-    """A demo folder the scenario cannot run on at all (no such folder, unreadable YAML, sites it lacks)."""
+    """A demo folder the scenario cannot run on at all (no such folder, two networks or models it takes one of)."""
 
 
 @dataclass(frozen=True)
@@ -119,9 +119,9 @@ class DemoInputs:
 def read_demo_dir(path: Path, sites: Sequence[str], *, takes: frozenset[str] = ALL_INPUTS,
                   scenario: str = "the scenario", aliases: Mapping[str, str] | None = None) -> DemoInputs:
     """Read a demo folder for a scenario whose sites are `sites`, taking only `takes` (of ALL_INPUTS) from
-    it; `aliases` gives the demo's own name of a scenario site (pool-a for west, say). DemoDirError when it
-    cannot run on it (no such folder, unreadable YAML, two networks or two models where the scenario takes
-    one, sites whose networks disagree on a policy it takes)."""
+    it; `aliases` gives the demo's own name of a scenario site (pool-a for west, say). DemoDirError only when
+    `path` is not a folder: whatever a folder holds, the scenario runs on what it can take and reports the rest
+    (files that do not parse, a folder of two minds about a value it takes one of)."""
     root = Path(path)
     if not root.is_dir():
         raise DemoDirError(f"--demo-dir {path}: not a directory")
@@ -213,11 +213,16 @@ class _Reader:
         return str(file.relative_to(self.root))
 
     def _documents(self, file: Path) -> list[Any]:
-        text = _PLACEHOLDER.sub(PLACEHOLDER_TEXT, file.read_text(encoding="utf-8"))
+        """The file's YAML documents; one that does not parse (a Helm template, say) is reported and skipped:
+        a folder is read for what it gives, and a file of it the scenario cannot read is one more unused key."""
         try:
+            text = _PLACEHOLDER.sub(PLACEHOLDER_TEXT, file.read_text(encoding="utf-8"))
             return [doc for doc in yaml.safe_load_all(text) if doc is not None]
-        except yaml.YAMLError as exc:
-            raise DemoDirError(f"{self._name(file)}: not YAML: {exc}") from None
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            self.unused.append(Unused(self._name(file), "*", f"not YAML once Forge placeholders are read ({first}); "
+                                                               "nothing of it can be used"))
+            return []
 
     def whole(self, file: Path, reason: str) -> None:
         self.unused.append(Unused(self._name(file), "*", reason))
@@ -348,23 +353,32 @@ class _Reader:
                 self.networks.setdefault(str(spec["gridNetworkRef"]), set()).add(file)
 
     def inputs(self, source: str) -> DemoInputs:
-        if len(self.networks) > 1:
-            named = "; ".join(f"{net} in {', '.join(sorted(files))}" for net, files in sorted(self.networks.items()))
-            raise DemoDirError(f"{source}: the sites' resources name more than one GridNetwork ({named})")
-        if len(self.models) > 1:
-            raise DemoDirError(f"{source}: the providers serve more than one model ({', '.join(sorted(self.models))})"
-                               f"; {self.scenario} routes one")
-        for label, values in (("scoringPolicy", self.scoring), ("routingPolicy", self.routing)):
-            if len(values) > 1:
-                shown = ", ".join(sorted(v or "omitted" for v in values))
-                raise DemoDirError(f"{source}: the sites' GridNetworks disagree on {label} ({shown})")
+        """What the scenario takes. Where the folder is of two minds (two networks, two models, two policies
+        where the scenario takes one), it takes none of them and keeps its own, saying so."""
+        conflicts: list[Unused] = []
+        network = self._one("GridNetwork name", {net: sorted(files) for net, files in self.networks.items()},
+                            conflicts)
+        model = self._one("model", {m: [] for m in self.models}, conflicts)
+        scoring = self._one("scoringPolicy", {v or "omitted": [] for v in self.scoring}, conflicts)
+        routing = self._one("routingPolicy", {v or "omitted": [] for v in self.routing}, conflicts)
         return DemoInputs(
-            source=source, network=next(iter(self.networks), None), model=next(iter(self.models), None),
+            source=source, network=network, model=model,
             providers=dict(self.providers), geography=dict(self.geography),
-            scoring=next(iter(self.scoring), None) or None, routing=next(iter(self.routing), None) or None,
-            used=tuple(self.used), unused=tuple(self.unused), scenario=self.scenario,
+            scoring=None if scoring in (None, "omitted") else scoring,
+            routing=None if routing in (None, "omitted") else routing,
+            used=tuple(self.used), unused=(*conflicts, *self.unused), scenario=self.scenario,
             sites={site: tuple(files) for site, files in self.placed.items()},
             all_providers={site: tuple(names) for site, names in self.all_providers.items()})
+
+    def _one(self, what: str, values: Mapping[str, list[str]], conflicts: list[Unused]) -> str | None:
+        """The folder's one value of `what`, or None; several are reported and none is taken."""
+        if len(values) <= 1:
+            return next(iter(values), None)
+        shown = "; ".join(f"{value} in {', '.join(files)}" if files else value
+                          for value, files in sorted(values.items()))
+        conflicts.append(Unused(".", what, f"the folder gives several ({shown}); {self.scenario} takes one, so it "
+                                           "keeps its own"))
+        return None
 
 
 class _Taken:

@@ -87,16 +87,23 @@ def test_a_folder_gives_model_network_providers_and_geography_and_reports_every_
     assert record["source"] == str(tmp_path) and {"file", "key", "reason"} == set(record["unused"][0])
 
 
-def test_a_folder_the_scenario_cannot_run_on_is_refused_naming_why(tmp_path: Path) -> None:
+def test_a_folder_of_two_minds_keeps_the_scenarios_own_and_what_is_not_a_folder_is_refused(tmp_path: Path) -> None:
     assert read_demo_dir(_folder(tmp_path / "good"), SITES).network == "demo-net"  # the twin: same shape, one network
-    with pytest.raises(DemoDirError, match="more than one GridNetwork .demo-net in .*; other-net in"):
-        read_demo_dir(_folder(tmp_path / "two-networks", east_network="other-net"), SITES)
+    split = read_demo_dir(_folder(tmp_path / "two-networks", east_network="other-net"), SITES)
+    assert split.network is None and split.model == "Org/Model-1", "two networks: neither is taken"
+    conflict = next(u for u in split.unused if u.key == "GridNetwork name")
+    assert "demo-net in resources/west/" in conflict.reason and "other-net in resources/east/" in conflict.reason
     with pytest.raises(DemoDirError, match="not a directory"):
         read_demo_dir(tmp_path / "absent", SITES)
     bad = _folder(tmp_path / "bad-yaml")
     (bad / "resources" / "west" / "network.yaml").write_text("kind: [unclosed\n")
-    with pytest.raises(DemoDirError, match="resources/west/network.yaml: not YAML"):
-        read_demo_dir(bad, SITES)
+    (bad / "charts" / "templates").mkdir(parents=True)
+    (bad / "charts" / "templates" / "deployment.yaml").write_text("{{- if .Values.on }}\nkind: {{ .Kind }}: x\n")
+    read = read_demo_dir(bad, SITES)  # read for what it gives: files it cannot parse are reported, not fatal
+    unused = {(u.file, u.key): u.reason for u in read.unused}
+    assert unused[("resources/west/network.yaml", "*")].startswith("not YAML")
+    assert unused[("charts/templates/deployment.yaml", "*")].startswith("not YAML")
+    assert read.providers == {"west": "provider-west", "east": "provider-east"}
 
 
 @pytest.mark.skipif(not SHARED_DEMO.is_dir(), reason="the public demo folder (../shared/demos) is not on this machine")
