@@ -174,7 +174,7 @@ def demo_inputs(config: pytest.Config, sites: Sequence[str], *, takes: frozenset
     """The inputs of the demo folder --grid-demo-dir names for a scenario of `sites` that takes `takes`
     (default: everything it can; harness.demo_dir.ALL_INPUTS), with `aliases` the demo's own names of its
     sites, read once per scenario (None without the option); the report lists what each scenario used and
-    every key it could not. A folder the scenario cannot run on stops the session as a usage error."""
+    every key it could not. A --grid-demo-dir that is not a folder stops the session as a usage error."""
     path = config.getoption("--grid-demo-dir")
     if not path:
         return None
