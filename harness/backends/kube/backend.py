@@ -38,8 +38,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from harness import http_get
 from harness.addresses import AddressPlan
 from harness.backends import OPERATOR_IN_CLUSTER, OperationUnsupported
@@ -62,6 +60,7 @@ from harness.waiting import WaitTimeout, poll_until
 if TYPE_CHECKING:
     from harness.backends.kube.control import KubeControlPlane
     from harness.grid import Site
+from harness.backends.kube import kube_yaml
 from harness.backends.kube.forwarding import PortForwardPKI, port_forward
 from harness.backends.kube.handles import (
     BackendUnavailable,
@@ -377,7 +376,7 @@ class KubeBackend:
                                                            "tls.key": files.key.read_bytes()}, labels)])
         docs = tls_metrics_docs(kname, self.image, labels, spec.name, site.name)
         manifest = self._site_dir(cluster) / f"{kname}.yaml"
-        manifest.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+        manifest.write_text(kube_yaml.dump_all(docs))
         self.kubectl(cluster, "apply", "-f", str(manifest))
         self.await_rollout(cluster, kname, "the TLS metrics backend")
         key = f"{site.name}-{kname}"
@@ -583,7 +582,7 @@ class KubeBackend:
         # Secrets and the overlay seed go server-side through stdin: no file holds a secret, and a seed
         # is too large for the annotation a client-side apply keeps (256 KiB for all of them)
         by_api = [d for d in docs if d["kind"] == "Secret" or "binaryData" in d]
-        manifest.write_text(yaml.safe_dump_all([d for d in docs if d not in by_api], sort_keys=False))
+        manifest.write_text(kube_yaml.dump_all([d for d in docs if d not in by_api]))
         self.apply_json(site, by_api)
         self.kubectl(site, "apply", "-f", str(manifest))
         started: list[ManagedProcess] = []

@@ -20,6 +20,7 @@ from pytest_kubernetes.options import ClusterOptions
 from pytest_kubernetes.providers.kind import KindManagerBase
 
 from harness.backends import CRASH, OPERATOR_IN_CLUSTER, PARTITION
+from harness.backends.kube import kube_yaml
 from harness.backends.kube.backend import KubeBackend
 from harness.backends.kube.handles import BackendUnavailable, SiteCluster
 from harness.backends.kube.kind_images import OFFLINE_BUILDER, offline_build, project_image_problem, resolve_node_image
@@ -205,7 +206,7 @@ class KindBackend(KubeBackend):
                     ports[int(mapping["containerPort"])] = int(mapping["hostPort"])
         target = self.workdir / "kube" / site.name / "kind.yaml"
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(yaml.safe_dump(config, sort_keys=False))
+        target.write_text(kube_yaml.dump(config))
         return target, ports
 
     def connect(self) -> list[SiteCluster]:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from harness import contract
+from harness.backends.kube import kube_yaml
 from harness.backends.kube.handles import SiteCluster
 from harness.backends.kube.manifests import configmap_doc, deployment_doc, secret_doc, service_doc
 from harness.backends.kube.names import (
@@ -107,8 +108,7 @@ def render_site(backend: KubeBackend, site: SiteCluster, overlay: str = "") -> P
             and (d.get("kind"), (d.get("metadata") or {}).get("name")) not in replaced]
     path = backend._site_dir(site) / "site.yaml"
     workloads = [d for d in kept if d["kind"] == "Deployment"]  # after the ConfigMaps their pods read
-    path.write_text(yaml.safe_dump_all([*(d for d in kept if d["kind"] != "Deployment"), *docs, *workloads],
-                                       sort_keys=False))
+    path.write_text(kube_yaml.dump_all([*(d for d in kept if d["kind"] != "Deployment"), *docs, *workloads]))
     return path
 
 def fake_backend_docs(backend: KubeBackend, name: str, site: str, sni: str | None = None) -> list[dict[str, Any]]:
