@@ -381,7 +381,7 @@ class KubeSink(sinks.OverlaySink, sinks.MeshOutputs):
         }
         for name in sorted((set(self._acted) | swept) - set(objects)):
             try:
-                if self._retire_gridsite(name, stored.get(name)):
+                if self._retire_gridsite(name, stored.get(name), network_gone=name in swept):
                     touched.append(name)
             except OSError as exc:
                 failures.append(str(exc))
@@ -447,11 +447,14 @@ class KubeSink(sinks.OverlaySink, sinks.MeshOutputs):
         self._acted[name] = (seen, wish)
         return True
 
-    def _retire_gridsite(self, name: str, stored: Mapping[str, Any] | None) -> bool:
+    def _retire_gridsite(self, name: str, stored: Mapping[str, Any] | None, *, network_gone: bool = False) -> bool:
         """Delete a GridSite that is no longer discovered, only when it carries the auto-discovered label
-        (or, not seen yet, was written by this sink). True when a DELETE was sent."""
+        (or, not seen yet, was written by this sink). While its network is still here, one that holds what
+        someone else configured (an admin's trust pins) is kept for the site's return: a site that left and
+        comes back is verified against them. True when a DELETE was sent."""
         acted = self._acted.get(name)
-        if stored is not None and not sinks.auto_discovered(stored):
+        kept = sinks.admin_configured(stored) and not network_gone
+        if stored is not None and (not sinks.auto_discovered(stored) or kept):
             self._acted.pop(name, None)
             return False
         if stored is None and (acted is None or acted[1] == _DELETE):

@@ -247,6 +247,14 @@ def holds_owned_fields(stored: Mapping[str, Any] | None, owned: Mapping[str, Any
     )
 
 
+def admin_configured(obj: Mapping[str, Any] | None) -> bool:
+    """Whether a stored GridSite holds configuration besides the operator's own fields (an admin's
+    `spec.trust` or `spec.gatewayEndpoint`, say): deleting it would lose what someone else wrote."""
+    spec = (obj or {}).get("spec") or {}
+    return isinstance(spec, Mapping) and any(value not in (None, {}, []) for key, value in spec.items()
+                                             if key != "gridNetworkRef")
+
+
 def auto_discovered(obj: Mapping[str, Any] | None) -> bool:
     """Whether a stored GridSite carries the auto-discovered label (only those are ever deleted)."""
     labels = ((obj or {}).get("metadata") or {}).get("labels") or {}

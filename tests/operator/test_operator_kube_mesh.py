@@ -152,6 +152,26 @@ def test_gridsites_are_applied_and_status_patched_only_when_they_change(api: Fak
     assert_no_secrets(api)
 
 
+def test_a_gridsite_an_admin_pinned_is_kept_when_its_site_goes_away(api: FakeKubeApi, sink: KubeSink) -> None:
+    """A site that leaves is no longer discovered, but the trust an admin configured on its GridSite must be
+    there when it comes back (found by a real kind run: a restarted operator's site returned Connecting,
+    TrustMaterialMissing, because its GridSite had been deleted with the pins). The twin: the same GridSite
+    without pins is deleted."""
+    pinned, bare = f"{NET}-site-b", f"{NET}-site-c"
+    assert sink.write_gridsites({n: discovered(n[-6:], "Active") for n in (pinned, bare)}, [NET])
+    stored = api.get("gridsites", pinned)
+    assert stored is not None
+    api.put({**stored, "spec": {**stored["spec"], "trust": {"canonicalFingerprints": ["ab" * 32]}}})
+    count = len(api.calls())
+    assert sink.write_gridsites({}, [NET]) == [bare]
+    assert site_calls(api, count) == [("DELETE", bare, None)]
+    kept = api.get("gridsites", pinned)
+    assert kept is not None and kept["spec"]["trust"] == {"canonicalFingerprints": ["ab" * 32]}
+    assert sink.write_gridsites({pinned: discovered("site-b", "Active")}, [NET]) == [], "back: nothing to write"
+    assert (api.get("gridsites", pinned) or {})["spec"]["trust"] == {"canonicalFingerprints": ["ab" * 32]}
+    assert sink.write_gridsites({}, []) == [pinned], "its network gone, the pinned GridSite goes too"
+
+
 def test_only_auto_discovered_gridsites_that_went_away_are_deleted(api: FakeKubeApi, sink: KubeSink) -> None:
     gone, relabelled = f"{NET}-site-b", f"{NET}-site-c"
     assert sink.write_gridsites({n: discovered(n[-6:], "Connecting") for n in (gone, relabelled)}, [NET])
