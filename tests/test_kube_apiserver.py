@@ -143,7 +143,7 @@ def test_the_operator_may(api: KubeApiServer, verb: str, resource: str) -> None:
 
 @pytest.mark.parametrize(("verb", "resource", "namespace"), [
     ("get", "secrets", NAMESPACE), ("list", "secrets", None), ("watch", "secrets", NAMESPACE),
-    ("create", "configmaps", "default"), ("delete", "configmaps", NAMESPACE),
+    ("create", "configmaps", "default"), ("delete", "configmaps", "default"),
     ("delete", f"gridnetworks.{GROUP}", None), ("patch", f"gridnetworks.{GROUP}", None),
     ("create", "pods", NAMESPACE), ("create", "deployments", NAMESPACE),
 ])
@@ -301,7 +301,7 @@ def test_mesh_outputs_are_written_with_the_operator_service_account(api: KubeApi
                 text = (doc.get("data") or {}).get(OVERLAY_KEY)
                 return sorted(c["cluster"] for c in producer_oracle.candidates(json.loads(text))) if text else []
 
-            poll_until(remote_clusters, lambda c: c == ["b-route", "local-a"], timeout=30,
+            poll_until(remote_clusters, lambda c: c == ["local-a", "local-b"], timeout=30,
                        what="site-b's provider in site-a's overlay", describe=lambda c: f"{c}\n{all_logs()}")
 
             api.kubectl("delete", f"gridnetworks.{GROUP}", NET)

@@ -32,6 +32,7 @@ import pytest
 import yaml
 
 from harness.impl import (
+    DYNAMIC_WEIGHTS_FEATURE,
     EXTENDED_FEATURES,
     OVERLAY_SYNC_FEATURE,
     OVERLAY_SYNC_METRICS_FEATURE,
@@ -154,11 +155,15 @@ class SuiteRun:
 
 def write_descriptor(profile: Profile, path: Path, breakage: str) -> Path:
     """An implementation descriptor for the broken implementation, claiming every extended feature its
-    sections can serve (the overlay-sync ones only with an overlay_sync section)."""
+    sections can serve (the overlay-sync ones only with an overlay_sync section, dynamic weights only with an
+    operator that says how to turn them on)."""
     components = profile.components(breakage)
     features = set(EXTENDED_FEATURES)
     if "overlay_sync" not in components:
         features -= {OVERLAY_SYNC_FEATURE, OVERLAY_SYNC_METRICS_FEATURE}
+    operator = components.get("operator")
+    if not isinstance(operator, Mapping) or not operator.get("dynamic_weights"):
+        features -= {DYNAMIC_WEIGHTS_FEATURE}
     descriptor = {
         "implementation": {"organization": "agn-conformance", "project": f"broken-{profile.component}-{breakage}",
                            "version": "0.0.0", "contact": ["tests/broken"]},
