@@ -253,6 +253,28 @@ REMOTE_METRICS = (f"{ARCH}, Candidate scoring and ordering: \"Each provider is s
                   "into the same scoring model before overlay rendering.\"")
 
 
+@pytest.mark.conformance(id="MESH-REMOTE-ONE-CANDIDATE-PER-PROVIDER", profile="mesh", level="core",
+                         feature="gossip",
+                         spec=f"{CRDT}; routing architecture, Multi-cluster model routing: \"The operator renders "
+                              "one overlay candidate per routable model/provider pair.\"",
+                         statements=["OC-MULTI-ONE-CANDIDATE-PER-PAIR", "OC-MULTI-CLUSTER-NAME",
+                                     "OC-INPUTS-REMOTE-CRDT"])
+def test_two_providers_of_one_model_at_a_remote_site_stay_two(scenario: MeshScenario) -> None:
+    """site-c has two InferenceProviders of one model, each with its own clusterName; site-a (trusting
+    site-c) lists two candidates for that model at site-c. Fails if records name the site rather than the
+    provider, so the two collapse into one candidate elsewhere."""
+    scenario.network()
+    model = scenario.model("two")
+    scenario.trust("site-a", "site-c")
+    backend = scenario.mesh.site("site-c").backend
+    scenario.provider("site-c", "pc1", [model])
+    scenario.provider("site-c", "pc2", [model], cluster=f"{backend}-second")
+    envelope = scenario.wait_envelope("site-a", lambda e: len(oracle.from_site(e, model, "site-c")) >= 2,
+                                      what=f"two candidates for {model} at site-c, one per provider")
+    rows = oracle.from_site(envelope, model, "site-c")
+    assert len(rows) == 2, f"site-c's two providers of {model} at site-a: {oracle.summary(rows)}"
+
+
 @pytest.mark.conformance(id="MESH-REMOTE-METRICS-SCORED", profile="mesh", level="core", feature="gossip",
                          spec=REMOTE_METRICS, statements=["OC-ORDERING-SCORE-BACKENDS"])
 def test_remote_provider_is_ranked_by_the_metrics_its_site_measured(scenario: MeshScenario) -> None:

@@ -32,6 +32,7 @@ BREAKAGES: dict[str, Breakage] = {}
 breakage = registrar(BREAKAGES)
 
 _remote_eligible = candidates.remote_eligible
+_remote_entries = candidates.remote_entries
 _core_records = records.core_records
 _own_content = announce.own_content
 _parse_pins = sites.parse_pins
@@ -71,7 +72,8 @@ def _first_pin_only() -> None:
     patch(sites, "parse_pins", lambda raw: _parse_pins(raw)[:1])
 
 
-@breakage("self-echo-kept", "the site merges and renders its own records echoed back by its peers")
+@breakage("self-echo-kept", "the site merges its own records echoed back by its peers and renders them as remote "
+          "candidates reached through the site itself")
 def _self_echo_kept() -> None:
     def merge(self: announce.RecordStore, incoming: Iterable[ProviderRecord]) -> bool:
         changed = False
@@ -88,10 +90,18 @@ def _self_echo_kept() -> None:
         elsewhere = dataclasses.replace(gateway, local_site=f"{gateway.local_site}\x00not-here")
         return _remote_eligible(record, network, elsewhere, grid_sites)
 
+    def remote_entries(network: GridNetworkSpec, gateway: GatewayRef, rows: list[RemoteProviderRecord],
+                       policy: Any, grid_sites: Mapping[str, GridSiteSpec]) -> list[Any]:
+        # an echo named by its provider's own cluster would coincide with the local candidate and be merged
+        # into it; rendered as remote it is reached through its site
+        echoes = [dataclasses.replace(r, cluster=r.site) if r.site == gateway.local_site else r for r in rows]
+        return _remote_entries(network, gateway, echoes, policy, grid_sites)
+
     patch(announce.RecordStore, "merge", merge)
     patch(records, "remote_records",
           lambda rows, network, local_site: [r for r in rows if r.network == network])
     patch(candidates, "remote_eligible", eligible)
+    patch(candidates, "remote_entries", remote_entries)
 
 
 @breakage("network-filter-missing", "every remote record is taken as one of the network being rendered")

@@ -32,6 +32,7 @@ TARGETS: dict[str, Targets] = {
     "discovered-name-reversed": must_fail("MESH-PROPAGATION-TRANSITIVE", "MESH-REMOTE-REQUEST-SERVED"),
     "trust-revocation-ignored": must_fail("MESH-TRUST-REVOKED-DEMOTES"),
     "remote-weight-dropped": must_fail("MESH-REMOTE-WEIGHT-CARRIED"),
+    "site-cluster-announced": must_fail("MESH-REMOTE-ONE-CANDIDATE-PER-PROVIDER"),
     "age-restarts-at-death": must_fail("MESH-MEMBER-AGE-MONOTONIC"),
     "rejoin-keeps-instant": must_fail("MESH-MEMBER-AGE-CLEARED-ON-REJOIN", expect="the rejoin cleared the first"),
     "tools-not-gossiped": must_fail("MESH-TOOLS-PROPAGATE", "MESH-TOOLS-DISTINCT-IDENTITY"),
