@@ -68,7 +68,10 @@ class LlmdPools(CombinedSite):
         metrics-mTLS mode); None scrapes both pools over plain HTTP, as the demo's default mode does.
         `inputs` (--demo-dir) give the model, the network's name and the pools' provider names."""
         super().__init__(world, timeline, inputs)
-        self.short = {at: (inputs.providers.get(at) if inputs is not None else None) or pool
+        #: the demo's own pool names, which the claims speak of (ranks, attribution, the timeline)
+        self.short = dict(POOLS)
+        #: each pool's InferenceProvider name: the demo folder's where it names one
+        self.names = {at: (inputs.providers.get(at) if inputs is not None else None) or pool
                       for at, pool in POOLS.items()}
         self.scoring = scoring
         self.tls_stale_seconds = tls_stale_seconds
@@ -99,6 +102,9 @@ class LlmdPools(CombinedSite):
             self._provide(at)
         self.wait_overlay("west", self.first("west"), what="west's overlay with both pools, pool-a first")
         return self
+
+    def provider_name(self, site: str) -> str:
+        return f"{self.world.tag}-{self.names[site]}"
 
     def metrics_backend(self, site: str) -> str:
         """The fake backend standing in for `site`'s EPP metrics endpoint."""
