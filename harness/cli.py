@@ -299,6 +299,11 @@ def summary_lines(report: Mapping[str, Any], report_path: str, html_path: str | 
         unused = [u for u in inputs.get("unused") or [] if isinstance(u, Mapping)]
         lines.append(f"  demo folder {inputs.get('source', '?')}: {len(inputs.get('used') or [])} keys used, "
                      f"{len(unused)} not used (demoInputs.unused in the report gives each file, key and reason)")
+        taken = inputs.get("taken") or {}
+        scalars = [f"{key} {value}" for key, value in taken.items() if isinstance(value, str)] if isinstance(
+            taken, Mapping) else []
+        if scalars:
+            lines.append(f"    runs with the folder's {', '.join(scalars)} (demoInputs.taken)")
     lines.append(f"  report: {report_path}" + (f"  html: {html_path}" if html_path else ""))
     return lines
 

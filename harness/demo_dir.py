@@ -109,8 +109,16 @@ class DemoInputs:
     def providers_of(self, site: str) -> tuple[str, ...]:
         return tuple(self.all_providers.get(site, ()))
 
+    def taken(self) -> dict[str, Any]:
+        """The values the scenario runs with instead of its own (what it keeps of its own is left out)."""
+        values: dict[str, Any] = {"network": self.network, "model": self.model, "scoringPolicy": self.scoring,
+                                  "routingPolicy": self.routing, "providers": dict(self.all_providers),
+                                  "geography": {site: {"region": region, "zone": zone}
+                                                for site, (region, zone) in self.geography.items()}}
+        return {key: value for key, value in values.items() if value}
+
     def as_record(self) -> dict[str, Any]:
-        return {"source": self.source, "scenario": self.scenario,
+        return {"source": self.source, "scenario": self.scenario, "taken": self.taken(),
                 "sites": {site: list(files) or "none in the folder: the scenario's own resources"
                           for site, files in self.sites.items()},
                 "used": list(self.used), "unused": [u.as_record() for u in self.unused]}
@@ -240,13 +248,7 @@ class _Reader:
             if doc.get("kind") not in _GRID_KINDS:
                 self._other(file, doc)
                 continue
-            site = _site_of(file, self.root, doc, self.names)
-            if site is None:
-                name = (doc.get("metadata") or {}).get("name", "?")
-                self.unused.append(Unused(self._name(file), f"{doc['kind']}/{name}",
-                                          f"placed at no site of {self.scenario} (its sites: {', '.join(self.sites)})"))
-                continue
-            self.read_site_doc(self._name(file), doc, site)
+            self.read_site_doc(self._name(file), doc, _site_of(file, self.root, doc, self.names))
 
     def read_forge(self, file: Path) -> None:
         """A Forge file: the grid resources its stacks install through chart values are read like manifests
@@ -270,12 +272,8 @@ class _Reader:
                         found = True
                         where = f"spec.stacks.{stack}.steps.{i}.values.{key}" + ("" if index is None else f".{index}")
                         label = f"{name}: {where}"
-                        site = _named_in(str(stack), self.names)
-                        if site is None:
-                            self.unused.append(Unused(name, where, f"placed at no site of {self.scenario} (its "
-                                                      f"sites: {', '.join(self.sites)})"))
-                        else:
-                            self.read_site_doc(label, _helm_resource(kind, item), site, helm=True)
+                        self.read_site_doc(label, _helm_resource(kind, item), _named_in(str(stack), self.names),
+                                           helm=True)
         self.unused.append(Unused(name, "*", runner + ("; the grid resources of its chart values are listed "
                                                        "on their own" if found else "")))
 
@@ -303,11 +301,17 @@ class _Reader:
                   f"a {kind} of the demo's own deployment; the harness deploys the scenario's parts itself")
         self.unused.append(Unused(self._name(file), f"{kind}/{name}", reason))
 
-    def read_site_doc(self, name: str, doc: dict[str, Any], site: str, *, helm: bool = False) -> None:
-        """One grid resource placed at `site`; `name` is its file (and, for chart values, where in it)."""
-        if name not in self.placed[site]:
+    def read_site_doc(self, name: str, doc: dict[str, Any], site: str | None, *, helm: bool = False) -> None:
+        """One grid resource placed at `site`; `name` is its file (and, for chart values, where in it). A
+        resource placed at no site (a flat file naming none, a template with a placeholder for its site) still
+        gives what belongs to no one site (the network's name and policies, the model); its provider names and
+        geography are reported as placed nowhere."""
+        unplaced = None
+        if site is None:
+            unplaced = f"placed at no site of {self.scenario} (its sites: {', '.join(self.sites)})"
+        elif name not in self.placed[site]:
             self.placed[site].append(name)
-        taken = _Taken(self.takes, self.scenario)
+        taken = _Taken(self.takes, self.scenario, unplaced=unplaced)
         self._use(doc, site, name, taken)
         unused = _unused_keys(doc, taken.used, taken.declined)
         if helm:
@@ -316,7 +320,7 @@ class _Reader:
         self.used += [f"{name}: {key}" for key in taken.used]
         self.unused += [Unused(name, key, reason) for key, reason in unused]
 
-    def _use(self, doc: dict[str, Any], site: str, file: str, taken: _Taken) -> None:
+    def _use(self, doc: dict[str, Any], site: str | None, file: str, taken: _Taken) -> None:
         """Take what the scenario uses from one grid resource into `taken`."""
         kind, spec = doc["kind"], doc.get("spec") or {}
         name = str((doc.get("metadata") or {}).get("name", ""))
@@ -332,7 +336,7 @@ class _Reader:
                     into.add("")  # omitted: the operator's default, as the scenario's own network has it
                     self.used.append(f"{file}: spec.{key} (omitted: the default)")
         elif kind == "InferenceProvider":
-            if taken("providers", "metadata.name"):
+            if taken("providers", "metadata.name") and site is not None:
                 self.providers.setdefault(site, name)
                 self.all_providers.setdefault(site, []).append(name)
             if "gridNetworkRef" in spec and taken("network", "spec.gridNetworkRef"):
@@ -346,9 +350,13 @@ class _Reader:
         elif kind == "GridSite":
             region, zone = spec.get("region"), spec.get("zone")
             at = name if name in self.sites else site
-            if region is not None and zone is not None and taken("geography", "spec.region", "spec.zone"):
+            if region is not None and zone is not None and taken("geography", "spec.region", "spec.zone") \
+                    and at is not None:
                 self.geography.setdefault(at, (str(region), str(zone)))
-            taken.used.append("metadata.name")
+            if taken.unplaced:
+                taken.declined["metadata.name"] = taken.unplaced
+            else:
+                taken.used.append("metadata.name")
             if "gridNetworkRef" in spec and taken("network", "spec.gridNetworkRef"):
                 self.networks.setdefault(str(spec["gridNetworkRef"]), set()).add(file)
 
@@ -387,19 +395,26 @@ class _Taken:
     _LABELS: Mapping[str, str] = {"model": "model", "network": "network name", "providers": "provider names",
                                   "geography": "site geography", "policies": "scoring and routing policies"}
 
-    def __init__(self, takes: frozenset[str], scenario: str) -> None:
+    #: what a resource gives only where it is placed at a site
+    _SITE_BOUND: frozenset[str] = frozenset({"providers", "geography"})
+
+    def __init__(self, takes: frozenset[str], scenario: str, *, unplaced: str | None = None) -> None:
+        """`unplaced`: why the resource is at no site, when it is not (its site-bound keys are left with it)."""
         self.takes = takes
         self.scenario = scenario
+        self.unplaced = unplaced
         self.used: list[str] = []
         self.declined: dict[str, str] = {}
 
     def __call__(self, category: str, *keys: str) -> bool:
         """Take `keys` when the scenario takes `category`; otherwise record why they are left."""
-        if category in self.takes:
+        if category in self.takes and not (self.unplaced and category in self._SITE_BOUND):
             self.used += keys
             return True
+        reason = (self.unplaced if category in self.takes else
+                  f"{self.scenario} sets its own {self._LABELS[category]}: its claims rest on them")
         for key in keys:
-            self.declined[key] = f"{self.scenario} sets its own {self._LABELS[category]}: its claims rest on them"
+            self.declined[key] = str(reason)
         return False
 
 

@@ -150,9 +150,43 @@ def test_flat_resources_are_placed_by_file_name_the_longest_site_first(tmp_path:
     assert inputs.providers == {"east-provider": "vcr-east-provider", "west-provider": "vcr-west-provider"}
     assert inputs.providers_of("east-provider") == ("vcr-east-provider", "vcr-east-secondary")
     assert inputs.model == "Org/M" and inputs.network == "glb"
+    assert "resources/gridnetwork-elsewhere.yaml: metadata.name" in inputs.used, "a network is no one site's"
     unused = {(u.file, u.key): u.reason for u in inputs.unused}
-    assert unused[("resources/gridnetwork-elsewhere.yaml", "GridNetwork/glb")].startswith("placed at no site")
     assert ("fixtures/requests/shared-model.json", "*") in unused
+
+
+def test_a_resource_placed_at_no_site_gives_what_is_no_one_sites_and_reports_the_rest(tmp_path: Path) -> None:
+    """Flat manifests templated per site (a `__SITE__` placeholder for a script to fill) name no site of the
+    scenario: their network and model are still taken, their provider names and geography are reported as
+    placed nowhere, never given to a site they may not belong to."""
+    _write(tmp_path, "example-manifests/02-gridnetwork.yaml", """
+        apiVersion: grid.praxis-proxy.io/v1alpha1
+        kind: GridNetwork
+        metadata: {name: burst-grid}
+        spec: {routingPolicy: geographyFirst}
+        """)
+    _write(tmp_path, "example-manifests/03-sites-and-providers.yaml", """
+        apiVersion: grid.praxis-proxy.io/v1alpha1
+        kind: GridSite
+        metadata: {name: static-__SITE__}
+        spec: {gridNetworkRef: burst-grid, region: west, zone: west-1}
+        ---
+        apiVersion: grid.praxis-proxy.io/v1alpha1
+        kind: InferenceProvider
+        metadata: {name: static-__SITE__}
+        spec: {gridNetworkRef: burst-grid, models: [{name: Org/Burst}]}
+        """)
+    inputs = read_demo_dir(tmp_path, SITES)
+    assert (inputs.network, inputs.model, inputs.routing) == ("burst-grid", "Org/Burst", "geographyFirst")
+    assert inputs.providers == {} and inputs.geography == {}
+    record = inputs.as_record()
+    assert record["sites"] == {site: "none in the folder: the scenario's own resources" for site in SITES}
+    assert record["taken"] == {"network": "burst-grid", "model": "Org/Burst", "routingPolicy": "geographyFirst"}
+    unused = {(u.file, u.key): u.reason for u in inputs.unused}
+    templated = "example-manifests/03-sites-and-providers.yaml"
+    for key in ("metadata.name", "spec.region", "spec.zone"):
+        assert unused[(templated, key)] == "placed at no site of the scenario (its sites: west, east)", key
+    assert f"{templated}: spec.models.0.name" in inputs.used
 
 
 def test_a_scenario_that_takes_less_reports_what_it_declines(tmp_path: Path) -> None:
@@ -203,7 +237,9 @@ def test_grid_resources_in_a_forge_files_chart_values_are_read_at_the_sites_thei
     where = "forge.yaml: spec.stacks.pool-a-site.steps.0.values.inferenceProviders.0"
     assert f"{where}: models.0.name" in inputs.used
     unused = {(u.file, u.key): u.reason for u in inputs.unused}
-    assert ("forge.yaml", "spec.stacks.pool-z-site.steps.0.values.gridSite") in unused, "no site: reported"
+    nowhere = "forge.yaml: spec.stacks.pool-z-site.steps.0.values.gridSite"
+    assert unused[(nowhere, "region")].startswith("placed at no site"), "no site: its geography is reported"
+    assert inputs.geography == {"west": ("ra", "za")}
     assert (where, "metricsConfig") in unused
     assert unused[("forge.yaml", "*")].endswith("listed on their own")
     assert inputs.as_record()["sites"]["east"] == "none in the folder: the scenario's own resources"

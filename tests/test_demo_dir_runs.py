@@ -52,6 +52,10 @@ def test_pool_metrics_scenario_judges_its_pools_under_the_folders_provider_names
     report = yaml.safe_load(report_path.read_text())
     demo = report["profiles"][0]["demo"]
     assert demo["statistics"]["passed"] == 1, demo
+    taken = report["demoInputs"]["taken"]
+    assert taken["providers"] == {site: [name] for site, name in LLMD_PROVIDERS.items()}, taken
+    assert (taken["network"], taken["model"]) == ("llmd-grid", "Org/Pool-Model"), taken
+    assert "runs with the folder's network llmd-grid, model Org/Pool-Model" in run.stdout, run.stdout[-2000:]
     used = report["demoInputs"]["used"]
     for site in LLMD_PROVIDERS:
         assert f"resources/{site}/grid.yaml: metadata.name" in used, used
