@@ -997,22 +997,32 @@ def test_consumer_gateways_reach_hop_clusters_at_the_fakes_mtls_port_with_a_ship
 
 def test_the_tls_metrics_backend_runs_in_the_cluster_behind_a_verified_port_forward(
         tools: Tools, root: Path, parts: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It is ready when the harness reaches it through its port-forward and a pod of the site reaches its
+    Service (kube-proxy programs a new Service after its pod is ready: on a real run the operator's first
+    scrape was refused, and a correct operator excluded the provider)."""
     backend = make_kind(parts, root, "single-site", image="img:1")
     backend.start()
     pki_dir = parts.workdir / "pki"
     monkeypatch.setenv("AGN_FAKE_TLS_TARGET", "service/agn-tls-metrics")
     monkeypatch.setenv("AGN_FAKE_TLS_CERT", str(pki_dir / "kube-site-a-tls-metrics.crt"))
     monkeypatch.setenv("AGN_FAKE_TLS_KEY", str(pki_dir / "kube-site-a-tls-metrics.key"))
+    refused = {"rc": 1, "stderr": "ConnectionRefusedError: [Errno 111] Connection refused\n"}
+    tools.answer({"match": ["exec", "python3"], "turns": [refused, {"rc": 0}]})
     site = load_topology("single-site").sites[0]
     before = len(backend.runner.calls)
     provider = backend.start_tls_metrics(0, site)
     kc = ["kubectl", "--kubeconfig", str(parts.workdir / "kube" / "site-a" / "kubeconfig")]
+    service = "agn-tls-metrics.agn-system.svc.cluster.local"
+    probe = [*kc, "--namespace", "agn-system", "exec", f"deployment/agn-fake-{site.providers[0].name}", "-c",
+             "fake-backend", "--", "python3", "-c", f"import socket; socket.create_connection(('{service}', 8443), "
+             "2).close()"]
     assert [list(c) for c in backend.runner.calls[before:]] == [
         [*kc, "apply", "--server-side", "--field-manager", "agn-conformance", "-f", "-"],
         [*kc, "apply", "-f", str(parts.workdir / "kube" / "site-a" / "agn-tls-metrics.yaml")],
         [*kc, "--namespace", "agn-system", "rollout", "status", "deployment/agn-tls-metrics", "--timeout=300s"],
         [*kc, "--namespace", "agn-system", "port-forward", "--address", "127.0.0.1", "service/agn-tls-metrics",
          ":8443"],
+        probe, probe,
     ]
     assert provider.url.startswith("https://127.0.0.1:")
     assert backend.cluster_url(provider.url) == "https://agn-tls-metrics.agn-system.svc.cluster.local:8443"

@@ -388,7 +388,20 @@ class KubeBackend:
         poll_until(lambda: http_get.get(f"{provider.url}/admin/stats", timeout=2.0, verify=verify).status_code,
                    lambda s: s == 200, what=f"TLS metrics backend {spec.name} to answer 200", timeout=60,
                    interval=0.1, max_interval=1.0)
+        self.wait_reached_in_cluster(cluster, site, service, TLS_METRICS_PORT, spec.name)
         return provider
+
+    def wait_reached_in_cluster(self, cluster: SiteCluster, site: SiteSpec, host: str, port: int, what: str) -> None:
+        """Until a pod of the site (its first fake backend's) connects to `host`:`port` through the cluster's DNS
+        and Service routing, as the operator will: kube-proxy programs a new Service only after its pod is ready,
+        and a port-forward, which goes to the pod, cannot tell (a first scrape refused would exclude a provider)."""
+        if not site.providers:
+            return
+        connect = f"import socket; socket.create_connection(({host!r}, {port}), 2).close()"
+        poll_until(lambda: self.kubectl(cluster, "--namespace", NAMESPACE, "exec", f"deployment/agn-fake-"
+                                        f"{site.providers[0].name}", "-c", "fake-backend", "--", "python3", "-c",
+                                        connect, timeout=30) == "", bool, interval=0.2, max_interval=1.0, timeout=60,
+                   what=f"{what} to be reached at {host}:{port} from inside site {site.name}'s cluster")
 
     def cluster_url(self, url: str) -> str:
         """A fake backend URL as the harness reaches it, rewritten to how its cluster's pods reach it."""
