@@ -21,6 +21,7 @@ from harness.mesh import MeshScenario
 from harness.timeline import Timeline
 from harness.timeouts import timeouts
 from harness.waiting import poll_until
+from suites.demos.serving import wait_accepted_and_serving
 
 __all__ = ["README", "SITES", "TOPOLOGY", "CombinedSite"]
 
@@ -132,12 +133,7 @@ class CombinedSite:
         hops = {str(c["site"]): str(c["stable_id"]) for c in oracle.candidates_for(envelope, self.model)}
         gateway = self.world.consumer(at, hops, self.model)
         chain = self.world.chain_of(gateway)
-        revision = _revision(envelope)
-        if revision is not None:
-            chain.wait_accepted(revision)
-            self.timeline.revision("accepted", revision, site=at)
-            gateway.wait_serving(revision, self.model, timeout=timeouts().remote_route)
-            self.timeline.revision("serving", revision, site=at)
+        wait_accepted_and_serving(self.timeline, chain, gateway, _revision(envelope), self.model, at)
         self.consumers[at] = gateway
         return gateway
 

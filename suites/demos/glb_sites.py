@@ -33,6 +33,7 @@ from harness.pki import GRID_ORGANIZATION
 from harness.timeline import Timeline
 from harness.timeouts import timeouts
 from harness.waiting import poll_until
+from suites.demos.serving import wait_accepted_and_serving
 
 __all__ = ["EDGES", "PROVIDERS", "PROVIDER_SITES", "README", "SITES", "TAKES", "TOPOLOGY", "GlbSites", "Provider",
            "revision_of"]
@@ -229,12 +230,7 @@ class GlbSites:
         chain = origin.control.connect(self.world.net, start_gateway=start)
         self._chains.append(chain)
         gateway: Gateway = chain.gateway
-        revision = revision_of(envelope)
-        if revision is not None:
-            chain.wait_accepted(revision)
-            self.timeline.revision("accepted", revision, site=at)
-            gateway.wait_serving(revision, self.model, timeout=timeouts().remote_route)
-            self.timeline.revision("serving", revision, site=at)
+        wait_accepted_and_serving(self.timeline, chain, gateway, revision_of(envelope), self.model, at)
         self.consumers[at] = gateway
         return gateway
 
