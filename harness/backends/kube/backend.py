@@ -398,9 +398,13 @@ class KubeBackend:
         if not site.providers:
             return
         connect = f"import socket; socket.create_connection(({host!r}, {port}), 2).close()"
-        poll_until(lambda: self.kubectl(cluster, "--namespace", NAMESPACE, "exec", f"deployment/agn-fake-"
-                                        f"{site.providers[0].name}", "-c", "fake-backend", "--", "python3", "-c",
-                                        connect, timeout=30) == "", bool, interval=0.2, max_interval=1.0, timeout=60,
+
+        def reached() -> bool:  # a refused or timed-out connection fails the exec (CommandFailed: not yet)
+            self.kubectl(cluster, "--namespace", NAMESPACE, "exec", f"deployment/agn-fake-{site.providers[0].name}",
+                         "-c", "fake-backend", "--", "python3", "-c", connect, timeout=30)
+            return True
+
+        poll_until(reached, bool, interval=0.2, max_interval=1.0, timeout=60,
                    what=f"{what} to be reached at {host}:{port} from inside site {site.name}'s cluster")
 
     def cluster_url(self, url: str) -> str:
