@@ -408,13 +408,15 @@ class _Taken:
 
     def __call__(self, category: str, *keys: str) -> bool:
         """Take `keys` when the scenario takes `category`; otherwise record why they are left."""
-        if category in self.takes and not (self.unplaced and category in self._SITE_BOUND):
+        if category not in self.takes:
+            reason = f"{self.scenario} sets its own {self._LABELS[category]}: its claims rest on them"
+        elif self.unplaced and category in self._SITE_BOUND:
+            reason = self.unplaced
+        else:
             self.used += keys
             return True
-        reason = (self.unplaced if category in self.takes else
-                  f"{self.scenario} sets its own {self._LABELS[category]}: its claims rest on them")
         for key in keys:
-            self.declined[key] = str(reason)
+            self.declined[key] = reason
         return False
 
 
