@@ -24,7 +24,8 @@ from harness.mesh import MeshScenario
 from harness.timeline import Timeline
 from harness.timeouts import timeouts
 from harness.waiting import poll_until
-from suites.demos.combined_site import CombinedSite, _revision
+from suites.demos.combined_site import CombinedSite
+from suites.demos.serving import revision_of
 
 __all__ = ["CloudBurst", "EXTERNAL", "LOCAL", "PRESSURED", "README", "REGIONAL", "TAKES"]
 
@@ -124,7 +125,7 @@ class CloudBurst(CombinedSite):
                 if c.get("site") != at}
         gateway = self.world.consumer(at, hops, self.model)
         self.consumers[at] = gateway
-        revision = _revision(envelope)
+        revision = revision_of(envelope)
         if revision is not None:
             self.world.chain_of(gateway).wait_accepted(revision)
             self.timeline.revision("accepted", revision, site=at)

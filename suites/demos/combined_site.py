@@ -21,18 +21,13 @@ from harness.mesh import MeshScenario
 from harness.timeline import Timeline
 from harness.timeouts import timeouts
 from harness.waiting import poll_until
-from suites.demos.serving import wait_accepted_and_serving
+from suites.demos.serving import revision_of, wait_accepted_and_serving
 
 __all__ = ["README", "SITES", "TOPOLOGY", "CombinedSite"]
 
 TOPOLOGY = "combined-site"
 SITES: tuple[str, ...] = ("west", "central", "east")
 README = "praxis-proxy/demos, demos/grid-combined-site/README.md"
-
-
-def _revision(envelope: Mapping[str, Any] | None) -> str | None:
-    value = ((envelope or {}).get("revision") or {}).get("value")
-    return None if value is None else str(value)
 
 
 class CombinedSite:
@@ -101,7 +96,7 @@ class CombinedSite:
     def wait_overlay(self, at: str, until: Callable[[dict[str, Any]], bool], *, what: str) -> dict[str, Any]:
         """Wait for `at`'s rendered overlay to satisfy `until`; records the revision it reached."""
         envelope = self.world.wait_envelope(at, until, what=what)
-        self.timeline.revision("rendered", _revision(envelope), site=at)
+        self.timeline.revision("rendered", revision_of(envelope), site=at)
         return envelope
 
     def withdraw(self, site: str) -> None:
@@ -133,7 +128,7 @@ class CombinedSite:
         hops = {str(c["site"]): str(c["stable_id"]) for c in oracle.candidates_for(envelope, self.model)}
         gateway = self.world.consumer(at, hops, self.model)
         chain = self.world.chain_of(gateway)
-        wait_accepted_and_serving(self.timeline, chain, gateway, _revision(envelope), self.model, at)
+        wait_accepted_and_serving(self.timeline, chain, gateway, revision_of(envelope), self.model, at)
         self.consumers[at] = gateway
         return gateway
 

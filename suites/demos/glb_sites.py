@@ -33,10 +33,9 @@ from harness.pki import GRID_ORGANIZATION
 from harness.timeline import Timeline
 from harness.timeouts import timeouts
 from harness.waiting import poll_until
-from suites.demos.serving import wait_accepted_and_serving
+from suites.demos.serving import revision_of, wait_accepted_and_serving
 
-__all__ = ["EDGES", "PROVIDERS", "PROVIDER_SITES", "README", "SITES", "TAKES", "TOPOLOGY", "GlbSites", "Provider",
-           "revision_of"]
+__all__ = ["EDGES", "PROVIDERS", "PROVIDER_SITES", "README", "SITES", "TAKES", "TOPOLOGY", "GlbSites", "Provider"]
 
 TOPOLOGY = "glb"
 EDGES: tuple[str, ...] = ("east-edge", "west-edge")
@@ -67,11 +66,6 @@ PROVIDERS: tuple[Provider, ...] = (
     Provider("east-secondary", "east-provider", "vcr-east-secondary", cluster="east-provider-secondary"),
     Provider("west", "west-provider", "vcr-west"),
 )
-
-
-def revision_of(envelope: Mapping[str, Any] | None) -> str | None:
-    value = ((envelope or {}).get("revision") or {}).get("value")
-    return None if value is None else str(value)
 
 
 class GlbSites:

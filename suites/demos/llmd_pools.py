@@ -25,7 +25,8 @@ from harness import resources
 from harness.demo_dir import DemoInputs
 from harness.mesh import MeshScenario
 from harness.timeline import Timeline
-from suites.demos.combined_site import CombinedSite, _revision
+from suites.demos.combined_site import CombinedSite
+from suites.demos.serving import revision_of
 
 __all__ = ["CAPACITY", "IDLE", "KV_INITIAL", "KV_PRESSURED", "LIGHT", "LlmdPools", "POOLS", "PRESSURED", "README",
            "TAKES", "TLS_INITIAL", "TLS_STALE_SECONDS", "USED"]
@@ -190,7 +191,7 @@ class LlmdPools(CombinedSite):
         """Wait for `at`'s overlay to satisfy `until` (re-forcing `at`'s reconciles unless `force` is False);
         records the revision it reached and the ranks it publishes."""
         envelope = self.world.wait_envelope(at, until, what=what, force=force, timeout=timeout)
-        self.timeline.revision("rendered", _revision(envelope), site=at)
+        self.timeline.revision("rendered", revision_of(envelope), site=at)
         for pool, rank in sorted(self.ranks(envelope).items()):
             self.timeline.metric("rank", rank, pool=pool, site=at)
         return envelope

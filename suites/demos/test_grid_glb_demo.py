@@ -18,7 +18,8 @@ from harness import mesh_oracle as oracle
 from harness.grid import ProviderGateway, Refused, Reply, is_refusal
 from harness.pki import ClientFiles
 from suites.demos.claims import not_applicable
-from suites.demos.glb_sites import EDGES, PROVIDERS, README, GlbSites, revision_of
+from suites.demos.glb_sites import EDGES, PROVIDERS, README, GlbSites
+from suites.demos.serving import revision_of
 
 DEMO = "grid-glb-demo"
 MAP = "routing guide 12: \"grid-glb-demo demos Session affinity, provider withdrawal/recovery, hot reload, and " \

@@ -19,8 +19,8 @@ import pytest
 from harness import contract
 from harness.timeouts import timeouts
 from suites.demos.claims import not_applicable
-from suites.demos.combined_site import _revision
 from suites.demos.llmd_pools import IDLE, KV_PRESSURED, LIGHT, PRESSURED, README, TLS_STALE_SECONDS, LlmdPools
+from suites.demos.serving import revision_of
 
 DEMO = "grid-llmd-pool-metrics"
 MAP = "routing guide 12: \"grid-llmd-pool-metrics demos queueDepth, kvCachePressure, scoreFirst, dynamic provider " \
@@ -185,14 +185,14 @@ def test_one_annotation_per_transition_shows_the_whole_flow(llmd_pools: LlmdPool
     reconcile renders the same routing state to the same overlay as the reconcile that rendered the baseline.
     Fails if a forced refresh does not rescrape, or renders by a different rule."""
     gateway = llmd_pools.consumer("west")
-    baseline = _revision(llmd_pools.world.envelope("west"))
+    baseline = revision_of(llmd_pools.world.envelope("west"))
     assert baseline is not None
     for queue, leader, stage in ((PRESSURED, "central", "pressure"), (IDLE, "west", "recovery")):
         llmd_pools.set_signals("west", queueDepth=queue, refresh=False)
         llmd_pools.refresh("west")
         envelope = llmd_pools.wait_ranked(llmd_pools.first(leader), force=False,
                                           what=f"west's overlay re-ranked by the one forced refresh after the {stage}")
-        revision = str(_revision(envelope))
+        revision = str(revision_of(envelope))
         gateway.wait_serving(revision, llmd_pools.model, timeout=timeouts().remote_route)
         llmd_pools.timeline.revision("serving", revision, site="west")
         _all(llmd_pools, llmd_pools.short[leader], f"after the {stage}'s forced refresh")

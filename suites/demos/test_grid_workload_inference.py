@@ -21,7 +21,8 @@ from harness.contract import ScopeSpec
 from harness.grid import PROVIDER_REVISION_HEADER, REVISION_HEADER, Reply, is_refusal
 from harness.resources import DEFAULT_GATEWAY, DEFAULT_NAMESPACE
 from suites.demos.claims import not_applicable
-from suites.demos.glb_sites import EDGES, PROVIDERS, GlbSites, revision_of
+from suites.demos.glb_sites import EDGES, PROVIDERS, GlbSites
+from suites.demos.serving import revision_of
 
 DEMO = "grid-workload-inference"
 README = "praxis-proxy/demos, demos/grid-workload-inference/README.md"
