@@ -1,25 +1,20 @@
 """Every demo test can fail: the demos profile, run against deliberately broken operators.
 
-Each operator breakage (tests/broken/operator_breakages.py and mesh_breakages.py, the tables the producer
+Each operator breakage (selfcheck/operator_breakages.py and mesh_breakages.py, the tables the producer
 and mesh judges use) runs on every site of the demo, plugged in as the mesh judge plugs it: the reference
-operator started through tests/broken/operator_launch.py with its mesh arguments. The gateway breakages
+operator started through selfcheck/operator_launch.py with its mesh arguments. The gateway breakages
 and the coverage of both tables are in tests/test_demo_gateway_judges.py.
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
-from tests.broken import judge as shared
-from tests.broken.demo_targets import OPERATOR_TARGETS, SUITE
-from tests.broken.judge import SuiteRuns
-from tests.broken.targets import SuiteTest
-from tests.test_mesh_judges import PROFILE as MESH_PROFILE
-
-PROFILE = dataclasses.replace(MESH_PROFILE, name="demos-operator", suite=SUITE, targets=OPERATOR_TARGETS,
-                              may_skip=frozenset(), slow_first=())
+from selfcheck import judge as shared
+from selfcheck.demo_targets import OPERATOR_TARGETS
+from selfcheck.judge import SuiteRuns
+from selfcheck.profiles import DEMOS_OPERATOR as PROFILE
+from selfcheck.targets import SuiteTest
 
 suite_ids, suite_runs = shared.fixtures(PROFILE)
 

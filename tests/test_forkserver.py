@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.broken import judge
-from tests.broken.forkserver import ForkServer
+from selfcheck import judge
+from selfcheck.forkserver import ForkServer
 
 SESSION = '''
 import os, pathlib, threading
@@ -30,7 +30,7 @@ def test_waits():
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ForkServer]:
-    running = ForkServer("tests.broken", ("-p", "no:xdist"), judge.REPO,
+    running = ForkServer("selfcheck", ("-p", "no:xdist"), judge.ROOT,
                          {**judge.env(), "FORK_TEST_PID_FILE": str(tmp_path / "pid")}, tmp_path / "server.log")
     try:
         yield running

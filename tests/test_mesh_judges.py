@@ -1,73 +1,28 @@
 """Every mesh conformance test can fail: the suite, run against deliberately broken operators.
 
-Each breakage (tests/broken/mesh_breakages.py) is plugged in the way a vendor operator is: an
+Each breakage (selfcheck/mesh_breakages.py) is plugged in the way a vendor operator is: an
 implementation descriptor whose operator command is the reference operator started through
-tests/broken/operator_launch.py with that breakage applied, followed by the reference's mesh arguments.
+selfcheck/operator_launch.py with that breakage applied, followed by the reference's mesh arguments.
 All three sites of the mesh run that broken operator. The suite runs only the breakage's target tests
-(tests/broken/mesh_targets.py); every target must fail inside its test body, and the targets of all
+(selfcheck/mesh_targets.py); every target must fail inside its test body, and the targets of all
 breakages together must cover every mesh conformance test. The runner is the one the other judges use
-(tests/broken/judge.py).
+(selfcheck/judge.py).
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness.impl import load_impl
-from tests.broken import judge as shared
-from tests.broken.judge import SuiteRuns
-from tests.broken.mesh_targets import SUITE, TARGETS
-from tests.broken.targets import SuiteTest, Targets
-
-LAUNCHER = "tests.broken.operator_launch"
-
-
-def _components(breakage: str) -> dict[str, Any]:
-    reference = load_impl("reference")
-    operator = reference.operator
-    assert operator is not None and operator.mesh_args is not None
-    # the reference command is {python} -m reference.operator run ...: keep its arguments after the module
-    command = ["{python}", "-m", LAUNCHER, "--break", breakage, *operator.argv_template[3:]]
-    return {
-        "gateway": shared.reference_gateway(),
-        "operator": {"command": command, "env": {"PYTHONPATH": str(shared.REPO)},
-                     "mesh_args": list(operator.mesh_args),
-                     **({"dynamic_weights": dict(operator.dynamic_weights)} if operator.dynamic_weights else {})},
-    }
-
-
-def _registered() -> Iterable[str]:
-    from tests.broken.mesh_breakages import BREAKAGES
-
-    return BREAKAGES
-
-
-PROFILE = shared.Profile(
-    name="mesh",
-    suite=SUITE,
-    component="operator",
-    targets=TARGETS,
-    components=_components,
-    # An operator that exited, or a mesh that never formed: the broken operator could not take part.
-    startup_failures=("OperatorExited: the operator exited", "every operator to see every other site alive"),
-    launcher=LAUNCHER,
-    launch_args=("run", "--manifests", ".", "--out", "out"),
-    registered=_registered,
-    cannot_start_targets=Targets(("MESH-NO-SELF-ECHO", "MESH-LEAVE-REMOVES-AT-ONCE")),
-    cannot_start_test="test_operator_that_cannot_join_is_no_verdict",
-    # the mesh forms in fixture setup, so operators that never start fail there, outside every test body
-    cannot_start_symptom="did not fail inside the test body",
-    # Runs that crash or cut sites start meshes of their own: start them first.
-    # the partition test needs network namespaces (root); elsewhere it skips and the other targets judge
-    may_skip=frozenset({"MESH-PARTITION-DEGRADE-EVICT-HEAL"}),
-    slow_first=("degraded-dropped-at-once", "stale-never-evicted", "slow-failure-detection", "leave-as-crash"),
-)
+from selfcheck import judge as shared
+from selfcheck.judge import SuiteRuns
+from selfcheck.mesh_targets import TARGETS
+from selfcheck.profiles import MESH as PROFILE
+from selfcheck.targets import SuiteTest, Targets
 
 suite_ids, suite_runs = shared.fixtures(PROFILE)
 
@@ -95,17 +50,17 @@ def test_operator_that_cannot_join_is_no_verdict(suite_runs: SuiteRuns, suite_id
 
 
 def test_mesh_and_producer_breakages_have_distinct_names() -> None:
-    from tests.broken.mesh_breakages import BREAKAGES as MESH
-    from tests.broken.operator_breakages import BREAKAGES as PRODUCER
+    from selfcheck.mesh_breakages import BREAKAGES as MESH
+    from selfcheck.operator_breakages import BREAKAGES as PRODUCER
 
     assert not set(MESH) & set(PRODUCER)
 
 
 def test_every_mesh_breakage_applies_to_the_reference_operator() -> None:
     """Each breakage still finds what it patches (in a separate process: patches are global)."""
-    code = ("from tests.broken.mesh_breakages import BREAKAGES\n"
+    code = ("from selfcheck.mesh_breakages import BREAKAGES\n"
             "for breakage in BREAKAGES.values():\n    breakage.apply()\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=shared.REPO, env=shared.env(), capture_output=True,
+    done = subprocess.run([sys.executable, "-c", code], cwd=shared.ROOT, env=shared.env(), capture_output=True,
                           timeout=60, check=False)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
 
@@ -118,10 +73,10 @@ def test_descriptor_plugs_the_broken_operator_in_with_the_mesh_arguments(tmp_pat
             "routing_cluster": "rc", "client_cert": "c", "client_key": "k", "probe_interval": "1",
             "probe_timeout": "0.4", "suspicion_mult": "3"}
     argv, env = descriptor.operator.render(tmp_path / "m", tmp_path / "o", tmp_path, tmp_path / "ca.pem", mesh)
-    assert argv[1:5] == ["-m", LAUNCHER, "--break", "self-echo-kept"], argv
+    assert argv[1:5] == ["-m", PROFILE.launcher, "--break", "self-echo-kept"], argv
     assert argv[5:9] == ["run", "--manifests", str(tmp_path / "m"), "--out"], argv
     assert argv[argv.index("--mesh-site") + 1] == "site-a"
-    assert env == {"PYTHONPATH": str(shared.REPO)}
+    assert env == {"PYTHONPATH": str(shared.ROOT)}
 
 
 def _run_of(outcomes: dict[str, str]) -> shared.SuiteRun:

@@ -15,7 +15,7 @@ def _declared() -> set[str]:
 
 def test_every_package_in_the_tree_is_declared() -> None:
     found = set()
-    for top in ("harness", "reference", "suites"):
+    for top in ("harness", "reference", "suites", "selfcheck"):
         for init in (ROOT / top).rglob("__init__.py"):
             if "__pycache__" not in init.parts:
                 found.add(".".join(init.parent.relative_to(ROOT).parts))

@@ -1,84 +1,27 @@
 """Every producer conformance test can fail: the suite, run against deliberately broken operators.
 
-Each breakage (tests/broken/operator_breakages.py) is plugged into the producer suite the way a vendor
+Each breakage (selfcheck/operator_breakages.py) is plugged into the producer suite the way a vendor
 operator is: an implementation descriptor with the reference gateway and, as its operator command, the
-reference operator started through tests/broken/operator_launch.py with that breakage applied. The suite
-runs only the breakage's target tests (tests/broken/operator_targets.py); every target must fail inside
+reference operator started through selfcheck/operator_launch.py with that breakage applied. The suite
+runs only the breakage's target tests (selfcheck/operator_targets.py); every target must fail inside
 its test body, not because the broken operator exited. The targets of all breakages together must cover
-every producer conformance test. The runner is the one the consumer judge uses (tests/broken/judge.py).
+every producer conformance test. The runner is the one the consumer judge uses (selfcheck/judge.py).
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from harness.impl import EXTENDED_FEATURES, load_impl, reference_document
-from tests.broken import judge as shared
-from tests.broken.judge import CaseResult, SuiteRuns, hand_made_run, judge
-from tests.broken.operator_targets import SUITE, TARGETS
-from tests.broken.targets import SuiteTest, Targets
-
-
-def _components(breakage: str) -> dict[str, Any]:
-    """The reference gateway, and the operator and overlay-sync with the breakage applied to whichever of
-    the two it breaks (tests/broken/operator_breakages.py or tests/broken/sync_breakages.py)."""
-    from tests.broken.sync_breakages import BREAKAGES as SYNC_BREAKAGES
-
-    source = {"PYTHONPATH": str(shared.REPO)}
-    sync = dict(reference_document()["overlay_sync"])
-    operator: dict[str, Any] = dict(reference_document()["operator"])
-    if breakage in SYNC_BREAKAGES:
-        sync["command"] = ["{python}", "-m", "tests.broken.sync_launch", "--break", breakage,
-                           *sync["command"][3:]]
-        sync["env"] = source
-    else:
-        operator = {"command": ["{python}", "-m", "tests.broken.operator_launch", "--break", breakage, "run",
-                                "--manifests", "{manifests}", "--out", "{out}", "--poll", "0.1", "--metrics-ca",
-                                "{metrics_ca}"], "env": source,
-                    "dynamic_weights": operator["dynamic_weights"]}
-    return {"gateway": shared.reference_gateway(), "operator": operator, "overlay_sync": sync}
-
-
-def _registered() -> Iterable[str]:
-    from tests.broken.operator_breakages import BREAKAGES
-    from tests.broken.sync_breakages import BREAKAGES as SYNC_BREAKAGES
-
-    return {**BREAKAGES, **SYNC_BREAKAGES}
-
-
-def _launched() -> Iterable[str]:
-    """The breakages tests/broken/operator_launch knows (the sidecar's are checked on their own below)."""
-    from tests.broken.operator_breakages import BREAKAGES
-
-    return BREAKAGES
-
-
-PROFILE = shared.Profile(
-    name="producer",
-    suite=SUITE,
-    component="operator",
-    targets=TARGETS,
-    components=_components,
-    # The operator exited, or never wrote the ConfigMap the suite waits for (every render failed).
-    startup_failures=("OperatorExited: the operator exited", "last seen: no ConfigMap yet"),
-    launcher="tests.broken.operator_launch",
-    launch_args=("run", "--manifests", ".", "--out", "out"),
-    registered=_registered,
-    launched=_launched,
-    cannot_start_targets=Targets(("PROD-CRED-REFERENCE", "PROD-ORD-TIE-BREAK")),
-    cannot_start_test="test_operator_that_cannot_start_is_no_verdict",
-    cannot_start_symptom="the operator failed to start",
-    # Runs whose targets wait out a deadline start first, so the parallel runs finish close together.
-    slow_first=("status-not-distributed", "scrape-once", "invalid-not-reported", "access-selector-ignored",
-                "first-gateway-only", "one-perspective", "long-name-truncated-wrong", "configmap-named-after-network",
-                "legacy-key-frozen", "hysteresis-ignored", "stale-sample-reused"),
-)
+from harness.impl import EXTENDED_FEATURES, load_impl
+from selfcheck import judge as shared
+from selfcheck.judge import CaseResult, SuiteRuns, hand_made_run, judge
+from selfcheck.operator_targets import TARGETS
+from selfcheck.profiles import PRODUCER as PROFILE
+from selfcheck.targets import SuiteTest, Targets
 
 suite_ids, suite_runs = shared.fixtures(PROFILE)
 
@@ -101,18 +44,18 @@ def test_unknown_operator_breakage_is_refused() -> None:
 
 
 def test_every_sidecar_breakage_has_targets_applies_and_unknown_is_refused() -> None:
-    """The overlay-sync breakages (tests/broken/sync_breakages.py) are judged by the same table: each has
-    targets, each finds what it patches, and tests/broken/sync_launch refuses an unknown one."""
-    from tests.broken.sync_breakages import BREAKAGES as SYNC_BREAKAGES
+    """The overlay-sync breakages (selfcheck/sync_breakages.py) are judged by the same table: each has
+    targets, each finds what it patches, and selfcheck/sync_launch refuses an unknown one."""
+    from selfcheck.sync_breakages import BREAKAGES as SYNC_BREAKAGES
 
     assert sorted(set(SYNC_BREAKAGES) - set(TARGETS)) == []
-    code = ("from tests.broken.sync_breakages import BREAKAGES\n"
+    code = ("from selfcheck.sync_breakages import BREAKAGES\n"
             "for breakage in BREAKAGES.values():\n    breakage.apply()\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=shared.REPO, env=shared.env(), capture_output=True,
+    done = subprocess.run([sys.executable, "-c", code], cwd=shared.ROOT, env=shared.env(), capture_output=True,
                           timeout=60, check=False)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
-    done = subprocess.run([sys.executable, "-m", "tests.broken.sync_launch", "--break", "no-such-breakage"],
-                          cwd=shared.REPO, env=shared.env(), capture_output=True, timeout=60, check=False)
+    done = subprocess.run([sys.executable, "-m", "selfcheck.sync_launch", "--break", "no-such-breakage"],
+                          cwd=shared.ROOT, env=shared.env(), capture_output=True, timeout=60, check=False)
     stderr = done.stderr.decode(errors="replace")
     assert done.returncode == 2 and all(name in stderr for name in SYNC_BREAKAGES), stderr
 
@@ -127,9 +70,9 @@ def test_operator_that_cannot_start_is_no_verdict(suite_runs: SuiteRuns, suite_i
 
 def test_every_breakage_applies_to_the_reference_operator() -> None:
     """Each breakage still finds the attributes it patches (in a separate process: patches are global)."""
-    code = ("from tests.broken.operator_breakages import BREAKAGES\n"
+    code = ("from selfcheck.operator_breakages import BREAKAGES\n"
             "for breakage in BREAKAGES.values():\n    breakage.apply()\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=shared.REPO, env=shared.env(), capture_output=True,
+    done = subprocess.run([sys.executable, "-c", code], cwd=shared.ROOT, env=shared.env(), capture_output=True,
                           timeout=60, check=False)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
 
@@ -138,10 +81,10 @@ def test_descriptor_plugs_the_broken_operator_in_like_a_vendor(tmp_path: Path) -
     descriptor = load_impl(str(shared.write_descriptor(PROFILE, tmp_path / "impl.yaml", "score-ascending")))
     assert descriptor.operator is not None
     argv, env = descriptor.operator.render(tmp_path / "m", tmp_path / "o", tmp_path, tmp_path / "ca.pem")
-    assert argv[1:5] == ["-m", "tests.broken.operator_launch", "--break", "score-ascending"], argv
+    assert argv[1:5] == ["-m", "selfcheck.operator_launch", "--break", "score-ascending"], argv
     assert argv[5:] == ["run", "--manifests", str(tmp_path / "m"), "--out", str(tmp_path / "o"), "--poll", "0.1",
                         "--metrics-ca", str(tmp_path / "ca.pem")], argv
-    assert env == {"PYTHONPATH": str(shared.REPO)}
+    assert env == {"PYTHONPATH": str(shared.ROOT)}
     reference = load_impl("reference").gateway
     assert descriptor.gateway.argv_template == reference.argv_template
     assert descriptor.gateway.launcher == reference.launcher

@@ -1,62 +1,29 @@
 """Every provider conformance test can fail: the suite, run against deliberately broken provider gateways.
 
-Each breakage (tests/broken/provider_breakages.py) is plugged into the provider suite the way a vendor
+Each breakage (selfcheck/provider_breakages.py) is plugged into the provider suite the way a vendor
 gateway is: an implementation descriptor whose gateway command is the reference gateway started through
-tests/broken/provider_launch.py with that breakage applied. The suite starts site-a's consumer gateway
+selfcheck/provider_launch.py with that breakage applied. The suite starts site-a's consumer gateway
 and site-b's provider gateways with that one command, so a breakage changes only provider-side behaviour
 (or, for a credential object, the consumer's overlay check). The suite runs only the breakage's target
-tests (tests/broken/provider_targets.py); every target must fail inside its test body, and the targets of
+tests (selfcheck/provider_targets.py); every target must fail inside its test body, and the targets of
 all breakages together must cover every provider conformance test. The runner is the one the consumer
-and producer judges use (tests/broken/judge.py).
+and producer judges use (selfcheck/judge.py).
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness.impl import load_impl
-from tests.broken import judge as shared
-from tests.broken.judge import CaseResult, SuiteRuns, hand_made_run, judge
-from tests.broken.provider_targets import SUITE, TARGETS
-from tests.broken.targets import SuiteTest, Targets
-
-LAUNCHER = "tests.broken.provider_launch"
-
-
-def _components(breakage: str) -> dict[str, Any]:
-    return {"gateway": shared.broken_gateway(LAUNCHER, breakage, "tests.broken.provider_breakages")}
-
-
-def _registered() -> Iterable[str]:
-    from tests.broken.provider_breakages import BREAKAGES
-
-    return BREAKAGES
-
-
-PROFILE = shared.Profile(
-    name="provider",
-    suite=SUITE,
-    component="gateway",
-    targets=TARGETS,
-    components=_components,
-    startup_failures=("GatewayStartFailed: ",),
-    launcher=LAUNCHER,
-    launch_args=("-c", "praxis.yaml"),
-    registered=_registered,
-    cannot_start_targets=Targets(("PROV-HOP-MISSING-REQUEST-ID", "PROV-ROUTE-PATH-MISMATCH")),
-    cannot_start_test="test_provider_gateway_that_cannot_start_is_no_verdict",
-    cannot_start_symptom="did not fail inside the test body",
-    # Runs that start gateways of their own inside the tests start first, so parallel runs finish together.
-    slow_first=("startup-rules-not-enforced", "credential-unknown-field-accepted", "token-logged",
-                "unknown-candidate-routed", "provider-instance-limit"),
-    # A run is one process with no parallel workers and no property-based tests: skip loading those plugins.
-)
+from selfcheck import judge as shared
+from selfcheck.judge import CaseResult, SuiteRuns, hand_made_run, judge
+from selfcheck.profiles import PROVIDER as PROFILE
+from selfcheck.provider_targets import TARGETS
+from selfcheck.targets import SuiteTest, Targets
 
 suite_ids, suite_runs = shared.fixtures(PROFILE)
 
@@ -89,9 +56,9 @@ def test_provider_gateway_that_cannot_start_is_no_verdict(suite_runs: SuiteRuns,
 
 def test_every_provider_breakage_applies_to_the_reference_gateway() -> None:
     """Each breakage still finds the attributes it patches (in a separate process: patches are global)."""
-    code = ("from tests.broken.provider_breakages import BREAKAGES\n"
+    code = ("from selfcheck.provider_breakages import BREAKAGES\n"
             "for breakage in BREAKAGES.values():\n    breakage.apply()\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=shared.REPO, env=shared.env(), capture_output=True,
+    done = subprocess.run([sys.executable, "-c", code], cwd=shared.ROOT, env=shared.env(), capture_output=True,
                           timeout=60, check=False)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
 
@@ -99,12 +66,12 @@ def test_every_provider_breakage_applies_to_the_reference_gateway() -> None:
 def test_descriptor_plugs_the_broken_provider_gateway_in_like_a_vendor(tmp_path: Path) -> None:
     descriptor = load_impl(str(shared.write_descriptor(PROFILE, tmp_path / "impl.yaml", "token-logged")))
     argv, env = descriptor.gateway.render(tmp_path / "praxis.yaml", tmp_path, tmp_path / "launcher.sock")
-    assert argv[1:] == ["-m", "reference.warm_start", "run", str(tmp_path / "launcher.sock"), "-m", LAUNCHER,
+    assert argv[1:] == ["-m", "reference.warm_start", "run", str(tmp_path / "launcher.sock"), "-m", PROFILE.launcher,
                         "--break", "token-logged", "-c", str(tmp_path / "praxis.yaml")], argv
-    assert env == {"PYTHONPATH": str(shared.REPO)}
+    assert env == {"PYTHONPATH": str(shared.ROOT)}
     assert descriptor.gateway.launcher is not None
     launcher, launcher_env = descriptor.gateway.launcher.render(tmp_path / "launcher.sock")
-    assert launcher[-2:] == ["--preload", "tests.broken.provider_breakages"] and launcher_env == env, launcher
+    assert launcher[-2:] == ["--preload", "selfcheck.provider_breakages"] and launcher_env == env, launcher
 
 
 _IDS = {"PROV-X": SuiteTest("suites.provider.test_x", "test_x")}

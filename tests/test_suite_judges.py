@@ -1,53 +1,22 @@
 """Every consumer conformance test can fail: the suite, run against deliberately broken gateways.
 
-Each breakage (tests/broken/breakages.py) is plugged into the consumer suite the way a vendor gateway is,
+Each breakage (selfcheck/breakages.py) is plugged into the consumer suite the way a vendor gateway is,
 through an implementation descriptor, and the suite runs only that breakage's target tests
-(tests/broken/targets.py). Every target must fail, and fail for the right reason: inside the test body,
+(selfcheck/targets.py). Every target must fail, and fail for the right reason: inside the test body,
 not because the broken gateway could not start (unless refusing to start is the breakage). A target that
 passes means the suite cannot see that breakage. A separate test checks that the targets of all
 breakages together cover every conformance test of the suite. The runner is shared with the producer
-judge (tests/broken/judge.py).
+judge (selfcheck/judge.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
-
 import pytest
 
-from tests.broken import judge as shared
-from tests.broken.judge import CaseResult, SuiteRuns, hand_made_run, judge
-from tests.broken.targets import SUITE, TARGETS, SuiteTest, Targets
-
-
-def _components(breakage: str) -> dict[str, Any]:
-    return {"gateway": shared.broken_gateway("tests.broken.launch", breakage, "tests.broken.breakages")}
-
-
-def _registered() -> Iterable[str]:
-    from tests.broken.breakages import BREAKAGES
-
-    return BREAKAGES
-
-
-PROFILE = shared.Profile(
-    name="consumer",
-    suite=SUITE,
-    component="gateway",
-    targets=TARGETS,
-    components=_components,
-    startup_failures=("GatewayStartFailed: ",),
-    launcher="tests.broken.launch",
-    launch_args=("-c", "praxis.yaml"),
-    registered=_registered,
-    cannot_start_targets=Targets(("CONS-HOP-NO-CREDENTIAL", "CONS-404-UNKNOWN-MODEL")),
-    cannot_start_test="test_gateway_that_cannot_start_is_no_verdict",
-    cannot_start_symptom="did not fail inside the test body",
-    # Runs that take longest start first, so the parallel runs finish close together.
-    slow_first=("drop-lkg-on-reject", "ignore-groups", "wrong-revision-header", "weights-off", "accept-wrong-digest",
-                "reload-once", "accept-any-cold-start", "random-biased", "slow-reload"),
-)
+from selfcheck import judge as shared
+from selfcheck.judge import CaseResult, SuiteRuns, hand_made_run, judge
+from selfcheck.profiles import CONSUMER as PROFILE
+from selfcheck.targets import TARGETS, SuiteTest, Targets
 
 suite_ids, suite_runs = shared.fixtures(PROFILE)
 

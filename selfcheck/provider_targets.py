@@ -1,7 +1,7 @@
 """Which provider conformance tests each broken provider gateway must make fail.
 
 Targets are conformance ids as the report names them (``ID``, ``ID[param]``, ``ID[*]``; see
-tests/broken/targets.py). Together the breakages of tests/broken/provider_breakages.py must cover every
+selfcheck/targets.py). Together the breakages of selfcheck/provider_breakages.py must cover every
 conformance test of the provider suite, the extended credential sources included. A target is listed
 only where the breakage certainly changes what the test asserts. ``startup_failure`` marks the breakage
 whose symptom is a provider gateway that refuses to start.
@@ -9,7 +9,7 @@ whose symptom is a provider gateway that refuses to start.
 
 from __future__ import annotations
 
-from tests.broken.targets import DID_NOT_RAISE, Targets, must_fail
+from selfcheck.targets import DID_NOT_RAISE, Targets, must_fail
 
 __all__ = ["SUITE", "TARGETS"]
 

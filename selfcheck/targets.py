@@ -2,10 +2,10 @@
 
 Targets are conformance ids as the report names them: ``ID`` for a plain test, ``ID[param]`` for one
 parametrized case and ``ID[*]`` for every case of a parametrized test. ``TARGETS`` is the table of the
-broken gateways (tests/broken/breakages.py); together they must cover every conformance test of the
-consumer suite. The broken operators have their own table in tests/broken/operator_targets.py.
+broken gateways (selfcheck/breakages.py); together they must cover every conformance test of the
+consumer suite. The broken operators have their own table in selfcheck/operator_targets.py.
 
-Run as ``python -m tests.broken.targets [PACKAGE]`` (from the repository root; PACKAGE defaults to the
+Run as ``python -m selfcheck.targets [PACKAGE]`` (from the repository root; PACKAGE defaults to the
 consumer suite) to print, as JSON, every conformance id of the suite with the module and the pytest item
 name that run it; the judge uses them to select exactly the target tests of a breakage.
 """
@@ -247,7 +247,7 @@ def load_ids(text: str) -> dict[str, SuiteTest]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) > 1:
-        print("usage: python -m tests.broken.targets [PACKAGE]", file=sys.stderr)
+        print("usage: python -m selfcheck.targets [PACKAGE]", file=sys.stderr)
         return 2
     try:
         tests = collect_ids(args[0] if args else SUITE)

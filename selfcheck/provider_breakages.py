@@ -1,6 +1,6 @@
 """Named breakages of the reference provider gateway, each a monkeypatch of one provider-hop behaviour.
 
-A breakage is applied in the gateway process before it starts (see ``tests.broken.provider_launch``).
+A breakage is applied in the gateway process before it starts (see ``selfcheck.provider_launch``).
 The provider suite starts every gateway of its two-site grid with the same command, so each breakage
 runs in site-a's consumer gateway as well as in site-b's provider gateways: every patch here changes
 only what a provider pipeline (peer_identity_trust, provider_route, credential_inject, a listener that
@@ -35,8 +35,8 @@ from reference.gateway.filters.provider_route import ProviderRouteFilter
 from reference.gateway.logfmt import kv
 from reference.gateway.schema import ConfigError
 from reference.overlay import validate
-from tests.broken.registry import Breakage, registrar, wrap
-from tests.broken.registry import patch as _patch
+from selfcheck.registry import Breakage, registrar, wrap
+from selfcheck.registry import patch as _patch
 
 __all__ = ["BREAKAGES", "apply"]
 

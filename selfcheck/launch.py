@@ -1,11 +1,11 @@
 """Start the reference gateway with one named breakage applied.
 
-    python -m tests.broken.launch --break NAME -c praxis.yaml [other agn-gateway arguments]
+    python -m selfcheck.launch --break NAME -c praxis.yaml [other agn-gateway arguments]
 
 The breakage is applied first, then ``reference.gateway.cli.main`` runs with the remaining arguments, so
 the broken gateway reads the same config and answers the same way as the real one except for the broken
 behaviour. An unknown NAME exits 2 and lists the known ones. `launch` serves any table of gateway
-breakages (tests.broken.provider_launch starts the broken provider gateways with it).
+breakages (selfcheck.provider_launch starts the broken provider gateways with it).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Mapping
 
-from tests.broken.breakages import BREAKAGES, Breakage
+from selfcheck.breakages import BREAKAGES, Breakage
 
 EXIT_USAGE = 2
 
@@ -41,7 +41,7 @@ def launch(breakages: Mapping[str, Breakage], prog: str, argv: list[str] | None 
 
 
 def main(argv: list[str] | None = None) -> int:
-    return launch(BREAKAGES, "python -m tests.broken.launch", argv)
+    return launch(BREAKAGES, "python -m selfcheck.launch", argv)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ its own breakages one after another instead.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -42,13 +43,14 @@ from harness.impl import (
 )
 from harness.report.model import TestResult
 from harness.report.writer import ReportError, build_report, load_report
-from tests.broken.forkserver import ForkServer
-from tests.broken.targets import SuiteTest, Targets, expand, keyword_expression, load_ids, modules
+from selfcheck.forkserver import ForkServer
+from selfcheck.targets import SuiteTest, Targets, expand, keyword_expression, load_ids, modules
 
 #: Targets are expected to fail; many can only fail by waiting out a deadline, so the judge halves every
 #: deadline (the reference, judged by `tox -e conformance`, keeps the full ones).
 JUDGE_WAIT_SCALE = 0.5
-REPO = Path(__file__).resolve().parents[2]
+#: The directory holding the selfcheck, harness and reference packages: the source tree, or site-packages.
+ROOT = Path(__file__).resolve().parents[1]
 RUN_TIMEOUT_S = 240.0
 #: Slow targets wait out cadences of up to five minutes each, at their full deadlines.
 SLOW_RUN_TIMEOUT_S = 900.0
@@ -106,7 +108,7 @@ def broken_gateway(module: str, breakage: str, table: str) -> dict[str, Any]:
     """A gateway section starting ``python -m module --break breakage -c {config}``, warm-started like the
     reference gateway from a launcher that has also imported the breakage `table`."""
     reference = reference_gateway()
-    source = {"PYTHONPATH": str(REPO)}
+    source = {"PYTHONPATH": str(ROOT)}
     launcher = {"command": [*reference["launcher"]["command"], "--preload", table], "env": source}
     command = ["{python}", "-m", "reference.warm_start", "run", "{launcher}", "-m", module, "--break", breakage,
                "-c", "{config}"]
@@ -115,8 +117,14 @@ def broken_gateway(module: str, breakage: str, table: str) -> dict[str, Any]:
 
 def env() -> dict[str, str]:
     out = dict(os.environ)
-    out["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), out.get("PYTHONPATH", "")) if p)
+    out["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), out.get("PYTHONPATH", "")) if p)
     return out
+
+
+def run_dir(fallback: Path) -> Path:
+    """Where judged sessions run: the source tree (its conftest registers the plugin) when this is one, else
+    `fallback`, so an installed copy never runs pytest inside site-packages."""
+    return ROOT if (ROOT / "pyproject.toml").is_file() else fallback
 
 
 def tail(text: str, lines: int = 60) -> str:
@@ -166,7 +174,7 @@ def write_descriptor(profile: Profile, path: Path, breakage: str) -> Path:
         features -= {DYNAMIC_WEIGHTS_FEATURE}
     descriptor = {
         "implementation": {"organization": "agn-conformance", "project": f"broken-{profile.component}-{breakage}",
-                           "version": "0.0.0", "contact": ["tests/broken"]},
+                           "version": "0.0.0", "contact": ["selfcheck"]},
         **components,
         "features": sorted(features),
     }
@@ -193,6 +201,11 @@ def junit_cases(path: Path) -> dict[str, CaseResult]:
     return cases
 
 
+def _ended(server: ForkServer, label: str, grace: float) -> bool:
+    """Whether the session `label` ended within `grace` seconds."""
+    return server.wait(label, grace) is not None
+
+
 def _stop_session(pid: int, ended: Callable[[float], bool], grace: float = 15.0) -> None:
     """Interrupt a run (pytest then tears its grid down), and kill its group if it lingers."""
     for sig in (signal.SIGINT, signal.SIGKILL):
@@ -206,7 +219,7 @@ class SuiteRuns:
     """Runs a profile's suite against broken implementations, a few sessions at a time.
 
     Each run is a pytest session of its own, forked from a server that has imported the suite once
-    (tests/broken/forkserver.py), in its own process group, with its output in a file.
+    (selfcheck/forkserver.py), in its own process group, with its output in a file.
     """
 
     def __init__(self, profile: Profile, workdir: Path, tests: Mapping[str, SuiteTest], jobs: int) -> None:
@@ -237,7 +250,7 @@ class SuiteRuns:
             server = self._server
         if server is not None:  # no server: no run ever started
             for label, pid in live.items():
-                _stop_session(pid, lambda grace, label=label: server.wait(label, grace) is not None)
+                _stop_session(pid, functools.partial(_ended, server, label))
         self._pool.shutdown(wait=True)
         if server is not None:
             server.close()
@@ -245,7 +258,7 @@ class SuiteRuns:
     def _fork_server(self) -> ForkServer:
         """The server runs fork from, started with the first run (under the lock)."""
         if self._server is None:
-            self._server = ForkServer(self.profile.suite, self.profile.pytest_args, REPO, env(),
+            self._server = ForkServer(self.profile.suite, self.profile.pytest_args, run_dir(self.workdir), env(),
                                       self.workdir / "forkserver.log")
         return self._server
 
@@ -362,11 +375,13 @@ def hand_made_run(profile: Profile, test_id: str, outcome: Literal["passed", "fa
 
 def collect_suite_ids(profile: Profile) -> dict[str, SuiteTest]:
     """Every conformance id (``ID`` or ``ID[param]``) of the suite -> the module and pytest item that run it."""
-    done = subprocess.run([sys.executable, "-m", "tests.broken.targets", profile.suite], cwd=REPO, env=env(),
-                          capture_output=True, timeout=COLLECT_TIMEOUT_S, check=False)
-    assert done.returncode == 0, f"collecting {profile.suite} failed:\n{done.stderr.decode(errors='replace')}"
+    done = subprocess.run([sys.executable, "-m", "selfcheck.targets", profile.suite], cwd=run_dir(Path.cwd()),
+                          env=env(), capture_output=True, timeout=COLLECT_TIMEOUT_S, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"collecting {profile.suite} failed:\n{done.stderr.decode(errors='replace')}")
     tests = load_ids(done.stdout.decode())
-    assert tests, f"{profile.suite} has no conformance tests"
+    if not tests:
+        raise RuntimeError(f"{profile.suite} has no conformance tests")
     return tests
 
 
@@ -456,7 +471,8 @@ def check_registered(profile: Profile) -> None:
 def check_unknown_refused(profile: Profile) -> None:
     """The launcher exits 2 on an unknown breakage and lists the known ones."""
     done = subprocess.run([sys.executable, "-m", profile.launcher, "--break", NO_SUCH_BREAKAGE,
-                           *profile.launch_args], cwd=REPO, env=env(), capture_output=True, timeout=60, check=False)
+                           *profile.launch_args], cwd=run_dir(Path.cwd()), env=env(), capture_output=True, timeout=60,
+                          check=False)
     stderr = done.stderr.decode(errors="replace")
     assert done.returncode == 2, stderr
     assert NO_SUCH_BREAKAGE in stderr, stderr

@@ -1,7 +1,7 @@
 """Which producer conformance tests each operator breakage must make fail.
 
 Targets are conformance ids as the report names them (``ID``, ``ID[param]``, ``ID[*]``; see
-tests/broken/targets.py). Together the breakages of tests/broken/operator_breakages.py must cover every
+selfcheck/targets.py). Together the breakages of selfcheck/operator_breakages.py must cover every
 conformance test of the producer suite. A target is listed only where the breakage certainly changes what
 the test asserts; where waiting for the right overlay is the only way a test can see a breakage (a missing
 ConfigMap, a status that never arrives) the run takes that test's full wait. ``startup_failure`` marks the
@@ -11,7 +11,7 @@ broken operator could not render at all.
 
 from __future__ import annotations
 
-from tests.broken.targets import Targets, must_fail
+from selfcheck.targets import Targets, must_fail
 
 __all__ = ["SUITE", "TARGETS"]
 
@@ -138,7 +138,7 @@ TARGETS: dict[str, Targets] = {
     "tools-not-probed": must_fail("PROD-TOOL-DISCOVERY-PROBES", expect="discovered from"),
     "tools-probed-once": must_fail("PROD-TOOL-DISCOVERY-PROBES", expect="once the server lists alpha and gamma"),
     "tool-status-not-recorded": must_fail("PROD-TOOL-DISCOVERY-PROBES", expect="to record the discovered tools"),
-    # overlay-sync (tests/broken/sync_breakages.py)
+    # overlay-sync (selfcheck/sync_breakages.py)
     "sync-digest-unchecked": must_fail("PROD-SYNC-INVALID-KEEPS-LKG[wrong-content-digest]",
                                        "PROD-SYNC-INVALID-KEEPS-LKG[stale-digest-after-edit]",
                                        "PROD-SYNC-READY-ONCE-SERVING", expect="invalid envelope"),

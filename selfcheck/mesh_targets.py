@@ -1,4 +1,4 @@
-"""Which mesh conformance tests each mesh breakage (tests/broken/mesh_breakages.py) must make fail.
+"""Which mesh conformance tests each mesh breakage (selfcheck/mesh_breakages.py) must make fail.
 
 Together the targets cover every test of the mesh suite. A target is listed only where the breakage
 certainly changes what the test asserts, and a test that can only see a breakage by waiting out a
@@ -9,7 +9,7 @@ ran.
 
 from __future__ import annotations
 
-from tests.broken.targets import Targets, must_fail
+from selfcheck.targets import Targets, must_fail
 
 __all__ = ["SUITE", "TARGETS"]
 

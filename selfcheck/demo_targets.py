@@ -7,7 +7,7 @@ implementation can fail.
 
 from __future__ import annotations
 
-from tests.broken.targets import Targets, must_fail
+from selfcheck.targets import Targets, must_fail
 
 __all__ = ["GATEWAY_TARGETS", "NOT_APPLICABLE_MARK", "OPERATOR_TARGETS", "SUITE"]
 

@@ -13,7 +13,7 @@ answers ``{"ready": true}`` once warmed, ``{"label", "pid"}`` when a session sta
 "exit"}`` when it ended. The server exits when its stdin closes, killing any session still running, and
 dies with the client (parent-death signal), its sessions with it.
 
-Run as ``python -m tests.broken.forkserver PACKAGE [PYTEST ARGS...]`` from the repository root.
+Run as ``python -m selfcheck.forkserver PACKAGE [PYTEST ARGS...]`` from the repository root.
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ class ForkServer:
                  log: Path) -> None:
         self._log = open(log, "ab")  # noqa: SIM115 - closed in close()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.broken.forkserver", package, *pytest_args], cwd=cwd, env=dict(env),
+            [sys.executable, "-m", "selfcheck.forkserver", package, *pytest_args], cwd=cwd, env=dict(env),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, start_new_session=True)
         self._write_lock = threading.Lock()
         self._changed = threading.Condition()  # guards the reports below; notified on each new one

@@ -3,8 +3,8 @@ judges under the overlaySync feature (suites/producer/test_overlay_sync.py).
 
 Each reproduces a mistake a real sidecar could make: delivering what it did not validate, rewriting the
 serving file in place, dropping the last good file when it refuses an update, claiming readiness before
-it serves anything, reading the ConfigMap once. tests/broken/sync_launch.py applies one and starts the
-reference overlay-sync; tests/broken/operator_targets.py says which tests each must fail.
+it serves anything, reading the ConfigMap once. selfcheck/sync_launch.py applies one and starts the
+reference overlay-sync; selfcheck/operator_targets.py says which tests each must fail.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from reference.overlay import OverlayRejected, canonical_digest
 from reference.overlay_sync import sync
 from reference.overlay_sync.sync import OverlaySyncer, SyncResult
-from tests.broken.registry import Breakage, patch, registrar, wrap
+from selfcheck.registry import Breakage, patch, registrar, wrap
 
 __all__ = ["BREAKAGES"]
 

@@ -1,6 +1,6 @@
 """Named breakages of the reference gateway, each a monkeypatch of one behaviour the suites judge.
 
-A breakage is applied in the gateway process before the gateway starts (see ``tests.broken.launch``). Each
+A breakage is applied in the gateway process before the gateway starts (see ``selfcheck.launch``). Each
 one reproduces a mistake a real gateway could make (a skipped check, an off-by-one policy, a leaked
 header) while the gateway still starts and serves valid input, so a conformance test that fails against it
 fails because of the broken behaviour and not because the gateway is down.
@@ -40,7 +40,7 @@ from reference.gateway.snapshot import ActiveGroup, CapabilityPlan, Snapshot
 from reference.gateway.snapshot_store import ReplaceResult, SnapshotStore
 from reference.overlay import CANDIDATE_KINDS, Candidate, Overlay, OverlayRejected, canonical_digest
 from reference.overlay.validate import default_stable_id
-from tests.broken.registry import Breakage, patch, registrar, wrap
+from selfcheck.registry import Breakage, patch, registrar, wrap
 
 __all__ = ["BREAKAGES", "Breakage", "apply"]
 

@@ -1,6 +1,6 @@
 """Named breakages of the reference operator, each a monkeypatch of one behaviour the producer suite judges.
 
-A breakage is applied in the operator process before it starts (see ``tests.broken.operator_launch``). Each
+A breakage is applied in the operator process before it starts (see ``selfcheck.operator_launch``). Each
 one reproduces a mistake a real operator could make (locality compared before admission, a stale sample
 reused forever, a timestamp in the digest) while the operator still starts, reads the same resources and
 renders an envelope, so a producer test that fails against it fails because of the broken behaviour.
@@ -48,7 +48,7 @@ from reference.operator.core.ordering import ADMISSION_ORDER, Entry
 from reference.operator.scrape import POOL_LABEL, ScrapeError, Scraper, ScrapeTarget
 from reference.operator.sources import DirSource, Loaded, resource_files
 from reference.overlay.digest import semantic_payload
-from tests.broken.registry import Breakage, patch, registrar
+from selfcheck.registry import Breakage, patch, registrar
 
 __all__ = ["BREAKAGES", "Breakage", "apply"]
 
@@ -350,7 +350,7 @@ def _tools_through_inference(field: str) -> None:
             pool = pools.get(entry.cluster)
             state = states.get(pool.name) if pool is not None else None
             if pool is not None and state is not None and state.admission_state != admission.EXCLUDED:
-                borrowed = {"admission_state": state.admission_state,
+                borrowed: dict[str, Any] = {"admission_state": state.admission_state,
                             "score": scoring.score(network.scoring_strategy, state.signals),
                             "capacity_weight": pool.capacity_weight}
                 entry = dataclasses.replace(entry, **{field: borrowed[field]})

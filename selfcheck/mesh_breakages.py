@@ -1,6 +1,6 @@
 """Named breakages of the reference operator's mesh behaviour, each a monkeypatch the mesh suite must see.
 
-Applied in the operator process before it starts (``tests.broken.operator_launch --break NAME``, the same
+Applied in the operator process before it starts (``selfcheck.operator_launch --break NAME``, the same
 launcher as the producer breakages). Each reproduces a mistake a real operator could make while still
 joining the mesh, announcing its providers and rendering overlays: a missing eligibility gate, pins not
 compared, the own echo or another network's records rendered, degraded candidates dropped at once or
@@ -24,7 +24,7 @@ from reference.operator.core import candidates
 from reference.operator.core.model import GatewayRef, GridNetworkSpec, GridSiteSpec, RemoteProviderRecord, Resources
 from reference.operator.mesh import announce, records, runtime, sites, swim
 from reference.operator.mesh.records import Key, ProviderRecord
-from tests.broken.registry import Breakage, patch, registrar
+from selfcheck.registry import Breakage, patch, registrar
 
 __all__ = ["BREAKAGES", "Breakage"]
 

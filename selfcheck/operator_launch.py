@@ -1,9 +1,9 @@
 """Start the reference operator with one named breakage applied.
 
-    python -m tests.broken.operator_launch --break NAME run --manifests DIR --out DIR [other agn-operator arguments]
+    python -m selfcheck.operator_launch --break NAME run --manifests DIR --out DIR [other agn-operator arguments]
 
-The breakage (a producer breakage of tests/broken/operator_breakages.py or a mesh breakage of
-tests/broken/mesh_breakages.py) is applied first, then ``reference.operator.cli.main`` runs with the
+The breakage (a producer breakage of selfcheck/operator_breakages.py or a mesh breakage of
+selfcheck/mesh_breakages.py) is applied first, then ``reference.operator.cli.main`` runs with the
 remaining arguments, so the broken operator reads the same resources and writes the same outputs as the
 real one except for the broken behaviour. An unknown NAME exits 2 and lists the known ones.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import sys
 
-from tests.broken.mesh_breakages import BREAKAGES as MESH_BREAKAGES
-from tests.broken.operator_breakages import BREAKAGES as PRODUCER_BREAKAGES
-from tests.broken.registry import apply_from_argv
+from selfcheck.mesh_breakages import BREAKAGES as MESH_BREAKAGES
+from selfcheck.operator_breakages import BREAKAGES as PRODUCER_BREAKAGES
+from selfcheck.registry import apply_from_argv
 
 BREAKAGES = {**PRODUCER_BREAKAGES, **MESH_BREAKAGES}
 
@@ -22,7 +22,7 @@ EXIT_USAGE = 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    rest = apply_from_argv("python -m tests.broken.operator_launch", "operator", "agn-operator", BREAKAGES, argv)
+    rest = apply_from_argv("python -m selfcheck.operator_launch", "operator", "agn-operator", BREAKAGES, argv)
     if rest is None:
         return EXIT_USAGE
     from reference.operator.cli import main as operator_main
