@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -27,8 +27,12 @@ from harness.features import (
     FEATURE_DESCRIPTIONS,
     OVERLAY_SYNC_FEATURE,
     OVERLAY_SYNC_METRICS_FEATURE,
+    PROFILES,
 )
 from harness.run_as import RunAs, parse_run_as
+
+if TYPE_CHECKING:
+    from harness.impl_kube import KubeComponent
 
 __all__ = [
     "EXTENDED_FEATURES",
@@ -44,6 +48,7 @@ __all__ = [
     "OVERLAY_SYNC_METRICS_FEATURE",
     "OVERLAY_SYNC_PLACEHOLDERS",
     "OverlaySyncCommand",
+    "DescriptorBreakage",
     "ImplDescriptor",
     "ImplError",
     "Implementation",
@@ -83,11 +88,17 @@ MESH_PLACEHOLDERS: frozenset[str] = frozenset({
 
 DEFAULT_STARTUP_TIMEOUT_S = 20.0
 
-_TOP_KEYS = {"implementation": True, "gateway": True, "operator": False, "overlay_sync": False, "features": False}
+_TOP_KEYS = {"implementation": True, "gateway": True, "operator": False, "overlay_sync": False, "features": False,
+             "breakages": False}
 _IMPLEMENTATION_KEYS = {"organization": True, "project": True, "version": True, "contact": True}
 _GATEWAY_KEYS = {"command": True, "env": False, "startup_timeout_s": False, "run_as": False, "launcher": False}
 _LAUNCHER_KEYS = {"command": True, "env": False}
-_OPERATOR_KEYS = {"command": True, "env": False, "mesh_args": False, "dynamic_weights": False}
+_OPERATOR_KEYS = {"command": False, "env": False, "mesh_args": False, "dynamic_weights": False, "kubernetes": False}
+#: A descriptor breakage: its name, what it breaks, the profile whose suite must notice, the tests that must
+#: fail (default: any test of that profile) and the component sections that replace the descriptor's.
+_BREAKAGE_KEYS = {"name": True, "summary": False, "profile": True, "must_fail": False, "gateway": False,
+                  "operator": False, "overlay_sync": False}
+_BREAKAGE_SECTIONS = ("gateway", "operator", "overlay_sync")
 _OVERLAY_SYNC_KEYS = {"command": True, "env": False, "startup_timeout_s": False, "ready_path": True, "live_path": True,
                       "metrics_path": False}
 
@@ -174,6 +185,9 @@ class OperatorCommand:
     mesh_args: tuple[str, ...] | None = None  # appended in the mesh profile; None: the mesh is unsupported
     #: the GridNetwork spec that turns on the experimental dynamic weights (dynamicWeights), merged into a test's
     dynamic_weights: Mapping[str, Any] | None = None
+    #: image and manifests the cluster backends install it from (harness.impl_kube); None: the reference's.
+    #: An operator with only this block has an empty argv_template: the local backend cannot start it.
+    kubernetes: KubeComponent | None = None
 
     def render(self, manifests: Path, out: Path, workdir: Path, metrics_ca: Path,
                mesh: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
@@ -216,6 +230,19 @@ class OverlaySyncCommand:
 
 
 @dataclass(frozen=True)
+class DescriptorBreakage:
+    """A regression a vendor fears, for `agn-conformance self-check`: the descriptor with some component
+    sections replaced by ones that start a deliberately broken build. The suite of `profile` must notice it:
+    every test in `must_fail` fails (when it names tests), else at least one test of the profile does."""
+
+    name: str
+    summary: str
+    profile: str
+    sections: MappingProxyType[str, Any]
+    must_fail: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ImplDescriptor:
     """A loaded descriptor; ``source`` is ``reference`` or the path it was read from.
 
@@ -228,6 +255,7 @@ class ImplDescriptor:
     source: str
     operator: OperatorCommand | None = None
     overlay_sync: OverlaySyncCommand | None = None
+    breakages: tuple[DescriptorBreakage, ...] = ()
 
 
 # ------------------------------------------------------------------------------------------- loading
@@ -255,11 +283,13 @@ def load_impl(spec: str) -> ImplDescriptor:
 
 
 def parse_impl(data: Any, *, source: str = "<memory>") -> ImplDescriptor:
-    """Validate an already-parsed descriptor document and build the descriptor."""
+    """Validate an already-parsed descriptor document and build the descriptor; relative paths in it
+    (operator.kubernetes.manifests) are taken from the directory of the file `source` names, else the cwd."""
     top = _mapping(data, "", _TOP_KEYS, what="the descriptor")
     implementation = _parse_implementation(top["implementation"])
     gateway = _parse_gateway(top["gateway"])
-    operator = _parse_operator(top["operator"]) if top.get("operator") is not None else None
+    base = Path(source).parent if Path(source).is_file() else Path.cwd()
+    operator = _parse_operator(top["operator"], base) if top.get("operator") is not None else None
     overlay_sync = parse_overlay_sync(top["overlay_sync"]) if top.get("overlay_sync") is not None else None
     features = _parse_features(top.get("features", []))
     if OVERLAY_SYNC_FEATURE in features and overlay_sync is None:
@@ -271,8 +301,44 @@ def parse_impl(data: Any, *, source: str = "<memory>") -> ImplDescriptor:
     if OVERLAY_SYNC_METRICS_FEATURE in features and (overlay_sync is None or overlay_sync.metrics_path is None):
         raise ImplError("features", f"{OVERLAY_SYNC_METRICS_FEATURE} is claimed but overlay_sync.metrics_path does "
                                     "not say where the sidecar serves its metrics")
+    breakages = _parse_breakages(top, source) if top.get("breakages") is not None else ()
     return ImplDescriptor(implementation=implementation, gateway=gateway, features=features, source=source,
-                          operator=operator, overlay_sync=overlay_sync)
+                          operator=operator, overlay_sync=overlay_sync, breakages=breakages)
+
+
+def _parse_breakages(top: Mapping[str, Any], source: str) -> tuple[DescriptorBreakage, ...]:
+    """Each breakage is checked as the whole descriptor it makes (its sections in place of the descriptor's),
+    so a broken build's command template is held to the rules a vendor's own is."""
+    items = top["breakages"]
+    if not isinstance(items, list):
+        raise ImplError("breakages", f"must be a list of breakages, got {_kind(items)}")
+    base = {key: value for key, value in top.items() if key != "breakages"}
+    out: list[DescriptorBreakage] = []
+    for index, item in enumerate(items):
+        path = f"breakages[{index}]"
+        block = _mapping(item, path, _BREAKAGE_KEYS)
+        name = _string(block["name"], f"{path}.name")
+        if not name.replace("-", "").isalnum() or name != name.lower():
+            raise ImplError(f"{path}.name", f"use lower-case letters, digits and '-', got {name!r}")
+        if any(b.name == name for b in out):
+            raise ImplError(f"{path}.name", f"{name!r} is named twice")
+        profile = _string(block["profile"], f"{path}.profile")
+        if profile not in PROFILES:
+            raise ImplError(f"{path}.profile", f"unknown profile {profile!r} (choose from {', '.join(PROFILES)})")
+        sections = {key: block[key] for key in _BREAKAGE_SECTIONS if key in block}
+        if not sections:
+            raise ImplError(path, f"names no component section ({', '.join(_BREAKAGE_SECTIONS)}) to replace")
+        must_fail = block.get("must_fail", [])
+        if not isinstance(must_fail, list):
+            raise ImplError(f"{path}.must_fail", f"must be a list of conformance ids, got {_kind(must_fail)}")
+        ids = tuple(_string(test, f"{path}.must_fail[{i}]") for i, test in enumerate(must_fail))
+        try:
+            parse_impl({**base, **sections}, source=source)
+        except ImplError as exc:
+            raise ImplError(f"{path}.{exc.key}" if exc.key else path, exc.problem) from None
+        summary = _string(block["summary"], f"{path}.summary") if "summary" in block else ""
+        out.append(DescriptorBreakage(name, summary, profile, MappingProxyType(sections), ids))
+    return tuple(out)
 
 
 def _parse_yaml(text: str, source: str) -> Any:
@@ -362,19 +428,37 @@ def _parse_launcher(data: Any) -> GatewayLauncher | None:
     return GatewayLauncher(argv_template=argv, env=env)
 
 
-def _parse_operator(data: Any) -> OperatorCommand:
+def _parse_operator(data: Any, base: Path) -> OperatorCommand:
+    from harness.impl_kube import KubeDescriptorError, parse_kubernetes
+
     block = _mapping(data, "operator", _OPERATOR_KEYS)
-    argv, env = _parse_command(block, "operator", OPERATOR_PLACEHOLDERS, {
-        "manifests": "the directory of grid resources the operator watches",
-        "out": "the directory the operator writes ConfigMaps and status into",
-    })
+    kubernetes = None
+    if block.get("kubernetes") is not None:
+        try:
+            kubernetes = parse_kubernetes(block["kubernetes"], "operator", base)
+        except KubeDescriptorError as exc:
+            raise ImplError(exc.key, exc.problem) from None
+    argv: tuple[str, ...] = ()
+    env: Mapping[str, str] = MappingProxyType({})
+    if "command" in block or kubernetes is None:  # only a cluster-installed operator may go without one
+        if "command" not in block:
+            raise ImplError("operator.command", "missing required key (or give operator.kubernetes to install "
+                                                "the operator in a cluster)")
+        argv, env = _parse_command(block, "operator", OPERATOR_PLACEHOLDERS, {
+            "manifests": "the directory of grid resources the operator watches",
+            "out": "the directory the operator writes ConfigMaps and status into",
+        })
+    elif block.get("env"):
+        raise ImplError("operator.env", "only used with operator.command (set a cluster operator's environment "
+                                        "in its manifests)")
     dynamic = block.get("dynamic_weights")
     if dynamic is not None and (not isinstance(dynamic, Mapping) or not dynamic
                                 or not all(isinstance(key, str) for key in dynamic)):
         raise ImplError("operator.dynamic_weights", f"must be a non-empty mapping of GridNetwork spec fields, got "
                                                     f"{_kind(dynamic)}")
     return OperatorCommand(argv_template=argv, env=env, mesh_args=_parse_mesh_args(block.get("mesh_args")),
-                           dynamic_weights=MappingProxyType(dict(dynamic)) if dynamic is not None else None)
+                           dynamic_weights=MappingProxyType(dict(dynamic)) if dynamic is not None else None,
+                           kubernetes=kubernetes)
 
 
 def parse_overlay_sync(data: Any) -> OverlaySyncCommand:

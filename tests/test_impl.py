@@ -342,3 +342,41 @@ def test_dynamic_weights_need_the_switch_the_operator_names() -> None:
                              "operator": {**operator, "dynamic_weights": {"placementPolicy": {"strategy": "dyn"}}}})
     assert descriptor.operator is not None
     assert dict(descriptor.operator.dynamic_weights or {}) == {"placementPolicy": {"strategy": "dyn"}}
+
+
+# ----------------------------------------------------------------------------- descriptor breakages
+
+_BROKEN_BUILD = {"name": "drops-lkg", "summary": "forgets the last good overlay", "profile": "consumer",
+                 "must_fail": ["CONS-RELOAD-REJECT[*]"],
+                 "gateway": {"command": ["/opt/example/bin/gw-broken", "--config={config}"]}}
+
+
+def test_a_breakage_replaces_component_sections_and_names_its_profile() -> None:
+    descriptor = parse_impl({**VALID, "breakages": [_BROKEN_BUILD]})
+    (breakage,) = descriptor.breakages
+    assert (breakage.name, breakage.profile, breakage.must_fail) == ("drops-lkg", "consumer", ("CONS-RELOAD-REJECT[*]",))
+    assert breakage.sections["gateway"]["command"][0] == "/opt/example/bin/gw-broken"
+    assert descriptor.gateway.argv_template[0] == "/opt/example/bin/gw"  # the descriptor's own is unchanged
+    assert parse_impl(VALID).breakages == ()
+
+
+@pytest.mark.parametrize(("change", "key"), [
+    ({"profile": "nosuch"}, "breakages[0].profile"),
+    ({"name": "Drops LKG"}, "breakages[0].name"),
+    ({"gateway": {"command": ["/opt/gw-broken"]}}, "breakages[0].gateway.command"),  # never receives {config}
+    ({"must_fail": "CONS-X"}, "breakages[0].must_fail"),
+    ({"colour": "red"}, "breakages[0]"),
+])
+def test_a_bad_breakage_is_refused_naming_its_key(change: dict[str, Any], key: str) -> None:
+    parse_impl({**VALID, "breakages": [_BROKEN_BUILD]})  # the twin: the breakage as written is accepted
+    with pytest.raises(ImplError) as caught:
+        parse_impl({**VALID, "breakages": [{**_BROKEN_BUILD, **change}]})
+    assert str(caught.value).startswith(key), caught.value
+
+
+def test_a_breakage_must_replace_a_section_and_be_named_once() -> None:
+    no_section = {k: v for k, v in _BROKEN_BUILD.items() if k != "gateway"}
+    with pytest.raises(ImplError, match="names no component section"):
+        parse_impl({**VALID, "breakages": [no_section]})
+    with pytest.raises(ImplError, match="named twice"):
+        parse_impl({**VALID, "breakages": [_BROKEN_BUILD, _BROKEN_BUILD]})
