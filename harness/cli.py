@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import importlib.util
 import io
+import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ PROG = "agn-conformance"
 BACKENDS: tuple[str, ...] = backend_names()
 DEFAULT_REPORT: str = next(o.run_default for o in OPTIONS if o.key == "report")
 SUITES_PACKAGE = "suites"
+SELF_CHECK = "self-check"
 
 EXIT_PASSED = 0
 EXIT_CORE_FAILED = 1
@@ -137,6 +139,11 @@ def build_parser(run_defaults: Mapping[str, Any] | None = None) -> argparse.Argu
     )
     demo.add_argument("name", metavar="NAME", help=f"the demo ({', '.join(DEMOS)})")
     add_run_arguments(demo)
+
+    commands.add_parser(
+        SELF_CHECK, add_help=False,
+        help="run the suites against deliberately broken implementations and show the tests that catch each "
+             f"(see '{PROG} {SELF_CHECK} --help')")
 
     covering = commands.add_parser(
         "coverage", help="list each normative statement of the spec with the tests that enforce it",
@@ -555,9 +562,21 @@ def _format_rows(rows: Sequence[Mapping[str, str]]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+def _command_self_check(arguments: Sequence[str]) -> int:
+    """The shipped breakages patch the reference, so the harness never imports them: the self-check runs as
+    a process of its own (``python -m selfcheck``), its arguments and exit status passed through."""
+    try:
+        return subprocess.run([sys.executable, "-m", "selfcheck", *arguments], check=False).returncode
+    except KeyboardInterrupt:  # the self-check got the same interrupt and stops its runs itself
+        return EXIT_UNJUDGED
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``agn-conformance`` console script; returns the exit status."""
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == [SELF_CHECK]:
+        return _command_self_check(arguments[1:])
+    args = parse_args(arguments)
     if args.command in ("run", "demo"):
         return _command_run(args)
     if args.command == "coverage":

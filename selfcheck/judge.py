@@ -54,6 +54,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RUN_TIMEOUT_S = 240.0
 #: Slow targets wait out cadences of up to five minutes each, at their full deadlines.
 SLOW_RUN_TIMEOUT_S = 900.0
+#: A whole suite at full deadlines (the mesh's is the longest, a few minutes).
+FULL_RUN_TIMEOUT_S = 1800.0
 SLOW_ENV = "AGN_JUDGE_SLOW"
 COLLECT_TIMEOUT_S = 120.0
 JOBS_ENV = "AGN_JUDGE_JOBS"
@@ -235,9 +237,31 @@ class SuiteRuns:
 
     def submit(self, label: str, breakage: str, targets: Targets) -> Future[SuiteRun]:
         """Start (once per label) a run of `targets` against the implementation broken by `breakage`."""
+        scale = 1.0 if targets.slow else JUDGE_WAIT_SCALE
+        timeout = SLOW_RUN_TIMEOUT_S if targets.slow else RUN_TIMEOUT_S
+        return self._submit(label, lambda d: write_descriptor(self.profile, d / "impl.yaml", breakage),
+                            targets.ids, scale=scale, slow=targets.slow, timeout=timeout)
+
+    def submit_descriptor(self, label: str, document: Mapping[str, Any], ids: Sequence[str] = (),
+                          timeout: float = FULL_RUN_TIMEOUT_S, pytest_args: Sequence[str] = ()) -> Future[SuiteRun]:
+        """Start (once per label) a run of the suite, or of `ids`, against the implementation `document`
+        describes, at full deadlines: a failure then means the suite saw something, not a halved wait."""
+
+        def write(directory: Path) -> Path:
+            path = directory / "impl.yaml"
+            path.write_text(yaml.safe_dump(dict(document), sort_keys=False))
+            load_impl(str(path))
+            return path
+
+        return self._submit(label, write, tuple(ids), scale=1.0, slow=False, timeout=timeout,
+                            extra=tuple(pytest_args))
+
+    def _submit(self, label: str, descriptor: Callable[[Path], Path], ids: tuple[str, ...], *, scale: float,
+                slow: bool, timeout: float, extra: tuple[str, ...] = ()) -> Future[SuiteRun]:
         with self._lock:
             if label not in self._futures:
-                self._futures[label] = self._pool.submit(self._run, label, breakage, targets)
+                self._futures[label] = self._pool.submit(self._run, label, descriptor, ids, scale, slow, timeout,
+                                                         extra)
             return self._futures[label]
 
     def close(self) -> None:
@@ -262,20 +286,24 @@ class SuiteRuns:
                                       self.workdir / "forkserver.log")
         return self._server
 
-    def _run(self, label: str, breakage: str, targets: Targets) -> SuiteRun:
+    def _run(self, label: str, make_descriptor: Callable[[Path], Path], ids: tuple[str, ...], scale: float,
+             slow: bool, timeout: float, extra: tuple[str, ...]) -> SuiteRun:
         directory = self.workdir / label
         directory.mkdir(parents=True, exist_ok=True)
-        descriptor = write_descriptor(self.profile, directory / "impl.yaml", breakage)
+        descriptor = make_descriptor(directory)
         report, junit, output = directory / "report.yaml", directory / "junit.xml", directory / "output.txt"
-        expected = expand(targets.ids, self.tests, self.profile.suite)
-        keyword = keyword_expression(expected, self.tests)
-        # Only the suite modules holding the targets are collected; -k picks the targets inside them.
+        if ids:  # only the suite modules holding the targets are collected; -k picks the targets inside them
+            expected = expand(ids, self.tests, self.profile.suite)
+            keyword = keyword_expression(expected, self.tests)
+            selection = [*modules(expected, self.tests), "-k", keyword]
+        else:  # the whole suite
+            expected, keyword = list(self.tests), ""
+            selection = [self.profile.suite]
         # A slow target's deadline is the cadence it judges: halved, every implementation would miss it.
-        scale, slow = (1.0, ["--grid-slow"]) if targets.slow else (JUDGE_WAIT_SCALE, [])
-        timeout = SLOW_RUN_TIMEOUT_S if targets.slow else RUN_TIMEOUT_S
-        argv = ["--pyargs", *modules(expected, self.tests), "-p", "no:cacheprovider",
+        argv = ["--pyargs", *selection, "-p", "no:cacheprovider",
                 "-q", "--impl", str(descriptor), "--conformance-report", str(report), "--junitxml", str(junit),
-                "-k", keyword, "--grid-wait-scale", str(scale), *slow, *self.profile.pytest_args]
+                "--grid-wait-scale", str(scale), *(["--grid-slow"] if slow else []), *self.profile.pytest_args,
+                *extra]
         started = time.monotonic()
         with self._lock:
             if self._closed:
