@@ -7,6 +7,9 @@ by the feature they test (``failuresByFeature``), and short failure messages; th
 says which features were claimed and exercised and which the implementation does not support.
 ``summary.passed`` is the one bit CI cares about: no core test failed. ``summary.failuresByFeature``
 lists every failing feature of the run, so many failures of one missing feature read as one problem.
+``results`` lists every test with its outcome (passed ones included, which the sections only count), so
+two reports can be compared test by test (harness.report.compare); a test that did not pass gives its
+skip reason there, a failed one its message under its level's ``failures``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ __all__ = [
     "format_date",
     "harness_version",
     "load_report",
+    "per_test_results",
     "truncate_message",
     "write_html",
     "write_text_atomic",
@@ -120,7 +124,24 @@ def build_report(
     if statements is not None:
         rows = coverage(statements, {r.id: r.statements for r in results if r.statements})
         report["coverage"] = by_document(rows)
+    report["results"] = per_test_results(results)
     return report
+
+
+#: Skip reasons in ``results`` are cut to about this many characters: they are one-line reasons.
+REASON_LIMIT = 500
+
+
+def per_test_results(results: Iterable[TestResult]) -> list[dict[str, str]]:
+    """One row per test (id, profile, level, feature, outcome), sorted by id; a test skipped, unsupported or
+    not applicable gives its reason. Failure messages stay in the levels' ``failures``, not repeated here."""
+    rows: list[dict[str, str]] = []
+    for r in sorted(results, key=lambda r: r.id):
+        row = {"id": r.id, "profile": r.profile, "level": r.level, "feature": r.feature, "outcome": r.outcome}
+        if r.outcome not in ("passed", "failed") and r.message:
+            row["reason"] = truncate_message(_reason(r.message), REASON_LIMIT)
+        rows.append(row)
+    return rows
 
 
 def _summary_failures(sections: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
