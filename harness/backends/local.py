@@ -194,6 +194,9 @@ class LocalBackend:
             raise OperatorUnsupported("the implementation descriptor has no operator section")
         if mesh is not None and operator.mesh_args is None:
             raise OperatorUnsupported("the implementation descriptor's operator section has no mesh_args")
+        if not operator.argv_template:  # only operator.kubernetes: installed in a cluster, never a process here
+            raise OperatorUnsupported("the descriptor's operator has only a kubernetes block (no command), and the "
+                                      "local backend starts operators as processes: use --backend kind or existing")
         workdir = self.workdir / f"operator-{site_index}"
         manifests, out = workdir / "manifests", workdir / "out"
         manifests.mkdir(parents=True, exist_ok=True)

@@ -69,6 +69,7 @@ from harness.backends.kube.handles import (
     KubeProvider,
     SiteCluster,
 )
+from harness.backends.kube.install_plan import apply_site
 from harness.backends.kube.manifests import (
     GatewayPod,
     PodState,
@@ -265,13 +266,9 @@ class KubeBackend:
         crds = self.root / "manifests" / "crds"
         self.kubectl(site, "apply", "--server-side", "--field-manager", FIELD_MANAGER, "-f", str(crds))
         self.wait_established(site, crds)
-        # one apply of the overlay with this site's objects in place of its defaults, so every pod starts
-        # on its final ConfigMaps (env from a ConfigMap is read only when a container starts)
-        overlay = self.kubectl(site, "kustomize", str(self.root / "manifests" / "overlays" / "kind"))
-        self.kubectl(site, "apply", "-f", str(self.render_site(site, overlay)))
-        if self.image != DEFAULT_IMAGE:
-            self.kubectl(site, "--namespace", NAMESPACE, "set", "image", "deployment", "--all",
-                         f"*={self.image}")
+        # one apply of the overlay (a descriptor's own components in place of the reference's) with this
+        # site's objects in place of its defaults, so every pod starts on its final ConfigMaps
+        apply_site(self, site)
         try:
             self.kubectl(site, "--namespace", NAMESPACE, "wait", "--for=condition=Available", "deployment",
                          "--all", f"--timeout={int(self.ready_timeout)}s", timeout=self.ready_timeout + 30)
@@ -553,7 +550,7 @@ class KubeBackend:
         self._gateway_sites[workdir] = self.sites[site_index]
         return f"0.0.0.0:{GATEWAY_PORT}", f"0.0.0.0:{ADMIN_PORT}", workdir
 
-    def follow_configmap(self, namespace: str, name: str, scope: ScopeSpec) -> Path:
+    def follow_configmap(self, namespace: str, name: str, scope: ScopeSpec, key: str = OVERLAY_KEY) -> Path:
         """A local directory standing for a gateway pod's overlay emptyDir fed by overlay-sync from a ConfigMap.
 
         The next gateway started on it (`start_gateway(..., overlay_dir=<it>)`, however the Grid renders
@@ -563,7 +560,7 @@ class KubeBackend:
         self._follow_count += 1
         overlay_dir = self.workdir / f"overlay-sync-{self._follow_count}" / "overlay"
         overlay_dir.mkdir(parents=True, exist_ok=True)
-        self._follows[overlay_dir] = FollowedConfigMap(namespace, name, scope)
+        self._follows[overlay_dir] = FollowedConfigMap(namespace, name, scope, key)
         return overlay_dir
 
     def overlay_sync(self, overlay_dir: Path) -> KubeOverlaySync:

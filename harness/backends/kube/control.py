@@ -7,7 +7,8 @@ The same suites run against it as against the local `ControlPlane`:
   through the status subresource, since the API server drops it from the object itself. URLs of the
   site's fake backends, which the suites know by their host port-forwards, are rewritten to the
   in-cluster Services the operator reaches;
-- the overlay ConfigMap and the GridNetwork status are read back with `kubectl get -o json`; a snapshot
+- the overlay ConfigMap and the GridNetwork status are read back with `kubectl get -o json`, from the
+  spec's places or where a descriptor's `operator.kubernetes.outputs` says the operator writes them; a snapshot
   of the ConfigMap is kept as `<configmap>.configmap.yaml` under the control plane's work directory and
   replaced only when the object's resourceVersion changes, so "the ConfigMap was not rewritten" still
   reads as "the file kept its identity";
@@ -45,8 +46,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from harness import producer_oracle
 from harness.backends.kube.handles import KubeOverlaySync, SiteCluster
+from harness.backends.kube.install_plan import kube_outputs
 from harness.backends.kube.names import FIELD_MANAGER, NAMESPACE, OPERATOR_DEPLOYMENT
 from harness.backends.runner import CommandFailed
 from harness.contract import ScopeSpec
@@ -139,6 +140,8 @@ class KubeControlPlane(ControlPlane):
         self.refusals: list[str] = []
         self.chains: list[Chain] = []
         self.process = KubeOperatorProcess(backend, cluster)
+        #: where the operator writes overlays and status: the spec's places, or the descriptor's outputs
+        self.outputs = kube_outputs(backend.impl)
         self._last_check = 0.0
         self._restarts = self._restart_count()
 
@@ -249,9 +252,9 @@ class KubeControlPlane(ControlPlane):
 
     def configmap_path(self, network: str, gateway: str = DEFAULT_GATEWAY) -> Path:
         """A snapshot of the ConfigMap, rewritten only when the object changed (absent: no file)."""
-        name = producer_oracle.configmap_name(network, gateway)
+        namespace, name = self.outputs.overlay.locate(network, gateway, self._gateway_namespace(network, gateway))
         path = self.out / f"{name}.configmap.yaml"
-        doc = self._get("configmap", name, self._gateway_namespace(network, gateway))
+        doc = self._get("configmap", name, namespace)
         if doc is None:
             self._snapshots.pop(path, None)
             with contextlib.suppress(FileNotFoundError):
@@ -275,10 +278,19 @@ class KubeControlPlane(ControlPlane):
             return None
         return doc if isinstance(doc, dict) else None
 
+    def envelope(self, network: str, gateway: str = DEFAULT_GATEWAY) -> dict[str, Any] | None:
+        """The envelope under the overlay key of the outputs (the spec's `routing-overlay.json` by default)."""
+        data = (self.configmap(network, gateway) or {}).get("data") or {}
+        try:
+            doc = json.loads(data[self.outputs.overlay.key])
+        except (KeyError, TypeError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
     def status(self, network: str) -> dict[str, Any]:
-        doc = self._get(GRID_RESOURCES["GridNetwork"], network) or {}
-        status = doc.get("status")
-        return status if isinstance(status, dict) else {}
+        """The GridNetwork's status where the outputs say (the object's own `status` by default)."""
+        resource, name, namespace = self.outputs.status.locate(network)
+        return self.outputs.status.read(self._get(resource, name, namespace))
 
     def _last_rendered(self, network: str) -> float | None:
         """The latest renderedAt of the network's status entries, as epoch seconds (None: none readable)."""
@@ -443,8 +455,8 @@ class KubeControlPlane(ControlPlane):
         timeout = timeouts().reconcile if timeout is None else timeout
         envelope = self.wait_envelope(network, gateway=gateway_ref, what="a first overlay", timeout=timeout)
         scope = ScopeSpec(network, gateway_ref, namespace, envelope["scope"]["local_site"])
-        overlay_dir = self.backend.follow_configmap(namespace, producer_oracle.configmap_name(network, gateway_ref),
-                                                    scope)
+        where, name = self.outputs.overlay.locate(network, gateway_ref, namespace)
+        overlay_dir = self.backend.follow_configmap(where, name, scope, key=self.outputs.overlay.key)
         gateway = self._chain_gateway(overlay_dir, scope, start_gateway)
         sync: KubeOverlaySync = self.backend.overlay_sync(overlay_dir)
         poll_until(sync.delivered_revision, lambda r: r is not None, timeout=timeout,

@@ -54,6 +54,7 @@ class FollowedConfigMap:
     namespace: str
     name: str
     scope: ScopeSpec
+    key: str = "routing-overlay.json"  # the data key holding the envelope (the spec's unless the outputs say)
 
 
 @dataclass

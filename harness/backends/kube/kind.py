@@ -23,7 +23,14 @@ from harness.backends import CRASH, OPERATOR_IN_CLUSTER, PARTITION
 from harness.backends.kube import kube_yaml
 from harness.backends.kube.backend import KubeBackend
 from harness.backends.kube.handles import BackendUnavailable, SiteCluster
-from harness.backends.kube.kind_images import OFFLINE_BUILDER, offline_build, project_image_problem, resolve_node_image
+from harness.backends.kube.install_plan import install_plan
+from harness.backends.kube.kind_images import (
+    OFFLINE_BUILDER,
+    image_present,
+    offline_build,
+    project_image_problem,
+    resolve_node_image,
+)
 from harness.backends.kube.manifests import operator_container
 from harness.backends.kube.names import ADMIN_NODEPORT, NAMESPACE
 from harness.backends.kube.tools import kubectl_too_old, missing_tools, repo_root, wait_http
@@ -133,7 +140,8 @@ class _KindCluster(KindManagerBase):
 
 
 class KindBackend(KubeBackend):
-    """Creates one kind cluster per site (concurrently), loads the image, installs, deletes what it made."""
+    """Creates one kind cluster per site (concurrently), loads the image (and the images of a descriptor's
+    own components, `operator.kubernetes.image`), installs, deletes what it made."""
 
     name = "kind"
     #: This backend owns the nodes: it freezes an operator on its node and cuts links with iptables there.
@@ -162,6 +170,11 @@ class KindBackend(KubeBackend):
         if chosen.problem:
             raise BackendUnavailable(chosen.problem)
         self.node_image = chosen.image
+        for component in install_plan(self.impl).components:  # a vendor's image is loaded, never pulled
+            if not image_present(self.runner, component.kubernetes.image):
+                raise BackendUnavailable(f"{component.section}.kubernetes.image {component.kubernetes.image} is not "
+                                         "on this Docker engine (the kind backend loads it into each cluster and "
+                                         "pulls nothing): build it or `docker load` it first")
         if self.image_given:
             return
         key = (str(self.root), self.image)
@@ -243,6 +256,8 @@ class KindBackend(KubeBackend):
         cluster = self.clusters[site.name]
         cluster.create(timeout=int(self.ready_timeout))
         cluster.load_image(self.image)
+        for image in install_plan(self.impl).images:  # the descriptor's own components
+            cluster.load_image(image)
 
     def wait_gateway_ready(self, site: SiteCluster) -> None:
         port = site.host_ports.get(ADMIN_NODEPORT)

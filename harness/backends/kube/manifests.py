@@ -265,6 +265,7 @@ def gateway_docs(pod: GatewayPod, image: str, labels: Mapping[str, str], config:
         scope = ",".join(f"{key}={value}" for key, value in pod.follow.scope.as_dict().items())
         sync = {"name": "overlay-sync", "image": image, "imagePullPolicy": "IfNotPresent",
                 "command": ["agn-overlay-sync", "--configmap", f"{pod.follow.namespace}/{pod.follow.name}",
+                            *(["--key", pod.follow.key] if pod.follow.key != OVERLAY_KEY else []),
                             "--target-dir", POD_OVERLAY_DIR, "--expected-scope", scope,
                             "--admin", f"0.0.0.0:{SYNC_ADMIN_PORT}"],
                 "ports": [{"containerPort": SYNC_ADMIN_PORT, "name": "sync-admin"}],
