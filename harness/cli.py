@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import importlib.util
 import io
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -22,6 +23,7 @@ from typing import Any, TextIO
 
 import pytest
 
+from harness import submission
 from harness.backends.registry import backend_names
 from harness.features import CONFORMANCE_PROFILES, DEMO_LEVEL, DEMOS, DEMOS_PROFILE, PROFILES
 from harness.impl import REFERENCE, ImplDescriptor, ImplError, load_impl
@@ -208,6 +210,8 @@ def build_pytest_args(
     impl: str,
     report: str,
     html: str | None = None,
+    junit: str | None = None,
+    diagnostics: str | None = None,
     keep: bool = False,
     slow: bool = False,
     timeouts: Sequence[str] = (),
@@ -230,8 +234,9 @@ def build_pytest_args(
     args += [f"{package}.{name}" for name in suite_profiles]
     args += run_pytest_args({"backend": backend, "impl": impl, "report": report})
     args += ["--conformance-profiles", ",".join(profiles)]
-    args += run_pytest_args({"html": html, "keep": keep, "slow": slow, "timeout": list(timeouts), "seed": seed,
-                             "image": image, "kube_contexts": kube_contexts, "wait_scale": wait_scale,
+    args += run_pytest_args({"html": html, "junit": junit, "diagnostics": diagnostics, "keep": keep, "slow": slow,
+                             "timeout": list(timeouts), "seed": seed, "image": image, "kube_contexts": kube_contexts,
+                             "wait_scale": wait_scale,
                              "kind_node_image": kind_node_image, "demo_dir": demo_dir})
     return args + list(extra)
 
@@ -384,6 +389,20 @@ def _command_run(args: argparse.Namespace) -> int:
     impl_arg = REFERENCE if descriptor.source == REFERENCE else str(Path(args.impl).absolute())
     report_path = Path(args.report).absolute()
     html_path = str(Path(args.html).absolute()) if args.html else None
+    junit_path = str(Path(args.junit).absolute()) if args.junit else None
+    diagnostics_dir = str(Path(args.diagnostics).absolute()) if args.diagnostics else None
+    folder: submission.SubmissionPaths | None = None
+    if args.submission:
+        try:
+            submission.check_version(descriptor.implementation.version)
+        except submission.SubmissionError as exc:
+            _error(f"--submission: {exc}")
+            return EXIT_UNJUDGED
+        folder = submission.paths(Path(args.submission).absolute(), args.profiles,
+                                  descriptor.implementation.version, args.backend)
+        report_path, html_path, junit_path = folder.report, str(folder.html), str(folder.junit)
+        diagnostics_dir = str(folder.diagnostics)
+        shutil.rmtree(folder.diagnostics, ignore_errors=True)  # an earlier run's failures are not this run's
 
     present, missing = find_profile_packages(args.profiles, SUITES_PACKAGE)
     if args.command == "demo":
@@ -411,7 +430,8 @@ def _command_run(args: argparse.Namespace) -> int:
         report_path.unlink()
     pytest_args = build_pytest_args(
         suite_profiles=present, profiles=args.profiles, backend=args.backend, impl=impl_arg,
-        report=str(report_path), html=html_path, keep=args.keep, slow=args.slow, timeouts=args.timeout,
+        report=str(report_path), html=html_path, junit=junit_path, diagnostics=diagnostics_dir, keep=args.keep,
+        slow=args.slow, timeouts=args.timeout,
         seed=args.seed, wait_scale=args.wait_scale, extra=args.extra, package=SUITES_PACKAGE, image=args.image,
         kube_contexts=args.kube_contexts, kind_node_image=args.kind_node_image,
         demo_dir=str(Path(args.demo_dir).absolute()) if args.demo_dir else None)
@@ -423,8 +443,14 @@ def _command_run(args: argparse.Namespace) -> int:
     except ReportError as exc:
         _error(f"{exc} (pytest exit code {rc}: {_pytest_code_name(rc)})")
     code = run_exit_code(rc, report)
+    if report is not None and folder is not None:
+        digest = submission.write_descriptor(submission.descriptor_text(descriptor.source), folder.descriptor)
+        submission.write_readme(folder, report, command=[PROG, *getattr(args, "argv", [])],
+                                descriptor_sha256=digest, implementation_descriptor=args.impl)
     if report is not None:
         print("\n".join(summary_lines(report, str(report_path), html_path)))
+        if folder is not None:
+            print(f"  submission: {folder.root} (start with {folder.readme.name})")
         if code == EXIT_UNJUDGED and _not_judged(report) and core_passed(report):
             names = ", ".join(str(row.get("profile", "?")) for row in _not_judged(report))
             _error(f"no core test of {names} ran (reasons above); the run cannot be judged")
@@ -577,6 +603,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments[:1] == [SELF_CHECK]:
         return _command_self_check(arguments[1:])
     args = parse_args(arguments)
+    args.argv = arguments
     if args.command in ("run", "demo"):
         return _command_run(args)
     if args.command == "coverage":

@@ -277,6 +277,7 @@ def _record(config: pytest.Config, meta: dict[str, Any], report: pytest.TestRepo
     if report.failed:
         entry["outcome"] = "failed"
         entry["message"] = str(report.longreprtext)[-4000:]
+        _write_diagnostics(config, meta["id"], report)
     elif report.skipped and entry["outcome"] != "failed":
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         if reason.startswith(_NOT_SELECTED) or reason.startswith(f"Skipped: {_NOT_SELECTED}"):
@@ -289,13 +290,30 @@ def _record(config: pytest.Config, meta: dict[str, Any], report: pytest.TestRepo
         entry["message"] = reason
 
 
+def _write_diagnostics(config: pytest.Config, test_id: str, report: pytest.TestReport) -> None:
+    """With --conformance-diagnostics DIR: the failure in full and every section attached to it (the grids'
+    overlays and log tails, captured output) in DIR/<id>.txt, appended phase by phase."""
+    directory = config.getoption("--conformance-diagnostics")
+    if not directory:
+        return
+    from harness.submission import diagnostics_name
+
+    target = Path(directory) / diagnostics_name(test_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    parts = [f"=== {test_id}: failed in {report.when} ({report.nodeid})", str(report.longreprtext)]
+    parts += [f"=== {title}\n{text}" for title, text in report.sections]
+    with target.open("a", encoding="utf-8", errors="replace") as out:
+        out.write("\n".join(parts) + "\n")
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     if hasattr(config, "workerinput"):
         return  # an xdist worker: the controller has every result and writes the report
     path = config.getoption("--conformance-report")
     html_path = config.getoption("--conformance-html")
-    if not path and not html_path:
+    junit_path = config.getoption("--conformance-junit")
+    if not path and not html_path and not junit_path:
         return
     from harness import __version__
     from harness.report.model import TestResult
@@ -323,6 +341,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         write_yaml(report, Path(path))
     if html_path:
         write_html(report, results, Path(html_path))
+    if junit_path:
+        from harness.report.junit import write_junit
+
+        write_junit(results, report, Path(junit_path))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

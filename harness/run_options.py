@@ -71,6 +71,16 @@ OPTIONS: tuple[RunOption, ...] = (
     RunOption("report", "--report", "--conformance-report", "text",
               "where to write the YAML conformance report", metavar="FILE", run_default="conformance-report.yaml"),
     RunOption("html", "--html", "--conformance-html", "text", "also write a readable HTML report", metavar="FILE"),
+    RunOption("junit", "--junit", "--conformance-junit", "text",
+              "also write JUnit XML: one test case per conformance test, its id, profile, level and feature as "
+              "properties", metavar="FILE"),
+    RunOption("diagnostics", "--diagnostics", "--conformance-diagnostics", "text",
+              "write each failed test's failure and diagnostics (overlay serving, log tails, requests) to "
+              "DIR/<test id>.txt", metavar="DIR"),
+    RunOption("submission", "--submission", None, "text",
+              "write a certification submission into DIR: the report named <profiles>-<version>-<backend>-report.yaml,"
+              " README.md with a Reproduce section, the descriptor, JUnit XML, the HTML page and diagnostics of "
+              "failures; the implementation version must name a release, not a branch", metavar="DIR"),
     RunOption("keep", "--keep", "--grid-keep", "flag",
               "keep the grid's working directories (configs, overlays, logs) after the run"),
     RunOption("timeout", "--timeout", "--grid-timeout", "repeated",
