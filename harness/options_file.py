@@ -1,9 +1,10 @@
 """The options file of `agn-conformance run --options FILE`: every run option in one YAML mapping.
 
 A certification run is reproduced from the file rather than from a shell history: keys are the run flags
-without their dashes (`kube_contexts` for --kube-contexts), `timeout` maps deadline names to seconds, and a
-flag given on the command line overrides the file's value. An unknown key, or a value of the wrong kind, is
-an error naming the key.
+without their dashes (`kube_contexts` for --kube-contexts), `timeout` maps deadline names to seconds,
+`self_check` holds the options of `agn-conformance self-check` (which reads the file's impl, profile and
+slow too), and a flag given on the command line overrides the file's value. An unknown key, or a value of
+the wrong kind, is an error naming the key.
 """
 
 from __future__ import annotations
@@ -73,6 +74,39 @@ def _number(key: str, value: Any) -> float:
     return float(value)
 
 
+def _names(key: str, value: Any) -> list[str]:
+    """A list of names (breakages, conformance ids), or one such name."""
+    if isinstance(value, str) and value:
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
+        return list(value)
+    raise OptionsFileError(f"{key}: expected a list of names, got {value!r}")
+
+
+def _positive_integer(key: str, value: Any) -> int:
+    number = _integer(key, value)
+    if number < 1:
+        raise OptionsFileError(f"{key}: expected an integer of at least 1, got {value!r}")
+    return number
+
+
+#: The self-check's own options (`self_check:` in the file); it also reads the run's impl, profile and slow.
+SELF_CHECK_KEYS: Mapping[str, Callable[[str, Any], Any]] = {
+    "breakage": _names, "implementation_test": _names, "jobs": _positive_integer, "workdir": _string,
+}
+
+
+def _self_check(key: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise OptionsFileError(f"{key}: expected a mapping of self-check option to value, got {value!r}")
+    out: dict[str, Any] = {}
+    for name, item in value.items():
+        if name not in SELF_CHECK_KEYS:
+            raise OptionsFileError(f"{key}.{name}: unknown self-check option (known: {', '.join(SELF_CHECK_KEYS)})")
+        out[name] = SELF_CHECK_KEYS[name](f"{key}.{name}", item)
+    return out
+
+
 #: How a value of each kind of run option is read from the file.
 _READERS: Mapping[str, Callable[[str, Any], Any]] = {
     "text": _string, "choice": _string, "integer": _integer, "number": _number, "flag": _boolean,
@@ -83,7 +117,17 @@ KEYS: Mapping[str, tuple[str, Callable[[str, Any], Any]]] = {
     **{option.key: (option.key, _contexts if option.key == "kube_contexts" else _READERS[option.kind])
        for option in OPTIONS if option.run_flag},
     "profile": ("profile", _profiles),
+    "self_check": ("self_check", _self_check),
 }
+
+
+def load_self_check_options(path: Path) -> dict[str, Any]:
+    """What `agn-conformance self-check --options FILE` takes from the file: impl, profile and slow, as the run
+    does, and the `self_check` block; the file's other run options are the run's, checked all the same."""
+    loaded = load_options(path)
+    out: dict[str, Any] = {key: loaded[key] for key in ("impl", "profile", "slow") if key in loaded}
+    out.update(loaded.get("self_check", {}))
+    return out
 
 
 def load_options(path: Path) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from typing import Any, TextIO
 
 from harness.features import CONFORMANCE_PROFILES, PROFILES
 from harness.impl import REFERENCE, DescriptorBreakage, ImplDescriptor, ImplError, load_impl, reference_document
+from harness.options_file import OptionsFileError, load_self_check_options
 from harness.report.writer import core_passed
 from selfcheck.judge import (
     DEFAULT_JOBS,
@@ -94,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--implementation-test", action="append", default=None, metavar="ID",
                         help="run only this conformance test (ID, ID[case] or ID[*]; repeatable) of the "
                              "implementation itself (the verdict then says so); default: the whole suite")
+    parser.add_argument("--options", default=None, metavar="FILE",
+                        help="the run's options file: its impl, profile, slow and self_check block (breakage, "
+                             "implementation_test, jobs, workdir); flags given here override it")
     parser.add_argument("--workdir", default=None, metavar="DIR",
                         help="keep every run's descriptor, report, JUnit file and output here (default: a "
                              "temporary directory, removed at the end)")
@@ -301,7 +305,21 @@ def check_suite(judged: Profile, planned: Sequence[Planned], *, document: Mappin
 
 def main(argv: Sequence[str] | None = None, out: TextIO = sys.stdout) -> int:
     parser = build_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args(arguments)
+    if args.options:
+        try:
+            defaults = load_self_check_options(Path(args.options))
+        except OptionsFileError as exc:
+            parser.error(f"--options: {exc}")
+        if "profile" in defaults:
+            defaults["profile"] = [_profiles(",".join(defaults["profile"]))]
+        for flag in ("profile", "breakage", "implementation_test"):  # these append: given here, they replace the file's
+            option = "--" + flag.replace("_", "-")
+            if any(arg == option or arg.startswith(option + "=") for arg in arguments):
+                defaults.pop(flag, None)
+        parser.set_defaults(**defaults)
+        args = parser.parse_args(arguments)
     profiles = list(dict.fromkeys(name for group in (args.profile or [list(CONFORMANCE_PROFILES)]) for name in group))
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")

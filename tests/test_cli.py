@@ -6,6 +6,7 @@ the way the pytest plugin does, and ``list`` collects a tiny suite package made 
 
 from __future__ import annotations
 
+import io
 import sys
 import textwrap
 import uuid
@@ -373,6 +374,8 @@ def test_an_options_file_sets_run_options_and_flags_override_it(tmp_path: Path) 
     ("keep: yes please\n", "keep: expected true or false"),
     ("timeout: {reload: soon}\n", "timeout.reload: expected a number of seconds"),
     ("- backend\n", "expected a mapping"),
+    ("self_check: {breakages: [x]}\n", "self_check.breakages: unknown self-check option"),
+    ("self_check: {jobs: 0}\n", "self_check.jobs: expected an integer of at least 1"),
 ])
 def test_a_bad_options_file_is_refused_naming_the_key(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                       text: str, problem: str) -> None:
@@ -437,3 +440,34 @@ def test_summary_lines_of_a_demos_run_show_the_demo_level() -> None:
     assert lines[0].startswith("agn-conformance: FAILED")
     assert any(line.strip().startswith("demos") and "demo: failure (0 passed, 1 failed" in line for line in lines)
     assert "    demo: 1 failed in grid-glb-demo: DEMO-B" in lines
+
+
+def test_the_readme_options_example_is_complete_and_reads(tmp_path: Path) -> None:
+    """The README shows every key of the options file, and the example as written is accepted by both the run
+    and the self-check."""
+    from harness.options_file import KEYS, SELF_CHECK_KEYS, load_options, load_self_check_options
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = readme.index("# options.yaml: a complete example")
+    example = readme[start:readme.index("```", start)]
+    document = yaml.safe_load(example)
+    assert sorted(document) == sorted(KEYS), "the README's options example must show every key"
+    assert sorted(document["self_check"]) == sorted(SELF_CHECK_KEYS)
+    options = tmp_path / "options.yaml"
+    options.write_text(example)
+    assert load_options(options)["submission"] == "submission"
+    assert load_self_check_options(options)["breakage"] == ["unchanged-swaps", "slow-reload"]
+
+
+def test_the_self_check_takes_its_options_from_the_file_and_flags_override_them(tmp_path: Path) -> None:
+    from selfcheck.command import main as self_check
+
+    options = tmp_path / "options.yaml"
+    options.write_text("profile: [consumer]\nself_check: {breakage: unchanged-swaps}\n")
+    out = io.StringIO()
+    assert self_check(["--options", str(options), "--list"], out=out) == 0
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("consumer: unchanged-swaps:"), lines
+    out = io.StringIO()
+    assert self_check(["--options", str(options), "--list", "--breakage", "slow-reload"], out=out) == 0
+    assert [line.split(":")[1].strip() for line in out.getvalue().splitlines()] == ["slow-reload"]
