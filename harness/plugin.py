@@ -18,6 +18,9 @@ from harness.timeouts import encode as encode_timeouts
 from harness.timeouts import parse_overrides as parse_timeout_overrides
 from harness.waiting import WAIT_SCALE_ENV
 
+#: The progress lines (harness.progress) come with the plugin; loaded with it so that --no-progress exists.
+pytest_plugins = ["harness.progress"]
+
 _RESULTS_KEY = pytest.StashKey[dict[str, Any]]()
 _ID_KEY = pytest.StashKey[str]()
 _IMPL_KEY = pytest.StashKey[Any]()
