@@ -25,7 +25,7 @@ import pytest
 
 from harness import submission
 from harness.backends.registry import backend_names
-from harness.features import CONFORMANCE_PROFILES, DEMO_LEVEL, DEMOS, DEMOS_PROFILE, PROFILES
+from harness.features import CONFORMANCE_PROFILES, DEMO_LEVEL, DEMOS, DEMOS_PROFILE, PROFILES, parse_profiles
 from harness.impl import REFERENCE, ImplDescriptor, ImplError, load_impl
 from harness.options_file import OptionsFileError, load_options
 from harness.report.html import write_html
@@ -86,12 +86,10 @@ _JUDGED_PYTEST_CODES = frozenset({
 
 def _profiles_arg(text: str) -> list[str]:
     """Parse one ``--profile`` value; a comma-separated list is accepted too."""
-    names = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = [name for name in names if name not in PROFILES]
-    if not names or unknown:
-        raise argparse.ArgumentTypeError(
-            f"unknown profile {', '.join(unknown) or repr(text)} (choose from {', '.join(PROFILES)})")
-    return names
+    try:
+        return parse_profiles(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser(run_defaults: Mapping[str, Any] | None = None) -> argparse.ArgumentParser:

@@ -220,6 +220,15 @@ EXTENDED_BY_PROFILE: Mapping[str, frozenset[str]] = MappingProxyType({
 })
 
 
+def parse_profiles(text: str) -> list[str]:
+    """Profile names from one comma-separated command-line value; ValueError naming what is unknown."""
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [name for name in names if name not in PROFILES]
+    if not names or unknown:
+        raise ValueError(f"unknown profile {', '.join(unknown) or repr(text)} (choose from {', '.join(PROFILES)})")
+    return names
+
+
 def marker_problem(profile: str, level: str, feature: str) -> str | None:
     """Why a conformance marker's (profile, level, feature) is not one this registry knows (None: it is)."""
     if profile not in PROFILES:

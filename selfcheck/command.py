@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.features import CONFORMANCE_PROFILES, PROFILES
+from harness.features import CONFORMANCE_PROFILES, PROFILES, parse_profiles
 from harness.impl import REFERENCE, DescriptorBreakage, ImplDescriptor, ImplError, load_impl, reference_document
 from harness.options_file import OptionsFileError, load_self_check_options
 from harness.report.writer import core_passed
@@ -65,12 +65,10 @@ class Verdict:
 
 
 def _profiles(text: str) -> list[str]:
-    names = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = [name for name in names if name not in PROFILES]
-    if not names or unknown:
-        raise argparse.ArgumentTypeError(f"unknown profile {', '.join(unknown) or repr(text)} "
-                                         f"(choose from {', '.join(PROFILES)})")
-    return names
+    try:
+        return parse_profiles(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
