@@ -11,7 +11,7 @@ import copy
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,6 +96,18 @@ def seal(doc: dict[str, Any]) -> dict[str, Any]:
 
 def revision_of(doc: dict[str, Any]) -> str:
     return str(doc["revision"]["value"])
+
+
+def revision_in(doc: bytes | Mapping[str, Any]) -> str | None:
+    """The revision an overlay carries, whatever was written (None: bytes that are no envelope with one)."""
+    if isinstance(doc, bytes):
+        try:
+            doc = json.loads(doc)
+        except ValueError:
+            return None
+    revision = doc.get("revision") if isinstance(doc, Mapping) else None
+    value = revision.get("value") if isinstance(revision, Mapping) else None
+    return value if isinstance(value, str) else None
 
 
 def legacy(candidates: Iterable[dict[str, Any]], local_site: str, network: str | None = None) -> dict[str, Any]:

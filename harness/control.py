@@ -34,6 +34,7 @@ from harness.contract import ScopeSpec
 from harness.process import ManagedProcess
 from harness.projection import write_atomic
 from harness.resources import DEFAULT_GATEWAY, DEFAULT_NAMESPACE
+from harness.timeline import current, record_action, record_revision
 from harness.timeouts import timeouts
 from harness.waiting import WaitTimeout, poll_until
 
@@ -148,6 +149,7 @@ class ControlPlane:
         else:
             self.process.stop()
         self.process = self._respawn()
+        record_action(f"restarted {self.site.spec.name}'s operator", site=self.site.spec.name)
 
     def force_reconcile(self, network: str) -> None:
         """Set a fresh force-refresh annotation on the GridNetwork, as the demos do."""
@@ -179,7 +181,16 @@ class ControlPlane:
             doc = json.loads(data[ENVELOPE_KEY])
         except (KeyError, TypeError, ValueError):
             return None
-        return doc if isinstance(doc, dict) else None
+        if not isinstance(doc, dict):
+            return None
+        self._saw("rendered", _revision_value(doc), network, gateway)
+        return doc
+
+    def _saw(self, stage: str, revision: Any, network: str, gateway: str) -> None:
+        """Put a revision stage the harness read from this operator's outputs on the running test's timeline."""
+        if isinstance(revision, str) and current() is not None:
+            ref = None if gateway == DEFAULT_GATEWAY else gateway
+            record_revision(stage, revision, site=self.site.spec.name, network=network, gatewayRef=ref)
 
     def status_path(self, network: str) -> Path:
         return self.out / f"{network}.status.yaml"
@@ -195,6 +206,8 @@ class ControlPlane:
         for entry in self.status(network).get("overlayStatus") or []:
             if isinstance(entry, dict) and (entry.get("gatewayName"), entry.get("gatewayNamespace")) == (
                     gateway, namespace):
+                self._saw("rendered", entry.get("renderedRevision"), network, gateway)
+                self._saw("distributed", entry.get("distributedRevision"), network, gateway)
                 return entry
         return {}
 
@@ -309,8 +322,9 @@ class ControlPlane:
         scope = ScopeSpec(network, gateway_ref, namespace, envelope["scope"]["local_site"])
         sync = self.site.grid.backend.start_overlay_sync(self.site.index, self.configmap_path(network, gateway_ref),
                                                          scope)
-        poll_until(lambda: sync.delivered_revision(), lambda r: r is not None, timeout=timeout,
-                   what=f"overlay-sync to deliver the first revision of {network}")
+        delivered = poll_until(lambda: sync.delivered_revision(), lambda r: r is not None, timeout=timeout,
+                               what=f"overlay-sync to deliver the first revision of {network}")
+        self._saw("accepted", delivered, network, gateway_ref)
         gateway = self._chain_gateway(sync.target_dir, scope, start_gateway)
         return self._add_chain(Chain(self, network, gateway_ref, sync, gateway))
 
@@ -451,6 +465,12 @@ class Chain:
         timeout = timeouts().reconcile if timeout is None else timeout
         poll_until(self.sync.delivered_revision, lambda r: r == revision, timeout=timeout,
                    what=f"overlay-sync to deliver revision {revision[:19]}")
+        self.control._saw("accepted", revision, self.network, self.gateway_ref)
+
+
+def _revision_value(envelope: dict[str, Any]) -> Any:
+    revision = envelope.get("revision")
+    return revision.get("value") if isinstance(revision, dict) else None
 
 
 def _read_yaml(path: Path) -> dict[str, Any] | None:

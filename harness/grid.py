@@ -39,6 +39,7 @@ from harness.pki import ClientFiles, GridPKI, ServerFiles, client_context
 from harness.projection import project
 from harness.resources import SIGNAL_METRICS
 from harness.run_as import RunAs
+from harness.timeline import current, record_action, record_revision
 from harness.topology import SiteSpec, Topology
 from harness.waiting import WaitTimeout, poll_until
 
@@ -138,6 +139,19 @@ class Gateway:
         data = doc if isinstance(doc, bytes) else contract.encode(doc)
         self.last_overlay = data
         project(self.proc.overlay_dir, {OVERLAY_FILE: data})
+        # the harness projects the overlay as kubelet would: for the test's timeline, that is distribution
+        if current() is None:
+            return
+        revision = contract.revision_in(doc)
+        if revision is None:
+            record_action("wrote an overlay without a revision", site=self.site.spec.name, gateway=self.name)
+        else:
+            self._record("distributed", revision, observed=False)
+
+    def _record(self, stage: str, revision: str | None, *, observed: bool = True) -> None:
+        """Put a revision stage of this gateway on the running test's timeline (see harness.timeline)."""
+        if current() is not None:
+            record_revision(stage, revision, observed=observed, site=self.site.spec.name, gateway=self.name)
 
     def remove_overlay(self) -> None:
         """Take the overlay file away (its visible name); the next write_overlay puts it back."""
@@ -188,7 +202,9 @@ class Gateway:
 
     def serving_revision(self, model: str) -> str | None:
         reply = self.request(model)
-        return reply.forwarded_headers.get(self.revision_header) if reply.status == 200 else None
+        revision = reply.forwarded_headers.get(self.revision_header) if reply.status == 200 else None
+        self._record("serving", revision)
+        return revision
 
     def wait_serving(self, revision: str, model: str, timeout: float = 10.0, what: str | None = None) -> None:
         """Poll until requests for `model` are selected from the snapshot with `revision`.
@@ -202,6 +218,7 @@ class Gateway:
                        describe=self._describe_serving)
         except WaitTimeout as exc:
             raise WaitTimeout(f"{exc}\n{self.overlay_log()}") from None
+        self._record("serving", revision)
 
     def wait_status(self, model: str, status: int, timeout: float = 10.0) -> Reply:
         try:

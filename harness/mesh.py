@@ -30,6 +30,7 @@ from harness.gateway_config import CredentialRef, ProviderRoute, TrustedPeer
 from harness.grid import Gateway, Grid, ProviderGateway, Site
 from harness.mesh_oracle import SwimTiming
 from harness.process import Supervisor
+from harness.timeline import current, record_action, record_member
 from harness.timeouts import timeouts
 from harness.topology import Topology, load_topology
 from harness.waiting import poll_until
@@ -86,12 +87,25 @@ class MeshSite:
         return next(iter(self.site.providers))
 
     def mesh_status(self) -> dict[str, Any]:
+        """This site's mesh status; each member's state in it goes on the running test's timeline (when it
+        changed), so the report shows membership over time as the harness saw it."""
         self.control.check_running()
-        return self.control.mesh_state() or {}
+        status = self.control.mesh_state() or {}
+        if current() is not None:
+            for member in status.get("members") or []:
+                if isinstance(member, dict) and member.get("name") and member.get("name") != self.name:
+                    record_member(self.name, str(member["name"]), mesh_oracle.member_status(status, member["name"]),
+                                  source="membership")
+        return status
 
     def gridsite(self, network: str, of: str) -> dict[str, Any] | None:
-        """The GridSite this site's operator keeps for site `of` in `network`, as it last wrote it."""
-        return self.control.gridsite(mesh_oracle.discovered_site_name(network, of))
+        """The GridSite this site's operator keeps for site `of` in `network`, as it last wrote it (its phase
+        goes on the running test's timeline when it changed)."""
+        found = self.control.gridsite(mesh_oracle.discovered_site_name(network, of))
+        if current() is not None:
+            phase, reason = phase_of(found)
+            record_member(self.name, of, phase, source="GridSite", network=network, reason=reason)
+        return found
 
 
 def phase_of(gridsite: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
@@ -212,6 +226,7 @@ class Mesh:
         cluster; OperationUnsupported where the backend cannot)."""
         self.sites[name].control.process.kill()
         self._killed.add(name)
+        record_action(f"killed {name}'s operator", site=name)
 
     def _cutter(self) -> Any:
         """What cuts links: the fabric, else the backend when it can (on the nodes); PartitionUnsupported."""
@@ -227,10 +242,13 @@ class Mesh:
         """Cut every link between the sites of `group_a` and those of `group_b`, both ways."""
         cutter = self._cutter()
         index = {name: s.site.index for name, s in self.sites.items()}
+        group_a, group_b = list(group_a), list(group_b)
         cutter.partition([index[n] for n in group_a], [index[n] for n in group_b])
+        record_action(f"cut links {', '.join(group_a)} | {', '.join(group_b)}")
 
     def heal(self) -> None:
         self._cutter().heal()
+        record_action("healed every cut link")
 
     def diagnostics(self) -> str:
         parts = [self.grid.diagnostics()]

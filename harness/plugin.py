@@ -209,25 +209,39 @@ def demo_inputs_record(readings: Mapping[Any, Any]) -> dict[str, Any] | None:
 _TIMELINE_KEY = pytest.StashKey[Any]()
 
 
+def _test_timeline(item: pytest.Item) -> Any:
+    """The test's one timeline, made on first use: the `timeline` fixture (during setup) and the plugin (around
+    the call) share it, so what a test records itself and what the harness records land in one timeline."""
+    recorded = item.stash.get(_TIMELINE_KEY, None)
+    if recorded is None:
+        from harness.timeline import Timeline
+
+        recorded = item.stash[_TIMELINE_KEY] = Timeline()
+    return recorded
+
+
 @pytest.fixture
 def timeline(request: pytest.FixtureRequest) -> Any:
     """This test's timeline (harness.timeline.Timeline); what it records travels to the report."""
-    from harness.timeline import Timeline
-
-    recorded = Timeline()
-    request.node.stash[_TIMELINE_KEY] = recorded
-    return recorded
+    return _test_timeline(request.node)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
-    """A conformance test asking the backend for something it cannot do is skipped with the backend's reason."""
+    """A conformance test asking the backend for something it cannot do is skipped with the backend's reason.
+
+    While the test runs its timeline is current (harness.timeline.recording), so the harness's waits and
+    judgements (revision stages, mesh member states, distributions) record what they saw without a fixture.
+    """
     if item.get_closest_marker("conformance") is None:
         return (yield)
-    try:
-        return (yield)
-    except OperationUnsupported as exc:
-        pytest.skip(f"not on this backend: {exc}")
+    from harness.timeline import recording
+
+    with recording(_test_timeline(item)):
+        try:
+            return (yield)
+        except OperationUnsupported as exc:
+            pytest.skip(f"not on this backend: {exc}")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -240,15 +254,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return report
     factory = item.config.stash.get(FACTORY_KEY, None)
     if report.failed and factory is not None:
+        attached = len(report.sections)
         for grid in factory.grids:
             report.sections.append((f"agn-conformance {grid.topology.name} grid", grid.diagnostics()))
         for mesh in factory.meshes:  # operator logs, mesh status and gateways of every running mesh
             report.sections.append(("agn-conformance mesh", mesh.diagnostics()))
+        for title, text in report.sections[attached:]:  # the HTML page shows them with the failure
+            _test_timeline(item).diagnostics(f"{title} ({report.when})", text)
     tagged: dict[str, Any] = {**meta, "id": item.stash.get(_ID_KEY, meta["id"]),
                               "statements": list(conformance_statements(item))}
     recorded = item.stash.get(_TIMELINE_KEY, None)
-    if recorded is not None and report.when != "setup":
-        tagged["timeline"] = recorded.records()
+    if recorded is not None and report.when == "teardown" and recorded.events:
+        tagged["timeline"] = recorded.records()  # once, complete, and only when it holds evidence
     report.user_properties.append((_PROPERTY, tagged))
     return report
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.timeline import record_distribution
+
 __all__ = [
     "DistributionPlan",
     "assert_distribution",
@@ -272,12 +274,14 @@ def plan_distribution(
 # ------------------------------------------------------------------------------ distribution assertion
 
 
-def assert_distribution(counts: Mapping[str, int], plan: DistributionPlan) -> None:
+def assert_distribution(counts: Mapping[str, int], plan: DistributionPlan, *, what: str | None = None) -> None:
     """Assert that observed ``counts`` fit ``plan``; on failure show observed against expected.
 
     The counts must add up to ``plan.sample_size`` (otherwise the stated error rates would not hold,
     so that is a ValueError). A category outside the plan, a zero-share category that was seen, or a
-    count outside its acceptance interval fails the assertion.
+    count outside its acceptance interval fails the assertion. What was judged (counts, expected shares,
+    intervals, alpha, n) is recorded on the running test's timeline, pass or fail, so the report can draw
+    it; ``what`` names the judgement there when a test makes several.
     """
     for name, count in counts.items():
         if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
@@ -309,6 +313,9 @@ def assert_distribution(counts: Mapping[str, int], plan: DistributionPlan) -> No
                 problems.append(f"{name!r} count {count} outside [{lo}, {hi}]")
         rows.append([name, count, f"{count / total:.4f}", expected_text, interval_text, verdict])
 
+    record_distribution(counts={name: int(counts.get(name, 0)) for name in names}, expected=plan.expected,
+                        intervals=plan.intervals, alpha=plan.alpha, n=plan.sample_size, passed=not problems,
+                        power=plan.power, shift=plan.shift, what=what)
     if problems:
         table = format_table(["category", "observed", "obs share", "exp share", "accepted", "verdict"], rows)
         raise AssertionError(

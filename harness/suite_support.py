@@ -6,6 +6,7 @@ import time
 
 from harness.gateway_config import RELOAD_DEBOUNCE_MS
 from harness.grid import Gateway
+from harness.timeline import record_action
 from harness.waiting import WaitTimeout, poll_until, wait_until_elapsed
 
 RELOADS = "praxis_ai_intelligent_route_snapshot_reloads_total"
@@ -38,3 +39,4 @@ class ReloadProbe:
                        what=f"a reload counted as {result!r} (counts before: {before})", timeout=timeout)
         except WaitTimeout as exc:
             raise WaitTimeout(f"{exc}\n{self.gateway.overlay_log()}") from None
+        record_action(f"reload counted as {result}", gateway=self.gateway.name)
