@@ -1,9 +1,8 @@
-"""Conformance report: rollup rules, unsupported features, YAML round trip, HTML escaping."""
+"""Conformance report: rollup rules, unsupported features, YAML round trip (the HTML page: test_report_html.py)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ from harness.report import (
     core_passed,
     load_report,
     render_html,
-    write_html,
     write_yaml,
 )
 from harness.report.writer import MESSAGE_LIMIT, truncate_message
@@ -260,115 +258,6 @@ def test_core_passed_does_not_trust_a_contradicting_summary() -> None:
     assert core_passed(report_for([result("c-1", "passed")]))
 
 
-# ------------------------------------------------------------------------------------------------ HTML
-
-
-class _Tags(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[str] = []
-        self.hrefs: list[str] = []
-        self.pre: list[str] = []
-        self._in_pre = False
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append(tag)
-        self.hrefs += [value or "" for name, value in attrs if name == "href"]
-        self._in_pre = tag == "pre"
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "pre":
-            self._in_pre = False
-
-    def handle_data(self, data: str) -> None:
-        if self._in_pre:
-            self.pre.append(data)
-
-
-def test_html_escapes_hostile_strings(tmp_path: Path) -> None:
-    hostile = '<script>alert("x")</script> & <img src=x onerror=alert(1)>'
-    impl = Implementation(f"Org {hostile}", "gw", "1", ("javascript:alert(1)", "https://example.invalid/a?b=1&c=2"))
-    results = [result(f"c-1{hostile}", "failed", message=f"expected 200\n{hostile}"),
-               result("c-2", "passed"),
-               result("e-1", "unsupported", level="extended", feature=f"feat{hostile}")]
-    report = build_report(results, impl, backend="local", harness_version="0.1.0", profiles=("consumer",),
-                          features_claimed=(), date=DATE)
-    page = write_html(report, results, tmp_path / "report.html").read_text(encoding="utf-8")
-    parser = _Tags()
-    parser.feed(page)
-    assert "script" not in parser.tags and "img" not in parser.tags
-    assert "<script>" not in page and "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
-    assert parser.hrefs == ["https://example.invalid/a?b=1&c=2"]  # javascript: is shown, not linked
-    assert any(f"expected 200\n{hostile}" in block for block in parser.pre)
-
-
-def test_html_shows_outcomes_and_full_messages() -> None:
-    long_message = "head " + "y" * 5000 + " tail"
-    results = [result("c-1", "failed", message=long_message), result("c-2", "passed"),
-               result("c-3", "skipped", message="needs root"),
-               result("e-1", "unsupported", level="extended", feature="cookieAffinity")]
-    report = report_for(results, profiles=("consumer", "mesh"))
-    page = render_html(report, results)
-    for outcome in ("failed", "passed", "skipped", "unsupported"):
-        assert f'<tr class="{outcome}">' in page
-    assert long_message in page  # the page is for reading: not cut at the YAML limit
-    assert "FAILED" in page and "No tests were run for this profile." in page
-    assert "Profile: mesh" in page and "cookieAffinity" in page
-    passing = report_for([result("c-1", "passed")])
-    assert "PASSED" in render_html(passing, [result("c-1", "passed")])
-    assert "Failures by feature" not in render_html(passing, [result("c-1", "passed")])
-
-
-class _Rows(HTMLParser):
-    """The text of every table row, by the row's class."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[tuple[str, str]] = []
-        self._row: list[str] | None = None
-        self._class = ""
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "tr":
-            self._row, self._class = [], dict(attrs).get("class") or ""
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "tr" and self._row is not None:
-            self.rows.append((self._class, " ".join(part.strip() for part in self._row if part.strip())))
-            self._row = None
-
-    def handle_data(self, data: str) -> None:
-        if self._row is not None:
-            self._row.append(data)
-
-
-def test_html_groups_failures_by_feature_and_names_the_feature_of_each_failure() -> None:
-    results = [result(f"AFF-{i}", "failed", level="extended", feature="cookieAffinity", message=f"boom {i}")
-               for i in range(1, 7)]
-    results += [result("SEL-1", "failed", feature="selection", message="wrong backend"),
-                result("SEL-2", "passed", feature="selection")]
-    page = render_html(report_for(results, claimed=frozenset({"cookieAffinity"})), results)
-    parser = _Rows()
-    parser.feed(page)
-    failed = [text for cls, text in parser.rows if cls == "failed"]
-    summary = [text for text in failed if text.startswith("consumer")]
-    assert summary == ["consumer core selection 1 SEL-1",
-                       "consumer extended cookieAffinity 6 AFF-1, AFF-2, AFF-3, AFF-4, AFF-5, AFF-6"]
-    details = [text for cls, text in parser.rows if cls == "detail"]
-    assert "AFF-3: failed in feature cookieAffinity (extended) boom 3" in details
-    assert "SEL-1: failed in feature selection (core) wrong backend" in details
-    assert any(text.startswith("AFF-1 extended cookieAffinity") for text in failed)
-    assert "extended: <strong>cookieAffinity</strong>: 6 failed" in page
-
-
-def test_write_html_is_also_reachable_from_the_writer(tmp_path: Path) -> None:
-    from harness.report import writer
-
-    results = [result("c-1", "passed")]
-    path = writer.write_html(report_for(results), results, tmp_path / "page.html")
-    assert path.read_text(encoding="utf-8") == render_html(report_for(results), results)
-
-
 # ------------------------------------------------------------------------------------------- demo level
 
 
@@ -415,5 +304,17 @@ def test_timelines_travel_in_the_report_and_the_page_draws_them(tmp_path: Path) 
     path = write_yaml(report, tmp_path / "r.yaml")
     assert load_report(path)["timelines"] == {"DEMO-T": list(events)}
     page = render_html(report, [with_timeline])
-    assert 'id="timelines"' in page and 'id="timeline-0"' in page and "DEMO-T" in page
-    assert 'id="timelines"' not in render_html(report_for([demo("DEMO-U", "passed")], profiles=("demos",)), [])
+    assert "Evidence: served shares" in page and 'class="plotly-lazy"' in page
+    assert "Evidence:" not in render_html(report_for([demo("DEMO-U", "passed")], profiles=("demos",)), [])
+
+
+def test_the_report_leaves_a_failures_diagnostics_to_the_page() -> None:
+    events = ({"t": 0.1, "kind": "revision", "stage": "serving", "revision": "r1", "site": "west"},
+              {"t": 0.2, "kind": "diagnostics", "title": "grid", "text": "gateway log"})
+    failing = TestResult(id="C-1", profile="consumer", level="core", feature="hotReload", spec="s", outcome="failed",
+                         duration_s=1.0, message="boom", timeline=events)
+    only_logs = TestResult(id="C-2", profile="consumer", level="core", feature="hotReload", spec="s",
+                           outcome="failed", duration_s=1.0, message="boom", timeline=events[1:])
+    report = report_for([failing, only_logs])
+    assert report["timelines"] == {"C-1": [events[0]]}
+    assert "gateway log" in render_html(report, [failing, only_logs])

@@ -1,16 +1,21 @@
 """One self-contained HTML page for a conformance run, for people rather than CI.
 
-The page shows the implementation, the verdict, the failures of the run grouped by feature, per profile
-the core/extended (or demo) rollup, its failures by feature and every test with its outcome, and the
-timelines tests recorded, drawn as charts (harness.report.timeline_plot); failure
-messages are shown in full (up to a generous limit) in ``<pre>`` blocks, each under the feature of its
-test. All text that came from a report or a test (names, ids, messages) is escaped: failure messages
-routinely contain markup-like text such as ``<script>`` or ``&``, and a report must never execute or
-mangle it.
+The page reads top down in the order a reader asks: did it pass (the verdict, and a card per profile with
+its core/extended or demo results and counts), what failed and why (one card per failing test, core first:
+the spec section and the catalogued sentences it enforces, the message, the evidence charts and the
+diagnostics the harness attached), and then everything else (failures by feature, every test per profile with
+its outcome, the evidence of passing tests behind a click, spec coverage). Filters by outcome, profile and
+feature show and hide test rows and failure cards.
+
+The page needs no network: its style, its small script and Plotly's JavaScript (once, only when a chart is
+drawn) are inlined. All text that came from a report or a test (names, ids, messages, logs) is escaped:
+failure messages routinely contain markup-like text such as ``<script>`` or ``&``, and a report must never
+execute or mangle it.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
@@ -18,35 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.model import TestResult
+from harness.report.page_assets import PAGE_SCRIPT, PAGE_STYLE
 from harness.report.text import failures_by_feature, truncate_message, write_text_atomic
 
 __all__ = ["HTML_MESSAGE_LIMIT", "render_html", "write_html"]
 
 #: Messages longer than this are shortened in the page (head and tail kept).
 HTML_MESSAGE_LIMIT = 20_000
-
-_STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 78em;
-       padding: 0 1em; color: #1d2330; }
-h1 { margin-bottom: 0.2em; }
-table { border-collapse: collapse; margin: 0.6em 0 1.2em 0; }
-th, td { border: 1px solid #cfd5df; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
-th { background: #eef1f6; }
-table.meta th { width: 11em; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-pre { margin: 0; white-space: pre-wrap; word-break: break-word; font-size: 0.85em; background: #f7f7f9;
-      padding: 0.5em; max-height: 30em; overflow: auto; }
-.verdict { display: inline-block; padding: 0.35em 0.9em; border-radius: 4px; font-weight: bold; }
-.verdict.pass { background: #d8f3dc; color: #1b5e20; }
-.verdict.fail { background: #fde0e0; color: #8e1c1c; }
-.passed, .success { background: #e3f6e6; }
-.failed, .failure { background: #fde4e4; }
-.skipped, .partial { background: #fff4d6; }
-.notRun { background: #eeeeee; }
-.unsupported { background: #eeeeee; color: #666666; }
-tr.detail td { background: #ffffff; }
-.muted { color: #667085; }
-"""
+_LEVEL_ORDER = {"core": 0, "demo": 1, "extended": 2}
+_OUTCOME_ORDER = ("failed", "passed", "skipped", "unsupported", "notApplicable")
 
 
 def write_html(
@@ -64,42 +49,218 @@ def render_html(report: Mapping[str, Any], results: Sequence[TestResult]) -> str
     impl = _mapping(report.get("implementation"))
     who = f"{impl.get('organization', '?')}/{impl.get('project', '?')} {impl.get('version', '')}"
     title = f"Conformance report: {who}"
-    summary = _mapping(report.get("summary"))
-    passed = summary.get("passed") is True
-    unjudged = [str(_mapping(row).get("profile", "?")) for row in summary.get("notJudged") or []]
-    verdict = ("pass", "PASSED: no core test of the selected profiles failed") if passed else (
-        "fail", "FAILED: at least one core test failed")
-    if passed and unjudged:
-        verdict = ("fail", f"NOT JUDGED: no core test of {', '.join(unjudged)} ran (see the skip reasons)")
-    parts = [
+    page = _Page(report, results)
+    body = [
+        "<h1>AGN conformance report</h1>",
+        f'<p class="who">{_e(who.strip())}</p>',
+        f'<p><span class="verdict {page.verdict[0]}">{_e(page.verdict[1])}</span></p>',
+        page.verdict_cards(),
+        page.filters(),
+        page.failure_cards(),
+        _summary_failures(report),
+        page.profile_sections(),
+        page.orphan_evidence(),
+        _coverage(report),
+        "<h2>Run</h2>",
+        _meta_table(report, impl),
+    ]
+    head = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_e(title.strip())}</title>",
-        f"<style>{_STYLE}</style></head><body>",
-        "<h1>AGN conformance report</h1>",
-        f'<p><span class="verdict {verdict[0]}">{_e(verdict[1])}</span></p>',
-        _meta_table(report, impl),
-        _summary_failures(report),
-        _coverage(report),
+        f"<style>{PAGE_STYLE}</style>",
     ]
-    profiles = [p for p in _list(report.get("profiles")) if isinstance(p, Mapping)]
-    shown: set[str] = set()
-    for profile in profiles:
-        name = str(profile.get("name", "?"))
-        shown.add(name)
-        parts.append(_profile_section(profile, [r for r in results if r.profile == name]))
-    leftovers = sorted({r.profile for r in results} - shown)
-    for name in leftovers:
-        parts.append(_profile_section({"name": name}, [r for r in results if r.profile == name]))
-    timelines = _mapping(report.get("timelines"))
-    if timelines:
-        from harness.report.timeline_plot import timelines_html  # plotting is loaded only for pages that plot
+    if page.charts.used:  # the library once, before the first figure that needs it
+        from harness.report.plotting import plotly_script
 
-        parts.append(timelines_html({str(k): [e for e in _list(v) if isinstance(e, Mapping)]
-                                     for k, v in timelines.items()}))
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+        head.append(plotly_script())
+    head.append("</head><body>")
+    tail = [f"<script>{PAGE_SCRIPT}</script>", "</body></html>"]
+    return "\n".join(head + [part for part in body if part] + tail) + "\n"
+
+
+class _Page:
+    """What the page's sections share: the results in page order, each test's evidence, and the chart ids."""
+
+    def __init__(self, report: Mapping[str, Any], results: Sequence[TestResult]) -> None:
+        from harness.report.evidence import ChartIds
+
+        self.report = report
+        self.results = sorted(results, key=lambda r: (_LEVEL_ORDER.get(r.level, 3), r.profile, r.id))
+        self.profiles = [p for p in _list(report.get("profiles")) if isinstance(p, Mapping)]
+        timelines = _mapping(report.get("timelines"))
+        self.timelines: dict[str, list[Mapping[str, Any]]] = {
+            str(k): [e for e in _list(v) if isinstance(e, Mapping)] for k, v in timelines.items()}
+        for r in results:  # a result's own timeline is the complete one (the report leaves diagnostics out)
+            if r.timeline:
+                self.timelines[r.id] = list(r.timeline)
+        self.anchors = {r.id: f"test-{index}" for index, r in enumerate(self.results)}
+        self.charts = ChartIds()
+        self.verdict = _verdict(_mapping(report.get("summary")))
+
+    # ------------------------------------------------------------------------------------- verdicts
+
+    def verdict_cards(self) -> str:
+        """A card per profile: each level's result and counts, unsupported features, claims not applicable."""
+        cards = []
+        for profile in self.profiles:
+            name = str(profile.get("name", "?"))
+            levels = _levels(profile)
+            results = [str(_mapping(profile.get(level)).get("result", "notRun")) for level in levels]
+            judged = results[0]  # core, or demo for the demos profile: what the verdict rests on
+            rows = []
+            for level, result in zip(levels, results, strict=True):
+                stats = _mapping(_mapping(profile.get(level)).get("statistics"))
+                counts = ", ".join(f"{_e(stats.get(key, 0))} {key}" for key in ("passed", "failed", "skipped"))
+                rows.append(f'<tr><th>{_e(level)}</th><td><span class="result {_e(result)}">{_e(result)}</span>'
+                            f"</td><td>{counts}</td></tr>")
+            extended = _mapping(profile.get("extended"))
+            unsupported = [str(f) for f in _list(extended.get("unsupportedFeatures"))]
+            notes = []
+            if unsupported:
+                notes.append(f"<p>Unsupported extended features: {_e(', '.join(unsupported))}</p>")
+            not_applicable = sum(len(list(_list(_mapping(profile.get(level)).get("notApplicable"))))
+                                 for level in levels)
+            if not_applicable:
+                notes.append(f"<p>{not_applicable} claim(s) not applicable</p>")
+            cards.append(f'<article class="card {_e(judged)}" data-card-profile="{_e(name)}">'
+                         f'<h3><a href="#profile-{_e(name)}">{_e(name)}</a></h3>'
+                         f"<table>{''.join(rows)}</table>{''.join(notes)}</article>")
+        if not cards:
+            return ""
+        return f'<section id="verdicts" aria-label="Verdict per profile">{"".join(cards)}</section>'
+
+    # -------------------------------------------------------------------------------------- filters
+
+    def filters(self) -> str:
+        """The filter bar; the page's script applies it (without JavaScript it does nothing, and hides nothing)."""
+        if not self.results:
+            return ""
+        counts = {o: sum(1 for r in self.results if r.outcome == o) for o in _OUTCOME_ORDER}
+        boxes = "".join(f'<label><input type="checkbox" name="outcome" value="{o}" checked> {o} ({n})</label>'
+                        for o, n in counts.items() if n)
+        profiles = sorted({r.profile for r in self.results})
+        features = sorted({r.feature for r in self.results})
+        return ('<form id="filters" aria-label="Filter tests" onsubmit="return false">'
+                f"<fieldset><legend>Outcome</legend>{boxes}</fieldset>"
+                f'<label>Profile {_select("profile", profiles)}</label>'
+                f'<label>Feature {_select("feature", features)}</label>'
+                '<button type="reset">Show all</button>'
+                f'<span id="filter-count" class="muted">{len(self.results)} tests</span></form>')
+
+    # ------------------------------------------------------------------------------------- failures
+
+    def failure_cards(self) -> str:
+        failed = [r for r in self.results if r.outcome == "failed"]
+        if not failed:
+            return "<h2>Failures</h2><p>No test failed.</p>" if self.results else ""
+        cards = [f"<h2>Failures ({len(failed)})</h2>",
+                 '<p id="no-failure-shown" class="muted" hidden>No failure matches the filters.</p>']
+        cards += [self._failure_card(r) for r in failed]
+        return f'<section id="failures">{"".join(cards)}</section>'
+
+    def _failure_card(self, r: TestResult) -> str:
+        events = self.timelines.get(r.id, [])
+        message = truncate_message(r.message or "(no message)", HTML_MESSAGE_LIMIT)
+        parts = [f'<article class="failure-card" id="failure-{self.anchors[r.id]}" {_data(r)}>',
+                 f'<h3><span class="badge {_e(r.level)}">{_e(r.level)}</span>{_e(r.id)}</h3>',
+                 f'<p class="muted">profile {_e(r.profile)} · feature <strong>{_e(r.feature)}</strong> · '
+                 f'{r.duration_s:.2f} s · <a href="#{self.anchors[r.id]}">row</a></p>',
+                 f"<p><strong>Spec:</strong> {_e(r.spec)}</p>", _statements(r.statements),
+                 f'<pre class="message">{_e(message)}</pre>']
+        from harness.report.evidence import evidence_html
+
+        parts.append(evidence_html(events, self.charts, lazy=False))
+        diagnostics = [e for e in events if e.get("kind") == "diagnostics"]
+        for entry in diagnostics:
+            text = truncate_message(str(entry.get("text", "")), HTML_MESSAGE_LIMIT)
+            parts.append(f'<details class="diagnostics"><summary>Diagnostics: {_e(entry.get("title", ""))}'
+                         f"</summary><pre>{_e(text)}</pre></details>")
+        parts.append("</article>")
+        return "".join(part for part in parts if part)
+
+    # ------------------------------------------------------------------------------------- profiles
+
+    def profile_sections(self) -> str:
+        shown: set[str] = set()
+        parts = ["<h2>Tests</h2>"] if self.profiles or self.results else []
+        for profile in self.profiles:
+            name = str(profile.get("name", "?"))
+            shown.add(name)
+            parts.append(self._profile_section(profile, [r for r in self.results if r.profile == name]))
+        for name in sorted({r.profile for r in self.results} - shown):
+            parts.append(self._profile_section({"name": name}, [r for r in self.results if r.profile == name]))
+        return "\n".join(parts)
+
+    def _profile_section(self, profile: Mapping[str, Any], results: Sequence[TestResult]) -> str:
+        name = str(profile.get("name", "?"))
+        extended = _mapping(profile.get("extended"))
+        parts = [f'<section id="profile-{_e(name)}" data-profile-section="{_e(name)}">',
+                 f"<h3>Profile: {_e(name)}</h3>",
+                 _feature_line("Supported extended features", extended.get("supportedFeatures")),
+                 _feature_line("Unsupported extended features", extended.get("unsupportedFeatures")),
+                 _profile_failures(profile), self._tests_table(results), "</section>"]
+        return "\n".join(part for part in parts if part)
+
+    def _tests_table(self, results: Sequence[TestResult]) -> str:
+        if not results:
+            return '<p class="muted">No tests were run for this profile.</p>'
+        from harness.report.evidence import evidence_html, evidence_kinds
+
+        rows = ['<table class="tests"><tr><th>Test</th><th>Level</th><th>Feature</th><th>Spec</th><th>Outcome</th>'
+                "<th>Duration (s)</th></tr>"]
+        for r in results:
+            anchor = self.anchors[r.id]
+            rows.append(f'<tr class="{_e(r.outcome)} test-row" id="{anchor}" {_data(r)}><td>{_e(r.id)}</td>'
+                        f"<td>{_e(r.level)}</td><td>{_e(r.feature)}</td><td>{_e(r.spec)}</td>"
+                        f'<td>{_e(r.outcome)}</td><td class="num">{r.duration_s:.2f}</td></tr>')
+            if r.outcome == "failed":
+                rows.append(f'<tr class="detail" {_data(r)}><td colspan="6"><p class="muted">{_e(r.id)}: failed in '
+                            f'feature {_e(r.feature)} ({_e(r.level)}): <a href="#failure-{anchor}">message, '
+                            "evidence and diagnostics</a></p></td></tr>")
+                continue
+            if r.message and r.outcome != "passed":
+                message = truncate_message(r.message, HTML_MESSAGE_LIMIT)
+                rows.append(f'<tr class="detail" {_data(r)}><td colspan="6"><p class="muted">{_e(r.id)}: '
+                            f"{_e(r.outcome)}</p><pre>{_e(message)}</pre></td></tr>")
+            events = self.timelines.get(r.id, [])
+            kinds = evidence_kinds(events)
+            if kinds:
+                charts = evidence_html(events, self.charts, lazy=True)
+                rows.append(f'<tr class="evidence-row" {_data(r)}><td colspan="6"><details><summary>Evidence: '
+                            f"{_e(', '.join(kinds))}</summary>{charts}</details></td></tr>")
+        rows.append("</table>")
+        return "".join(rows)
+
+    def orphan_evidence(self) -> str:
+        """Timelines of the report with no result row (a page drawn from a report file alone)."""
+        from harness.report.evidence import evidence_html
+
+        known = {r.id for r in self.results}
+        parts = []
+        for test_id, events in sorted(self.timelines.items()):
+            if test_id in known:
+                continue
+            charts = evidence_html(events, self.charts, lazy=False)
+            if charts:
+                parts.append(f"<h3>{_e(test_id)}</h3>{charts}")
+        if not parts:
+            return ""
+        return '<section id="timelines"><h2>Evidence</h2>' + "".join(parts) + "</section>"
+
+
+# ----------------------------------------------------------------------------------------- sections
+
+
+def _verdict(summary: Mapping[str, Any]) -> tuple[str, str]:
+    passed = summary.get("passed") is True
+    unjudged = [str(_mapping(row).get("profile", "?")) for row in summary.get("notJudged") or []]
+    if passed and unjudged:
+        return "fail", f"NOT JUDGED: no core test of {', '.join(unjudged)} ran (see the skip reasons)"
+    if passed:
+        return "pass", "PASSED: no core test of the selected profiles failed"
+    return "fail", "FAILED: at least one core test failed"
 
 
 def _meta_table(report: Mapping[str, Any], impl: Mapping[str, Any]) -> str:
@@ -125,26 +286,32 @@ def _contact(value: Any) -> str:
     return _e(text)
 
 
-def _profile_section(profile: Mapping[str, Any], results: Sequence[TestResult]) -> str:
-    name = str(profile.get("name", "?"))
-    parts = [f'<section id="profile-{_e(name)}">', f"<h2>Profile: {_e(name)}</h2>"]
-    rollup = ["<table><tr><th>Level</th><th>Result</th><th>Passed</th><th>Failed</th><th>Skipped</th></tr>"]
-    for level in _levels(profile):
-        section = _mapping(profile.get(level))
-        stats = _mapping(section.get("statistics"))
-        result = str(section.get("result", "n/a"))
-        counts = "".join(f'<td class="num">{_e(stats.get(key, 0))}</td>'
-                         for key in ("passed", "failed", "skipped"))
-        rollup.append(f'<tr><td>{level}</td><td class="{_e(result)}">{_e(result)}</td>{counts}</tr>')
-    rollup.append("</table>")
-    parts.append("".join(rollup))
-    extended = _mapping(profile.get("extended"))
-    parts.append(_feature_line("Supported extended features", extended.get("supportedFeatures")))
-    parts.append(_feature_line("Unsupported extended features", extended.get("unsupportedFeatures")))
-    parts.append(_profile_failures(profile))
-    parts.append(_tests_table(results))
-    parts.append("</section>")
-    return "\n".join(parts)
+def _statements(ids: Sequence[str]) -> str:
+    """The catalogued sentences a test enforces, quoted with their document and section."""
+    if not ids:
+        return ""
+    catalogue = _catalogue()
+    items = []
+    for statement_id in ids:
+        found = catalogue.get(statement_id)
+        if found is None:
+            items.append(f"<li><code>{_e(statement_id)}</code></li>")
+            continue
+        items.append(f"<li><code>{_e(statement_id)}</code> <q>{_e(found.quote)}</q> "
+                     f'<span class="muted">({_e(found.doc)}, {_e(found.section)})</span></li>')
+    return f'<p><strong>Enforces:</strong></p><ul class="statements">{"".join(items)}</ul>'
+
+
+@functools.cache
+def _catalogue() -> Mapping[str, Any]:
+    """The shipped statement catalogue by id; empty where none ships or it cannot be read (the page then
+    names the ids without their sentences rather than fail)."""
+    from harness.statements import CatalogueError, shipped_statements
+
+    try:
+        return shipped_statements() or {}
+    except (CatalogueError, OSError, ValueError):
+        return {}
 
 
 def _summary_failures(report: Mapping[str, Any]) -> str:
@@ -203,25 +370,15 @@ def _feature_line(label: str, features: Any) -> str:
     return f"<p><strong>{_e(label)}:</strong> {names}</p>"
 
 
-def _tests_table(results: Sequence[TestResult]) -> str:
-    if not results:
-        return '<p class="muted">No tests were run for this profile.</p>'
-    level_order = {"core": 0, "demo": 0, "extended": 1}
-    rows = ["<table><tr><th>Test</th><th>Level</th><th>Feature</th><th>Spec</th><th>Outcome</th>"
-            "<th>Duration (s)</th></tr>"]
-    for r in sorted(results, key=lambda r: (level_order.get(r.level, 2), r.id)):
-        rows.append(
-            f'<tr class="{_e(r.outcome)}"><td>{_e(r.id)}</td><td>{_e(r.level)}</td><td>{_e(r.feature)}</td>'
-            f"<td>{_e(r.spec)}</td><td>{_e(r.outcome)}</td>"
-            f'<td class="num">{r.duration_s:.2f}</td></tr>'
-        )
-        if r.message and r.outcome != "passed":
-            message = truncate_message(r.message, HTML_MESSAGE_LIMIT)
-            label = f"{r.outcome} in feature {r.feature} ({r.level})" if r.outcome == "failed" else r.outcome
-            rows.append(f'<tr class="detail"><td colspan="6"><p class="muted">{_e(r.id)}: {_e(label)}</p>'
-                        f"<pre>{_e(message)}</pre></td></tr>")
-    rows.append("</table>")
-    return "".join(rows)
+def _select(name: str, values: Sequence[str]) -> str:
+    options = "".join(f'<option value="{_e(v)}">{_e(v)}</option>' for v in values)
+    return f'<select name="{name}"><option value="">all</option>{options}</select>'
+
+
+def _data(r: TestResult) -> str:
+    """The attributes the filters read; every element of one test carries them, so they hide together."""
+    return (f'data-test="{_e(r.id)}" data-outcome="{_e(r.outcome)}" data-profile="{_e(r.profile)}" '
+            f'data-feature="{_e(r.feature)}"')
 
 
 def _levels(profile: Mapping[str, Any]) -> tuple[str, ...]:

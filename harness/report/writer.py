@@ -111,7 +111,7 @@ def build_report(
         "profiles": sections,
         "summary": {"passed": True},
     }
-    timelines = {r.id: list(r.timeline) for r in results if r.timeline}
+    timelines = {r.id: events for r in results if (events := _evidence(r.timeline))}
     if timelines:
         report["timelines"] = timelines
     report["summary"]["passed"] = _no_core_failure(sections)
@@ -142,6 +142,12 @@ def per_test_results(results: Iterable[TestResult]) -> list[dict[str, str]]:
             row["reason"] = truncate_message(_reason(r.message), REASON_LIMIT)
         rows.append(row)
     return rows
+
+
+def _evidence(timeline: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The events of a test's timeline the report keeps: everything but the diagnostics of a failure (component
+    logs are for the HTML page and the terminal; a report is published, and stays small)."""
+    return [dict(event) for event in timeline if event.get("kind") != "diagnostics"]
 
 
 def _summary_failures(sections: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
