@@ -1,6 +1,6 @@
 """Progress lines for long conformance runs: which test of how many is running, and what it waits for.
 
-A run on kind, the mesh profile or a self-check takes minutes to most of an hour, and pytest's dots say
+A run on kind or of the mesh profile takes minutes to most of an hour, and pytest's dots say
 nothing about which test is running or why it is slow. This plugin writes, through pytest's terminal
 reporter (not the tests' captured output), one line as each conformance test starts::
 
@@ -12,10 +12,12 @@ NOTICE_EVERY_S; never more than one line per THROTTLE_S from one process), what 
 
     [consumer 12/155] CONS-RELOAD-ACCEPT[x] waiting 15s (of 30s) for revision abc to serve
 
-It is on by default, for ``agn-conformance run`` and a plain ``pytest suites`` alike, since an unexplained
-pause is what makes a long run look hung; ``--no-progress`` turns it off (``agn-conformance run --
---no-progress``). Tests without the ``conformance`` marker get no lines, so the project's own test runs
-look as before. It works with ``-q`` and ``-v``.
+It is on by default, for ``agn-conformance run`` and a plain ``pytest suites`` alike, and also when the
+output is a CI log rather than a terminal, since an unexplained pause is what makes a long run look hung
+and a log then shows where a run stopped; ``--no-progress`` turns it off (``agn-conformance run --
+--no-progress``), and ``--collect-only`` (``agn-conformance list``) prints none. Tests without the
+``conformance`` marker get no lines, so the project's own test runs look as before. Alone and not verbose,
+a test's result letter follows its line; with ``-v`` pytest's own line for each test stays whole.
 
 Under pytest-xdist the controller prints, as it prints the workers' results: each worker writes the labels
 of its collected tests to a file in a directory the controller gives it (its ``workerinput``), the

@@ -212,6 +212,7 @@ def test_an_unreadable_report_exits_2_naming_the_file(reports: tuple[Path, Path]
     assert out.getvalue() == ""
     err = capsys.readouterr().err
     assert err.startswith("agn-conformance compare: error: ") and str(bad) in err
+    assert ("no such file" in err) == (content is None)
 
 
 def test_the_subcommand_has_help() -> None:

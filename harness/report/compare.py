@@ -342,8 +342,7 @@ def add_compare_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
 def run_compare(args: argparse.Namespace, out: TextIO) -> int:
     """Run ``compare`` on the parsed `args`, writing the comparison to `out`; the exit status."""
     try:
-        a = load_report(args.report_a)
-        b = load_report(args.report_b)
+        a, b = _load(args.report_a), _load(args.report_b)
     except ReportError as exc:
         print(f"{_PROG}: error: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
@@ -359,6 +358,13 @@ def run_compare(args: argparse.Namespace, out: TextIO) -> int:
             return EXIT_UNREADABLE
         out.write(f"html: {html_path}\n")
     return EXIT_DIFFERENT if found else EXIT_SAME
+
+
+def _load(path: str) -> dict[str, Any]:
+    """The report at `path`; ReportError naming the file when there is none or it is not one."""
+    if not Path(path).exists():
+        raise ReportError(f"{path}: no such file")
+    return load_report(path)
 
 
 def write_compare_html(a: Mapping[str, Any], b: Mapping[str, Any], found: Sequence[Difference],
