@@ -282,3 +282,25 @@ def test_everything_a_report_or_test_wrote_is_escaped(tmp_path: Path) -> None:
 
 def _is_plotly(script: str) -> bool:
     return script.startswith("/**\n* plotly.js v")
+
+
+def test_statements_a_run_left_unenforced_wait_behind_a_click() -> None:
+    from harness.statements import shipped_statements
+
+    results = [result("C-1", "passed", statements=(STATEMENT,))]
+    report = build_report(results, IMPL, backend="local", harness_version="0.1.0", profiles=("consumer",),
+                          features_claimed=(), date=DATE, statements=shipped_statements())
+    page = render_html(report, results)
+    coverage = re.search(r'<table class="coverage">.*?</table>', page, re.S)
+    assert coverage is not None and "<details><summary>statements</summary>" in coverage.group(0)
+    assert STATEMENT not in coverage.group(0), "enforced by this run"
+
+
+def test_past_the_first_failures_a_cards_charts_wait_behind_a_click(monkeypatch: Any) -> None:
+    from harness.report import html
+
+    monkeypatch.setattr(html, "DRAWN_FAILURES", 1)
+    failing = [result(f"C-{i}", "failed", message="boom", timeline=(DISTRIBUTION,)) for i in (1, 2)]
+    cards = re.findall(r'<article class="failure-card".*?</article>', page_for(failing), re.S)
+    assert 'class="plotly-graph-div"' in cards[0] and "plotly-lazy" not in cards[0]
+    assert "<summary>Evidence: distribution</summary>" in cards[1] and 'class="plotly-lazy"' in cards[1]
