@@ -28,6 +28,7 @@ from harness.backends.registry import backend_names
 from harness.features import CONFORMANCE_PROFILES, DEMO_LEVEL, DEMOS, DEMOS_PROFILE, PROFILES, parse_profiles
 from harness.impl import REFERENCE, ImplDescriptor, ImplError, load_impl
 from harness.options_file import OptionsFileError, load_options
+from harness.report.compare import add_compare_parser, run_compare
 from harness.report.html import write_html
 from harness.report.writer import (
     ReportError,
@@ -153,6 +154,7 @@ def build_parser(run_defaults: Mapping[str, Any] | None = None) -> argparse.Argu
         epilog="Arguments after '--' are passed to pytest unchanged.",
     )
     _add_profile_arg(covering)
+    add_compare_parser(commands)
     covering.add_argument("--strict", action="store_true",
                           help="exit 1 when a statement has neither a test nor an out-of-scope reason")
     return parser
@@ -604,6 +606,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = arguments
     if args.command in ("run", "demo"):
         return _command_run(args)
+    if args.command == "compare":
+        return run_compare(args, sys.stdout)
     if args.command == "coverage":
         return _command_coverage(args, sys.stdout)
     return _command_list(args, sys.stdout)

@@ -31,7 +31,7 @@ def test_every_run_option_is_a_flag_an_options_file_key_and_a_pytest_argument() 
     args = cli.parse_args(argv)
     values = {option.key: getattr(args, option.key) for option in OPTIONS if option.run_flag}
     assert values == {option.key: _value(option) for option in OPTIONS if option.run_flag}
-    assert set(values) | {"profile"} == set(KEYS)
+    assert set(values) | {"profile", "self_check"} == set(KEYS)  # the self-check block is its own command's
     sent = pytest_args(values)
     for option in OPTIONS:
         if option.run_flag and option.pytest_flag:
