@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Future, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -250,6 +250,24 @@ def _workdir(given: str | None) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+#: Seconds without a finished run after which the self-check says what is still running.
+HEARTBEAT_S = 30.0
+
+
+def _as_completed(pending: Mapping[Future[SuiteRun], Any], runs: SuiteRuns, profile: str,
+                  printer: Printer) -> Iterator[Future[SuiteRun]]:
+    """The runs as they finish; while none does for HEARTBEAT_S, a line naming the runs still going, so a
+    long wait (the implementation's whole suite, a slow breakage) never looks like a hang."""
+    started = time.monotonic()
+    left = set(pending)
+    while left:
+        done, left = wait(left, timeout=HEARTBEAT_S, return_when=FIRST_COMPLETED)
+        if not done:
+            printer.line(f"[running {time.monotonic() - started:.0f} s] {profile}: "
+                         f"{', '.join(runs.running()) or 'starting'}; {len(left)} runs left")
+        yield from done
+
+
 def check_suite(judged: Profile, planned: Sequence[Planned], *, document: Mapping[str, Any],
                 run_implementation: bool, restricted: Sequence[str] | None, slow: bool, jobs: int, workdir: Path,
                 printer: Printer) -> list[Verdict]:
@@ -285,7 +303,7 @@ def check_suite(judged: Profile, planned: Sequence[Planned], *, document: Mappin
             else:
                 future = runs.submit(item.name, item.name, judged.targets[item.name])
             pending[future] = item
-        for future in as_completed(pending):
+        for future in _as_completed(pending, runs, judged.name, printer):
             item = pending[future]
             run = future.result()
             if item == "implementation":

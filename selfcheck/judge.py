@@ -264,6 +264,11 @@ class SuiteRuns:
                                                          extra)
             return self._futures[label]
 
+    def running(self) -> list[str]:
+        """The labels of the sessions running now (not those queued)."""
+        with self._lock:
+            return sorted(self._live)
+
     def close(self) -> None:
         """Cancel queued runs, interrupt running ones and wait for their processes to end."""
         with self._lock:

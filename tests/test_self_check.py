@@ -3,15 +3,20 @@ passes, and a descriptor's own breakage is caught only when the build it names i
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
 import yaml
 
 from harness.impl import Implementation, reference_document
 from harness.report.model import TestResult
 from harness.report.writer import build_report
+from selfcheck import command
 from selfcheck.command import Planned, descriptor_breakage_verdict, implementation_verdict
 from selfcheck.judge import SuiteRun
 from selfcheck.profiles import CONSUMER
@@ -91,3 +96,22 @@ def test_a_descriptor_breakage_naming_no_test_is_caught_by_any_failure() -> None
     planned = Planned(CONSUMER, "b", "", breakage)
     assert descriptor_breakage_verdict(planned, _run("failed", [SWAP])).ok
     assert not descriptor_breakage_verdict(planned, _run("passed", [SWAP])).ok
+
+
+def test_a_long_run_is_reported_while_it_lasts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No run finishing for a while prints which runs are still going, so a long wait never looks hung."""
+    monkeypatch.setattr(command, "HEARTBEAT_S", 0.05)
+    release = threading.Event()
+
+    class Runs:
+        def running(self) -> list[str]:
+            release.set()  # the heartbeat asked what runs: now let the run end
+            return ["implementation"]
+
+    out = io.StringIO()
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(release.wait, 60)
+        finished = list(command._as_completed({future: "implementation"}, Runs(), "consumer",  # type: ignore[arg-type]
+                                              command.Printer(out, 1)))
+    assert finished == [future] and future.result() is True
+    assert "] consumer: implementation; 1 runs left" in out.getvalue(), out.getvalue()
