@@ -304,3 +304,21 @@ def test_past_the_first_failures_a_cards_charts_wait_behind_a_click(monkeypatch:
     cards = re.findall(r'<article class="failure-card".*?</article>', page_for(failing), re.S)
     assert 'class="plotly-graph-div"' in cards[0] and "plotly-lazy" not in cards[0]
     assert "<summary>Evidence: distribution</summary>" in cards[1] and 'class="plotly-lazy"' in cards[1]
+
+
+def test_a_failure_card_shows_what_the_failure_said_first_and_the_traceback_behind_a_click() -> None:
+    from harness.report.html import error_lines
+
+    traceback = ("    def test_x():\n>       assert_distribution(counts, plan)\n"
+                 "E       AssertionError: selection distribution does not match: 'provider-a' count 2480 outside\n"
+                 "E         category  observed <b>\n\nsuites/consumer/test_selection.py:301: AssertionError")
+    assert error_lines(traceback) == ("AssertionError: selection distribution does not match: 'provider-a' count "
+                                      "2480 outside\n  category  observed <b>")
+    assert error_lines("plain message without a traceback") == ""
+    result = TestResult("CONS-X", "consumer", "core", "random", "guide 4", "failed", 1.0, traceback)
+    page = render_html(build_report([result], Implementation("o", "p", "1"), backend="local", harness_version="0",
+                                    profiles=["consumer"], features_claimed=()), [result])
+    card = page[page.index('class="failure-card"'):]
+    said = card.index("AssertionError: selection distribution does not match")
+    assert said < card.index("<summary>Traceback</summary>") < card.index("assert_distribution(counts, plan)")
+    assert "observed &lt;b&gt;" in card

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from pathlib import Path
@@ -171,7 +172,7 @@ class _Page:
                  f'<p class="muted">profile {_e(r.profile)} · feature <strong>{_e(r.feature)}</strong> · '
                  f'{r.duration_s:.2f} s · <a href="#{self.anchors[r.id]}">row</a></p>',
                  f"<p><strong>Spec:</strong> {_e(r.spec)}</p>", _statements(r.statements),
-                 f'<pre class="message">{_e(message)}</pre>']
+                 _message_html(message)]
         from harness.report.evidence import evidence_html, evidence_kinds
 
         if drawn:
@@ -396,6 +397,21 @@ def _data(r: TestResult) -> str:
 def _levels(profile: Mapping[str, Any]) -> tuple[str, ...]:
     """A profile's levels in the page: the demos profile's tests are of the demo level, not core."""
     return ("demo", "extended") if "demo" in profile else ("core", "extended")
+
+
+def error_lines(message: str) -> str:
+    """What the failure said: pytest's ``E`` lines of a traceback without their prefix ('' when there are none)."""
+    lines = [line[1:] for line in message.splitlines() if line == "E" or line.startswith("E ")]
+    return textwrap.dedent("\n".join(lines)).strip()
+
+
+def _message_html(message: str) -> str:
+    """The failure's own words first; the traceback they came from behind a click."""
+    said = error_lines(message)
+    if not said:
+        return f'<pre class="message">{_e(message)}</pre>'
+    return (f'<pre class="message">{_e(said)}</pre>'
+            f'<details class="traceback"><summary>Traceback</summary><pre>{_e(message)}</pre></details>')
 
 
 def _e(value: Any) -> str:
