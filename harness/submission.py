@@ -19,6 +19,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from harness.report.text import as_list as _list
+from harness.report.text import as_mapping as _mapping
 from harness.report.text import write_text_atomic
 
 __all__ = ["BRANCH_NAMES", "SubmissionError", "SubmissionPaths", "check_version", "descriptor_text",
@@ -84,12 +86,8 @@ def write_descriptor(text: str, target: Path) -> str:
 # ------------------------------------------------------------------------------------------ README
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def _cell(value: Any) -> str:

@@ -10,31 +10,20 @@ breakages (selfcheck.provider_launch starts the broken provider gateways with it
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Mapping
 
 from selfcheck.breakages import BREAKAGES, Breakage
+from selfcheck.registry import apply_from_argv
 
 EXIT_USAGE = 2
 
 
 def launch(breakages: Mapping[str, Breakage], prog: str, argv: list[str] | None = None) -> int:
     """Apply the breakage ``--break`` names from `breakages`, then run the gateway with the other arguments."""
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Run the reference gateway with one behaviour deliberately broken.",
-        epilog="Arguments other than --break go to agn-gateway unchanged.",
-        allow_abbrev=False,
-    )
-    parser.add_argument("--break", dest="breakage", required=True, metavar="NAME",
-                        help="the breakage to apply: " + ", ".join(sorted(breakages)))
-    args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
-    if args.breakage not in breakages:
-        print(f"{parser.prog}: unknown breakage {args.breakage!r}; known breakages: "
-              + ", ".join(sorted(breakages)), file=sys.stderr)
+    rest = apply_from_argv(prog, "gateway", "agn-gateway", breakages, argv)
+    if rest is None:
         return EXIT_USAGE
-    breakages[args.breakage].apply()
     from reference.gateway.cli import main as gateway_main
 
     return gateway_main(rest)

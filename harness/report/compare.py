@@ -20,11 +20,13 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from html import escape
 from pathlib import Path
 from typing import Any, TextIO
 
 from harness.features import DEMO_LEVEL
+from harness.report.text import as_list as _list
+from harness.report.text import as_mapping as _mapping
+from harness.report.text import escape_html as _e
 from harness.report.text import write_text_atomic
 from harness.report.writer import ReportError, load_report
 
@@ -376,13 +378,7 @@ def write_compare_html(a: Mapping[str, Any], b: Mapping[str, Any], found: Sequen
     return target
 
 
-def _e(value: Any) -> str:
-    return escape(str(value), quote=True)
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []

@@ -13,6 +13,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from harness.report.plotting import label
+from harness.report.text import as_mapping as _mapping
 
 __all__ = ["distribution_figure", "distribution_rows"]
 
@@ -75,5 +76,3 @@ def distribution_figure(event: Mapping[str, Any]) -> go.Figure:
     return figure
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}

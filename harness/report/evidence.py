@@ -9,7 +9,6 @@ its distribution because it called ``harness.stats.assert_distribution``.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from html import escape
 from itertools import count
 from typing import Any
 
@@ -17,6 +16,7 @@ from harness.report.distribution_plot import distribution_figure, distribution_r
 from harness.report.member_plot import member_figure
 from harness.report.plotting import figure_html
 from harness.report.revision_plot import latency_figure, revision_figure, route_changes
+from harness.report.text import escape_html as _e
 from harness.report.timeline_plot import timeline_figure
 
 __all__ = ["ChartIds", "evidence_html", "evidence_kinds"]
@@ -96,5 +96,3 @@ def _latency_table(changes: Sequence[Mapping[str, Any]]) -> str:
     return "".join(rows)
 
 
-def _e(value: Any) -> str:
-    return escape(str(value), quote=True)

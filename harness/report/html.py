@@ -18,13 +18,15 @@ from __future__ import annotations
 import functools
 import os
 import textwrap
-from collections.abc import Iterable, Mapping, Sequence
-from html import escape
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from harness.report.model import TestResult
 from harness.report.page_assets import PAGE_SCRIPT, PAGE_STYLE
+from harness.report.text import as_list as _list
+from harness.report.text import as_mapping as _mapping
+from harness.report.text import escape_html as _e
 from harness.report.text import failures_by_feature, truncate_message, write_text_atomic
 
 __all__ = ["DRAWN_FAILURES", "HTML_MESSAGE_LIMIT", "render_html", "write_html"]
@@ -414,13 +416,7 @@ def _message_html(message: str) -> str:
             f'<details class="traceback"><summary>Traceback</summary><pre>{_e(message)}</pre></details>')
 
 
-def _e(value: Any) -> str:
-    return escape(str(value), quote=True)
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
-def _list(value: Any) -> Iterable[Any]:
-    return value if isinstance(value, list) else []

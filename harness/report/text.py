@@ -1,13 +1,29 @@
-"""Text helpers the YAML report and the HTML page share: shortened messages, failures by feature, and
-atomic writes."""
+"""Text helpers the YAML report and the HTML pages share: shortened messages, failures by feature, atomic
+writes, and reading a loaded report defensively (a hand-edited report may hold anything) and escaping it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from html import escape
 from pathlib import Path
 from typing import Any
 
 from harness.projection import write_atomic
+
+
+def escape_html(value: Any) -> str:
+    """Any value as HTML text, quotes included: report text routinely holds markup-like text."""
+    return escape(str(value), quote=True)
+
+
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    """A report node that should be a mapping, or an empty one."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    """A report node that should be a list, or an empty one."""
+    return value if isinstance(value, list) else []
 
 #: Failure messages in the YAML report are cut to about this many characters (head and tail kept).
 MESSAGE_LIMIT = 2000
