@@ -415,7 +415,7 @@ def test_a_mesh_the_backend_cannot_give_is_a_skip_with_its_reason(
         tools: Tools, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     from harness import plugin
 
-    conformance = SimpleNamespace(get_closest_marker=lambda name: object())
+    conformance = SimpleNamespace(get_closest_marker=lambda name: object(), stash=pytest.Stash())
     hook = plugin.pytest_runtest_call(conformance)  # type: ignore[arg-type]
     next(hook)
     with pytest.raises(pytest.skip.Exception, match="not on this backend: cannot reach the nodes"):
