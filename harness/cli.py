@@ -42,6 +42,8 @@ from harness.report.writer import (
 from harness.run_options import OPTIONS, RUN_KEYS, add_run_arguments
 from harness.run_options import pytest_args as run_pytest_args
 from harness.timeouts import parse_overrides as parse_timeout_overrides
+from harness.workers import order_slow_first, worker_args
+from harness.workers import resolve as workers_for
 
 __all__ = [
     "BACKENDS",
@@ -425,6 +427,13 @@ def _command_run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         _error(f"--timeout: {exc}")
         return EXIT_UNJUDGED
+    try:
+        workers = workers_for(args.workers, args.backend, args.extra)
+    except ValueError as exc:
+        _error(str(exc))
+        return EXIT_UNJUDGED
+    if workers > 1:
+        present = order_slow_first(present)
     # A report left over from an earlier run must not be mistaken for this run's.
     if report_path.is_file():
         report_path.unlink()
@@ -432,7 +441,8 @@ def _command_run(args: argparse.Namespace) -> int:
         suite_profiles=present, profiles=args.profiles, backend=args.backend, impl=impl_arg,
         report=str(report_path), html=html_path, junit=junit_path, diagnostics=diagnostics_dir, keep=args.keep,
         slow=args.slow, timeouts=args.timeout,
-        seed=args.seed, wait_scale=args.wait_scale, extra=args.extra, package=SUITES_PACKAGE, image=args.image,
+        seed=args.seed, wait_scale=args.wait_scale, extra=[*worker_args(workers), *args.extra], package=SUITES_PACKAGE,
+        image=args.image,
         kube_contexts=args.kube_contexts, kind_node_image=args.kind_node_image,
         demo_dir=str(Path(args.demo_dir).absolute()) if args.demo_dir else None)
     rc = run_pytest(pytest_args)

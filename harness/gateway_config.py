@@ -17,7 +17,9 @@ from harness.contract import ScopeSpec
 MODEL_HEADER = "X-Model"
 SESSION_HEADER = "x-session-id"
 SESSION_COOKIE = "agn-session"
-RELOAD_DEBOUNCE_MS = 100
+#: The reload debounce of the configs the harness renders. No test judges debouncing itself (the deadline
+#: test runs at the filter's default), so it is short: every overlay a test writes waits it out once.
+RELOAD_DEBOUNCE_MS = 20
 #: Requests under this path prefix are sent to one cluster by a router ahead of intelligent_route.
 PINNED_PREFIX = "/pinned/"
 

@@ -107,6 +107,13 @@ def _self_check(key: str, value: Any) -> dict[str, Any]:
     return out
 
 
+def _workers(key: str, value: Any) -> str:
+    """A number of workers, or auto (checked by the run like the flag)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return _string(key, value)
+
+
 #: How a value of each kind of run option is read from the file.
 _READERS: Mapping[str, Callable[[str, Any], Any]] = {
     "text": _string, "choice": _string, "integer": _integer, "number": _number, "flag": _boolean,
@@ -114,8 +121,8 @@ _READERS: Mapping[str, Callable[[str, Any], Any]] = {
 }
 #: File key -> (the run's argparse destination, how the value is read): every run option, and the profiles.
 KEYS: Mapping[str, tuple[str, Callable[[str, Any], Any]]] = {
-    **{option.key: (option.key, _contexts if option.key == "kube_contexts" else _READERS[option.kind])
-       for option in OPTIONS if option.run_flag},
+    **{option.key: (option.key, {"kube_contexts": _contexts, "workers": _workers}.get(option.key)
+                    or _READERS[option.kind]) for option in OPTIONS if option.run_flag},
     "profile": ("profile", _profiles),
     "self_check": ("self_check", _self_check),
 }
