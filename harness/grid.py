@@ -550,6 +550,10 @@ class Site:
         """Make a fake backend hold every model API request this long before answering (0 restores it)."""
         self._admin(backend, {"latency_ms": milliseconds})
 
+    def set_backend_hold(self, backend: str, hold: bool) -> None:
+        """Hold a fake backend's model API requests until released (False releases every held one)."""
+        self._admin(backend, {"hold": hold})
+
     def set_backend_error(self, backend: str, status: int | None) -> None:
         """Make a fake backend answer every model API request with `status` (None restores it)."""
         self._admin(backend, {"error_status": status})

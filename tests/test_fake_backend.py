@@ -281,6 +281,7 @@ BAD_ADMIN_BODIES: list[tuple[str, Any, str]] = [
     ("latency string", {"latency_ms": "5"}, "latency_ms"),
     ("latency negative", {"latency_ms": -1}, "latency_ms"),
     ("latency bool", {"latency_ms": True}, "latency_ms"),
+    ("hold not a bool", {"hold": 1}, "hold: expected true or false"),
     ("latency huge", {"latency_ms": 1e308 * 10}, "latency_ms"),
     ("status 200", {"error_status": 200}, "error_status"),
     ("status 600", {"error_status": 600}, "error_status"),
@@ -359,6 +360,22 @@ def test_latency_delays_model_api() -> None:
         answers = await asyncio.gather(*(client.post("/v1/completions") for _ in range(4)))
         assert all(a.status_code == 200 for a in answers)
         assert time.monotonic() - concurrent >= 0.3
+
+    run(scenario)
+
+
+def test_a_hold_keeps_requests_in_flight_until_released() -> None:
+    async def scenario(server: RunningServer, client: httpx.AsyncClient) -> None:
+        assert (await client.post("/admin/config", json={"hold": True})).json()["hold"] is True
+        held = [asyncio.ensure_future(client.post("/v1/chat/completions", json={"model": "m"})) for _ in range(2)]
+        while server.backend.requests < 2:  # both have reached the model API and are waiting there
+            await asyncio.sleep(0.01)
+        done, _ = await asyncio.wait(held, timeout=0.2)
+        assert not done, "held requests were answered before the release"
+        assert (await client.post("/admin/config", json={"hold": False})).status_code == 200
+        answers = await asyncio.gather(*held)
+        assert [a.status_code for a in answers] == [200, 200]
+        assert (await client.post("/v1/completions")).status_code == 200  # not held any more
 
     run(scenario)
 

@@ -12,6 +12,7 @@ be non-finite ("NaN", "+Inf", "-Inf" in JSON) so scrapers can be tested against 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import hashlib
 import json
@@ -60,7 +61,7 @@ MODEL_API_PATHS = frozenset({"/v1/chat/completions", "/v1/completions"})
 DEFAULT_MODELS = ("agn-fake-model",)
 REQUESTS_COUNTER = "agn_fake_requests"  # exposed as agn_fake_requests_total
 CONFIG_KEYS = ("metrics", "latency_ms", "error_status", "models", "metrics_error_status", "metrics_latency_ms",
-               "mcp_tools")
+               "mcp_tools", "hold")
 MAX_LATENCY_MS = 600_000.0
 # JSON has no non-finite numbers, so these strings stand for them in /admin/config (both directions).
 NON_FINITE_VALUES: Mapping[str, float] = {"NaN": math.nan, "+Inf": math.inf, "-Inf": -math.inf}
@@ -108,6 +109,7 @@ class RuntimeConfig:
     metrics_error_status: int | None = None  # /metrics answers this instead of the exposition
     metrics_latency_ms: float = 0.0  # /metrics answers after this delay (a slow exporter)
     mcp_tools: list[str] | None = None  # POST /mcp serves MCP with these tools (None: no MCP server)
+    hold: bool = False  # model API requests wait (up to MAX_LATENCY_MS) until this is set false again
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -118,6 +120,7 @@ class RuntimeConfig:
             "metrics_error_status": self.metrics_error_status,
             "metrics_latency_ms": self.metrics_latency_ms,
             "mcp_tools": None if self.mcp_tools is None else list(self.mcp_tools),
+            "hold": self.hold,
         }
 
     def updated(self, update: Mapping[str, Any]) -> RuntimeConfig:
@@ -234,6 +237,12 @@ def _latency(key: str) -> Callable[[object], float]:
     return parse
 
 
+def _parse_hold(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"hold: expected true or false, got {value!r}")
+    return value
+
+
 def _parse_mcp_tools(value: object) -> list[str] | None:
     if value is None:
         return None
@@ -250,6 +259,7 @@ _PARSERS: Mapping[str, Callable[[object], Any]] = {
     "metrics_error_status": _status("metrics_error_status"),
     "metrics_latency_ms": _latency("metrics_latency_ms"),
     "mcp_tools": _parse_mcp_tools,
+    "hold": _parse_hold,
 }
 
 
@@ -306,6 +316,8 @@ class FakeBackend:
         self.requests = 0
         self.metrics_requests = 0  # GET and HEAD /metrics: who scrapes the exporter, and how often
         self.mcp_requests = 0  # tools/list calls on /mcp: whether and how often an operator probes
+        self._released = asyncio.Event()  # set while no hold is configured: held requests go on
+        self._released.set()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_BackendCollector(self))  # type: ignore[arg-type]
 
@@ -375,6 +387,9 @@ class FakeBackend:
         self.requests += 1
         if config.latency_ms > 0:
             await asyncio.sleep(config.latency_ms / 1000.0)
+        if config.hold:  # held until the test releases it: a request in flight for exactly as long as needed
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._released.wait(), MAX_LATENCY_MS / 1000.0)
         if config.error_status is not None:
             return _text(config.error_status, f"fake backend {self.name} answers {config.error_status} as configured")
         kind = "chat.completion" if request.path == "/v1/chat/completions" else "text_completion"
@@ -486,6 +501,11 @@ class FakeBackend:
         except ConfigError as exc:
             return _text(400, str(exc))
         self.config = self.config.updated(update)
+        if self.config.hold:
+            if self._released.is_set():
+                self._released = asyncio.Event()
+        else:
+            self._released.set()
         log.info("fake backend %s config updated: %s", self.name, sorted(update))
         return web.json_response(self.config.to_json())
 

@@ -22,7 +22,6 @@ SPEC = "intelligent-route-filter: Hot reload; overlay contract: Revision lifecyc
 RELOAD_DEADLINE_S = 5.0
 #: How long provider-a holds the in-flight request: longer than any reload that meets CONS-RELOAD-DEADLINE, and
 #: within the 10 s the harness waits for an answer.
-IN_FLIGHT_HOLD_MS = int(RELOAD_DEADLINE_S * 1000) + 2000
 LKG_AND_UNCHANGED = ("overlay contract, Revision lifecycle: \"An invalid update retains the same-process "
                      "last-known-good snapshot, and an unchanged semantic revision does not cause a replacement.\"")
 #: Not JSON: every gateway rejects it.
@@ -184,7 +183,7 @@ def test_in_flight_request_completes_across_a_reload(gw: Gateway, site: Site, mo
     first = gw.publish(site.envelope([site.candidate("provider-a", model)]), model)
     before = site.backend_requests("provider-a")
     held: dict[str, Any] = {}
-    site.set_backend_latency("provider-a", IN_FLIGHT_HOLD_MS)
+    site.set_backend_hold("provider-a", True)
     try:
         worker = threading.Thread(target=lambda: held.update(reply=gw.request(model), done=time.monotonic()))
         worker.start()
@@ -196,9 +195,9 @@ def test_in_flight_request_completes_across_a_reload(gw: Gateway, site: Site, mo
         # the probe model exists only in the new revision, so waiting for it never queues behind provider-a
         gw.wait_serving(second, probe, RELOAD_DEADLINE_S)
         swapped = time.monotonic()
-        worker.join(timeout=IN_FLIGHT_HOLD_MS / 1000 + 30)
     finally:
-        site.set_backend_latency("provider-a", 0)
+        site.set_backend_hold("provider-a", False)  # released only now: it was in flight across the reload
+    worker.join(timeout=timeouts().request + 30)
     assert "reply" in held, "the held request never completed"
     assert swapped < held["done"], \
         "the new revision served only after the held request finished, so the reload did not happen while it was " \
