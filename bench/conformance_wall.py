@@ -1,10 +1,11 @@
 """Wall time of whole conformance runs against the reference, and where the seconds go.
 
-Two runs, serial as a user runs them: the consumer profile alone, and the four profiles of the default
-run; beside them, in the same bench run, the consumer profile once more with every reference gateway
-started cold (a descriptor without the reference's `gateway.launcher`), so the warm start's saving is a
-ratio measured side by side. Each is `agn-conformance run --profile <profiles> --report <tmp>` as a
-subprocess (the installed console script, or the same CLI through ``python -m harness.cli`` in a
+Two runs as a user runs them (the default workers): the consumer profile alone, and the four profiles of
+the default run; beside them, in the same bench run, the same two in one worker (`--workers 1`), so the
+concurrency's saving is a ratio measured side by side, and the consumer profile once more with every
+reference gateway started cold (a descriptor without the reference's `gateway.launcher`), so the warm
+start's saving is a ratio measured side by side too. Each is `agn-conformance run --profile <profiles>
+--report <tmp>` as a subprocess (the installed console script, or the same CLI through ``python -m harness.cli`` in a
 checkout), in its own process group so everything it started is stopped with it if it overruns, with the
 bench.phases plugin loaded: the breakdown by pytest phase, by harness activity (process start and
 readiness, stopping, polling waits, traffic) and the slowest tests come from it.
@@ -103,13 +104,16 @@ def _print_breakdown(run: dict[str, Any]) -> None:
     if not parts:
         return
     wall = run["wall_s"] or 1.0
-    emit(table(f"{run['profile']}: seconds by pytest phase", ("phase", "s", "share of wall"),
-               [(name, value, f"{100 * value / wall:.0f}%") for name, value in
+    # with several workers the seconds are test-seconds over all of them: shares are of their sum
+    phase_total = sum(parts["phases_s"].values()) or wall
+    emit(table(f"{run['profile']}: seconds by pytest phase (wall {wall:.0f} s)", ("phase", "s", "share"),
+               [(name, value, f"{100 * value / phase_total:.0f}%") for name, value in
                 sorted(parts["phases_s"].items(), key=lambda kv: -kv[1])]))
+    activity_total = sum(parts["activities_s"].values()) or wall
     emit(table(f"{run['profile']}: seconds inside tests by harness activity (outermost counts)",
-               ("activity", "s", "share of wall", "calls"),
-               [(name, value, f"{100 * value / wall:.0f}%", parts["calls"].get(name, "-")) for name, value in
-                sorted(parts["activities_s"].items(), key=lambda kv: -kv[1])]))
+               ("activity", "s", "share", "calls"),
+               [(name, value, f"{100 * value / activity_total:.0f}%", parts["calls"].get(name, "-"))
+                for name, value in sorted(parts["activities_s"].items(), key=lambda kv: -kv[1])]))
     rows = []
     for test in parts["slowest"]:
         top = sorted(test["activities"].items(), key=lambda kv: -kv[1])[:2]
@@ -157,6 +161,8 @@ def run(quick: bool) -> BenchResult:
         return BenchResult("conformance_wall", skipped="not run in --quick")
     with tempfile.TemporaryDirectory(prefix="agn-bench-conformance-") as tmp:
         runs = [run_profile(profile, Path(tmp)) for profile in TARGETS_S]
+        serial = [run_profile(profile, Path(tmp), name=f"{profile} (one worker)", extra=("--workers", "1"))
+                  for profile in TARGETS_S]
         cold = run_profile("consumer", Path(tmp), cold_descriptor(Path(tmp) / "cold-start.yaml"), COLD)
     emit(table(
         "conformance runs (exit code '-' = stopped at the timeout)",
@@ -164,8 +170,13 @@ def run(quick: bool) -> BenchResult:
         [(r["profile"], r["wall_s"], "-" if r["exit_code"] is None else r["exit_code"],
           *(r["outcomes"].get(column, "-") for column in OUTCOME_COLUMNS)) for r in runs],
     ))
-    for r in [*runs, cold]:
+    for r in [*runs, *serial, cold]:
         _print_breakdown(r)
+    emit(table("the default run (workers auto) beside the same run in one worker, measured in this bench run",
+               ("profiles", "workers auto s", "one worker s", "auto / one"),
+               [(r["profile"], r["wall_s"], one["wall_s"],
+                 f"{r['wall_s'] / one['wall_s']:.2f}" if one["wall_s"] else "-")
+                for r, one in zip(runs, serial, strict=True)]))
     warm = runs[0]
     emit(table("consumer run, warm-started gateways (the reference descriptor) beside cold-started ones",
                ("gateways", "wall s", "gateway start s", "gateway starts"),
@@ -177,4 +188,4 @@ def run(quick: bool) -> BenchResult:
                for r in runs]
     for target in targets:
         emit(target.line())
-    return BenchResult("conformance_wall", {"runs": runs, "cold_consumer": cold}, targets)
+    return BenchResult("conformance_wall", {"runs": runs, "one_worker": serial, "cold_consumer": cold}, targets)

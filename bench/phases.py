@@ -1,7 +1,8 @@
 """Where a conformance run's seconds go: a pytest plugin the conformance_wall benchmark loads.
 
 Loaded with ``-p bench.phases`` (and ``AGN_BENCH_PHASES=<file>``), it times what the harness does, by
-activity, and writes them as JSON when the session ends:
+activity, and writes them as JSON when the session ends (under pytest-xdist each worker writes its part
+beside the file and the controller merges them; the seconds are then test-seconds over all workers):
 
 - pytest phases per test (setup, call, teardown) and the session outside them (collection, report);
 - activities inside those phases: starting gateways, fake backends and operators (process start and
@@ -136,6 +137,19 @@ class PhasesPlugin:
         self.phases[report.nodeid][report.when] = report.duration
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        worker = getattr(session.config, "workerinput", None)
+        if worker is not None:  # an xdist worker: its activities, for the controller to merge
+            part = {"by_test": {k: dict(v) for k, v in self.clock.by_test.items()}, "calls": dict(self.clock.calls)}
+            self.out.with_name(f"{self.out.name}.{worker['workerid']}").write_text(json.dumps(part))
+            return
+        for part_file in sorted(self.out.parent.glob(f"{self.out.name}.gw*")):
+            part = json.loads(part_file.read_text())
+            for nodeid, activities in part["by_test"].items():
+                for activity, seconds in activities.items():
+                    self.clock.by_test[nodeid][activity] += seconds
+            for activity, count in part["calls"].items():
+                self.clock.calls[activity] += count
+            part_file.unlink()
         tests = []
         for nodeid, phases in self.phases.items():
             activities = dict(self.clock.by_test.get(nodeid, {}))
