@@ -5,6 +5,13 @@ publishes a new version by atomically replacing the ``..data`` symlink, so the f
 watched, not the file. Filesystem events are the only trigger. Each attempt ends in one result:
 accepted (swapped), unchanged (same semantic revision, no swap), rejected or read_error (the
 last-known-good snapshot keeps serving).
+
+The configured debounce still separates the first event of a burst from the swap; what can run inside
+that window does: the file is read and validated as soon as the event arrives, and when the debounce
+ends it is read once more and the prepared snapshot is swapped in only if the bytes are the same (else
+they are validated again), so a long validation no longer adds to the reload delay. The watcher polls
+for events every few milliseconds (`AGN_GATEWAY_WATCH_STEP_MS`, default 2) so the debounce starts
+right after the filesystem event rather than a watcher tick later.
 """
 
 from __future__ import annotations
@@ -12,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import watchfiles
@@ -25,6 +34,31 @@ from reference.gateway.snapshot_store import build_snapshot, read_bounded
 from reference.overlay import OverlayRejected
 
 log = logging.getLogger("agn.gateway.reload")
+
+#: How often the watcher looks for new filesystem events (ms): the latency it adds before the debounce.
+#: Smaller costs a little idle CPU (about 1% of a core at 1 ms); 10 was the previous setting.
+WATCH_STEP_ENV = "AGN_GATEWAY_WATCH_STEP_MS"
+DEFAULT_WATCH_STEP_MS = 2
+#: The watcher groups a burst of events for at most this long (ms) before reporting it.
+WATCH_DEBOUNCE_MS = 50
+
+
+def watch_step_ms(environ: Mapping[str, str] = os.environ) -> int:
+    """The watcher step from the environment (1..1000 ms), the default when unset or not a number."""
+    try:
+        value = int(environ.get(WATCH_STEP_ENV, ""))
+    except ValueError:
+        return DEFAULT_WATCH_STEP_MS
+    return min(max(value, 1), 1000)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """The outcome of reading and validating the overlay bytes `data` ahead of the swap."""
+
+    data: bytes
+    snapshot: Snapshot | None = None
+    rejected: OverlayRejected | None = None
 
 
 def load_cold_start(
@@ -50,6 +84,7 @@ class OverlayReloader:
         self._dirty = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._lock = asyncio.Lock()
+        self._step_ms = watch_step_ms()
 
     async def start(self) -> None:
         """Register the watch, then re-read once in case the file changed since the cold start."""
@@ -76,8 +111,8 @@ class OverlayReloader:
                     directory,
                     watch_filter=None,
                     recursive=False,
-                    debounce=50,
-                    step=10,
+                    debounce=WATCH_DEBOUNCE_MS,
+                    step=self._step_ms,
                     stop_event=self._stop,  # type: ignore[arg-type]
                 ):
                     self._dirty.set()
@@ -90,12 +125,29 @@ class OverlayReloader:
                     await asyncio.wait_for(self._stop.wait(), timeout=1.0)
 
     async def _debounce_loop(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             await self._dirty.wait()
-            if self.debounce > 0:
-                await asyncio.sleep(self.debounce)
+            began = loop.time()
+            # read and validate inside the debounce window instead of after it
+            prepared = await self._prepare() if self.debounce > 0 else None
+            remaining = self.debounce - (loop.time() - began)
+            if remaining > 0:
+                await asyncio.sleep(remaining)
             self._dirty.clear()
-            await self.reload()
+            await self.reload(prepared)
+
+    async def _prepare(self) -> _Prepared | None:
+        """The file's bytes and their validation now; None when it cannot be read (the reload reports it)."""
+        try:
+            data = await asyncio.to_thread(read_bounded, self.path)
+        except OSError:
+            return None
+        try:
+            snapshot = await asyncio.to_thread(build_snapshot, data, self._scope, self._clusters)
+        except OverlayRejected as exc:
+            return _Prepared(data, rejected=exc)
+        return _Prepared(data, snapshot=snapshot)
 
     async def _catch_up(self) -> None:
         """Reload only if the bytes on disk differ from what is serving (no metric for a no-op)."""
@@ -107,8 +159,9 @@ class OverlayReloader:
         if fresh.semantic_key != self.route.store.current.semantic_key:
             await self.reload()
 
-    async def reload(self) -> str:
-        """One reload attempt; returns its result."""
+    async def reload(self, prepared: _Prepared | None = None) -> str:
+        """One reload attempt; returns its result. The file is always read again; a `prepared` validation
+        of the very same bytes is used instead of validating them twice."""
         async with self._lock:
             store = self.route.store
             retained = store.current.revision or store.current.semantic_key
@@ -122,7 +175,13 @@ class OverlayReloader:
                 )
                 return "read_error"
             try:
-                snapshot = await asyncio.to_thread(build_snapshot, data, self._scope, self._clusters)
+                if prepared is not None and prepared.data == data:
+                    if prepared.rejected is not None:
+                        raise prepared.rejected
+                    assert prepared.snapshot is not None
+                    snapshot = prepared.snapshot
+                else:
+                    snapshot = await asyncio.to_thread(build_snapshot, data, self._scope, self._clusters)
             except OverlayRejected as exc:
                 self.metrics.reload("rejected")
                 log.warning(

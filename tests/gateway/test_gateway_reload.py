@@ -156,3 +156,39 @@ def test_cold_start_and_reload_refuse_the_same_overlays(tmp_path: Path, case: An
         assert route.store.current is serving
 
     asyncio.run(main())
+
+
+def test_the_watch_step_comes_from_the_environment_within_bounds() -> None:
+    from reference.gateway.reload import DEFAULT_WATCH_STEP_MS, WATCH_STEP_ENV, watch_step_ms
+
+    assert watch_step_ms({}) == DEFAULT_WATCH_STEP_MS
+    assert watch_step_ms({WATCH_STEP_ENV: "10"}) == 10
+    assert watch_step_ms({WATCH_STEP_ENV: "0"}) == 1
+    assert watch_step_ms({WATCH_STEP_ENV: "tiny"}) == DEFAULT_WATCH_STEP_MS
+
+
+def test_a_validation_prepared_for_other_bytes_is_not_used(tmp_path: Path) -> None:
+    """What is swapped in is what the file holds when the debounce ends, whatever was prepared before."""
+    first = envelope([candidate(MODEL, "site-a", "a")])
+    second = envelope([candidate(MODEL, "site-b", "b")])
+    third = envelope([candidate(MODEL, "site-a", "a"), candidate(MODEL, "site-b", "b")])
+    route, projected, metrics = setup(tmp_path, first, clusters=["a", "b"])
+
+    async def main() -> None:
+        reloader = OverlayReloader(route, metrics)
+        projected.publish(second)
+        prepared = await reloader._prepare()
+        assert prepared is not None and prepared.snapshot is not None
+        projected.publish(third)  # changed again inside the debounce window
+        assert await reloader.reload(prepared) == "accepted"
+        assert route.store.current.revision == revision_of(third)
+
+        projected.publish(b'{"schema_version": "1.0.0", "revision": 3')
+        rejected = await reloader._prepare()
+        assert rejected is not None and rejected.rejected is not None
+        assert await reloader.reload(rejected) == "rejected"
+        projected.publish(second)
+        assert await reloader.reload(rejected) == "accepted", "a rejection of older bytes is not reused"
+        assert route.store.current.revision == revision_of(second)
+
+    asyncio.run(main())
