@@ -221,3 +221,18 @@ def test_bad_arguments_and_busy_admin_port(tmp_path: Path) -> None:
         busy = subprocess.run([*base_args, "--admin", f"127.0.0.1:{port}"], capture_output=True, text=True,
                               env=env, timeout=30)
     assert busy.returncode == 1 and "cannot bind" in busy.stderr
+
+
+def test_watch_step_is_bounded_and_reaches_the_file_source(tmp_path: Path) -> None:
+    from reference.overlay_sync.cli import make_source, parse_args
+    from reference.overlay_sync.source import DEFAULT_WATCH_STEP_MS, FileConfigMapSource
+
+    base = ["--configmap-file", str(tmp_path / "c.yaml"), "--target-dir", str(tmp_path / "t")]
+    for value in ("0", "1001"):
+        with pytest.raises(SystemExit) as exit_info:
+            parse_args([*base, "--watch-step-ms", value])
+        assert exit_info.value.code == 2
+    default = make_source(parse_args(base))
+    tuned = make_source(parse_args([*base, "--watch-step-ms", "10"]))
+    assert isinstance(default, FileConfigMapSource) and isinstance(tuned, FileConfigMapSource)
+    assert (default.step_ms, tuned.step_ms) == (DEFAULT_WATCH_STEP_MS, 10)

@@ -23,7 +23,12 @@ from pathlib import Path
 
 from reference.overlay_sync.logfmt import configure, kv
 from reference.overlay_sync.server import start_admin
-from reference.overlay_sync.source import OVERLAY_KEY, ConfigMapSource, FileConfigMapSource
+from reference.overlay_sync.source import (
+    DEFAULT_WATCH_STEP_MS,
+    OVERLAY_KEY,
+    ConfigMapSource,
+    FileConfigMapSource,
+)
 from reference.overlay_sync.sync import OverlaySyncer
 
 EXIT_USAGE = 2
@@ -98,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="refuse envelopes whose scope differs (any subset of the four keys)")
     p.add_argument("--admin", metavar="HOST:PORT", help="serve /ready, /healthy and /metrics here (port 0 = any)")
     p.add_argument("--debounce-ms", type=int, default=50, help="coalesce file events for this long (default 50)")
+    p.add_argument("--watch-step-ms", type=int, default=DEFAULT_WATCH_STEP_MS,
+                   help="with --configmap-file: how often the file watcher looks for events, the delay it adds "
+                   f"to a delivery (default {DEFAULT_WATCH_STEP_MS}; 1..1000)")
     p.add_argument("--resync-seconds", type=float, default=30.0,
                    help="re-read the ConfigMap this often even without events (default 30)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -121,6 +129,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--admin: {exc}")
     if args.debounce_ms < 1:
         parser.error("--debounce-ms: must be at least 1")
+    if not 1 <= args.watch_step_ms <= 1000:
+        parser.error("--watch-step-ms: must be 1..1000")
     if not args.resync_seconds > 0:
         parser.error("--resync-seconds: must be positive")
     name = args.file_name
@@ -147,7 +157,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def make_source(args: argparse.Namespace) -> ConfigMapSource:
     """The file source, or the API watch of the named ConfigMap; KubeConfigError when no cluster is usable."""
     if args.configmap is None:
-        return FileConfigMapSource(args.configmap_file, key=args.key, debounce_ms=args.debounce_ms)
+        return FileConfigMapSource(args.configmap_file, key=args.key, debounce_ms=args.debounce_ms,
+                                   step_ms=args.watch_step_ms)
     from reference.kube_client import api_client  # the kubernetes client loads slowly: only here
     from reference.overlay_sync.kube_source import KubeConfigMapSource
 

@@ -55,16 +55,27 @@ class ConfigMapSource(Protocol):
         ...
 
 
+#: How often the file watcher looks for new events (ms): the delay it adds to every delivery. 10 was the
+#: previous setting; 2 costs under 1% of a core while idle.
+DEFAULT_WATCH_STEP_MS = 2
+
+
 class FileConfigMapSource:
     """A ConfigMap object stored as a YAML file, watched through its parent directory."""
 
     def __init__(
-        self, path: Path, key: str = OVERLAY_KEY, debounce_ms: int = 50, retry_seconds: float = 1.0
+        self,
+        path: Path,
+        key: str = OVERLAY_KEY,
+        debounce_ms: int = 50,
+        retry_seconds: float = 1.0,
+        step_ms: int = DEFAULT_WATCH_STEP_MS,
     ) -> None:
         self.path = path
         self.key = key
         self.debounce_ms = debounce_ms
         self.retry_seconds = retry_seconds
+        self.step_ms = step_ms
 
     def describe(self) -> str:
         return str(self.path)
@@ -108,7 +119,7 @@ class FileConfigMapSource:
                     parent,
                     watch_filter=relevant,
                     debounce=self.debounce_ms,
-                    step=min(self.debounce_ms, 10),
+                    step=min(self.debounce_ms, self.step_ms),
                     stop_event=stop,
                     recursive=False,
                 ):
