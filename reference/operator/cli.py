@@ -42,7 +42,7 @@ import yaml
 
 from reference.operator.core.model import Clock, FixedClock, MetricSample, ResourceError, SystemClock
 from reference.operator.core.render import Rendered, render
-from reference.operator.loop import Operator
+from reference.operator.loop import DEFAULT_WATCH_STEP_MS, Operator
 from reference.operator.mesh.codec import Address
 from reference.operator.mesh.runtime import MeshRuntime, MeshSettings
 from reference.operator.mesh.sites import client_context, split_address
@@ -148,7 +148,8 @@ async def _run_async(args: argparse.Namespace) -> int:
     mesh = await _start_mesh(args.mesh)
     try:
         if not args.kubernetes:
-            operator = Operator.for_directories(args.manifests, args.out, SystemClock(), args.poll, context, mesh)
+            operator = Operator.for_directories(args.manifests, args.out, SystemClock(), args.poll, context, mesh,
+                                                args.watch_step_ms)
             return await operator.run(stop, once=args.once)
         return await _run_kubernetes(args, stop, context, mesh)
     finally:
@@ -365,6 +366,8 @@ def _check_mode(args: argparse.Namespace) -> None:
 def _run_command(args: argparse.Namespace) -> int:
     if args.poll <= 0:
         raise InputError("--poll: must be a positive number of seconds")
+    if not 0 <= args.watch_step_ms <= 1000:
+        raise InputError("--watch-step-ms: must be 0..1000")
     if args.metrics_ca is not None:
         try:
             ssl.create_default_context(cafile=str(args.metrics_ca))
@@ -404,6 +407,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics-ca", type=Path, help="PEM CA bundle trusted for TLS metrics endpoints (default: system CAs)"
     )
     loop.add_argument("--poll", type=float, default=0.5, help="seconds between resource-change checks")
+    loop.add_argument(
+        "--watch-step-ms", type=int, default=DEFAULT_WATCH_STEP_MS, metavar="MS",
+        help="also watch --manifests for file events, looked for every MS milliseconds, so a change reconciles "
+        f"at once instead of at the next poll (default {DEFAULT_WATCH_STEP_MS}; 0: poll only)",
+    )
     loop.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     mesh = loop.add_argument_group("mesh", "gossip with other sites' operators (every option needs --mesh-site)")
     mesh.add_argument("--mesh-site", help="this site's name in the mesh; enables the mesh")

@@ -4,6 +4,10 @@
 refresh, resource changes and the force-refresh annotation trigger a reconcile (reference.operator.triggers),
 each configured metrics endpoint is scraped, every network is rendered, and the sinks publish what changed.
 With the mesh it also announces this site's providers and renders the eligible remote ones.
+
+The `dir` source is also watched for filesystem events (`watch_step_ms` > 0), so a resource change such as
+a new force-refresh annotation starts a reconcile within milliseconds, as the watch event of a Kubernetes
+API server does, rather than at the next poll; polling stays as the fallback.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
+import watchfiles
+
 from reference.operator import tool_probe
 from reference.operator.core.admission import AdmissionMemory
 from reference.operator.core.model import Clock, Resources
@@ -27,6 +33,9 @@ from reference.operator.sources import DirSource, Loaded, resource_files
 from reference.operator.triggers import Triggers, fingerprint, force_tokens, refresh_interval
 
 log = logging.getLogger("agn-operator")
+
+#: How often the resource-directory watcher looks for events (ms); 0 turns the watch off (polling only).
+DEFAULT_WATCH_STEP_MS = 2
 
 
 class ResourceSource(Protocol):
@@ -60,8 +69,11 @@ class Operator:
         poll: float = 0.5,
         ssl_context: ssl.SSLContext | None = None,
         mesh: MeshRuntime | None = None,
+        watch_step_ms: int = 0,
     ) -> None:
         self.source = source
+        self.watch_step_ms = watch_step_ms
+        self._wake = asyncio.Event()
         self.sink = sink
         self.clock = clock
         self.poll = poll
@@ -85,9 +97,10 @@ class Operator:
         poll: float = 0.5,
         ssl_context: ssl.SSLContext | None = None,
         mesh: MeshRuntime | None = None,
+        watch_step_ms: int = DEFAULT_WATCH_STEP_MS,
     ) -> Operator:
         """The loop over a resource directory, writing into an output directory."""
-        return cls(WatchedDir(manifests), DirSink(out), clock, poll, ssl_context, mesh)
+        return cls(WatchedDir(manifests), DirSink(out), clock, poll, ssl_context, mesh, watch_step_ms)
 
     def observe(self) -> tuple[str, Loaded]:
         current = self.source.fingerprint()
@@ -173,9 +186,34 @@ class Operator:
         """A mesh change since the last render (none before the first render: that one is `initial`)."""
         return self.mesh is not None and self._mesh_seen is not None and self.mesh.version != self._mesh_seen
 
+    async def _watch_dir(self, directory: Path, stop: asyncio.Event) -> None:
+        """Set the wake event on every filesystem event under `directory`; polling covers any gap."""
+        failed = False
+        while not stop.is_set():
+            try:
+                async for _changes in watchfiles.awatch(
+                    directory, watch_filter=None, debounce=50, step=self.watch_step_ms,
+                    stop_event=stop,  # type: ignore[arg-type]
+                ):
+                    self._wake.set()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the directory vanished or cannot be watched: poll until it can
+                if not failed:
+                    log.warning("watching %s failed (polling every %gs): %s", directory, self.poll, exc)
+                failed = True
+                self._wake.set()
+                await self._wait(stop, max(self.poll, 1.0))
+
+    def _start_watch(self, stop: asyncio.Event) -> asyncio.Task[None] | None:
+        if self.watch_step_ms <= 0 or not isinstance(self.source, WatchedDir):
+            return None
+        return asyncio.create_task(self._watch_dir(self.source.directory, stop), name="operator-watch")
+
     async def _wait(self, stop: asyncio.Event, timeout: float) -> None:
-        """Sleep up to `timeout`, waking early on stop or on a mesh change."""
-        events = [stop] if self.mesh is None else [stop, self.mesh.changed]
+        """Sleep up to `timeout`, waking early on stop, a resource-directory event or a mesh change."""
+        events = [stop, self._wake] if self.mesh is None else [stop, self._wake, self.mesh.changed]
         waiters = [asyncio.ensure_future(event.wait()) for event in events]
         try:
             await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
@@ -184,7 +222,19 @@ class Operator:
                 waiter.cancel()
 
     async def run(self, stop: asyncio.Event, once: bool = False) -> int:
+        watcher = None if once else self._start_watch(stop)
+        try:
+            return await self._run(stop, once)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await watcher
+            await self.scraper.aclose()
+
+    async def _run(self, stop: asyncio.Event, once: bool) -> int:
         while not stop.is_set():
+            self._wake.clear()  # cleared before looking, so an event from now on wakes the wait
             if self.mesh is not None:
                 self.mesh.changed.clear()  # cleared before looking, so a change from now on wakes the wait
             if not self.source.ready():

@@ -39,6 +39,7 @@ from reference.operator.core.consumer_config import ConsumerConfigOutput
 from reference.operator.core.model import GridNetworkSpec
 from reference.operator.core.render import Rendered
 from reference.operator.mesh.sites import API_VERSION, LABEL_DISCOVERED, LABEL_NETWORK
+from reference.operator.sources import SAFE_LOADER
 
 log = logging.getLogger("agn.operator.sinks")
 
@@ -300,14 +301,14 @@ class DirSink(OverlaySink, MeshOutputs):
 
     def read_configmap(self, name: str) -> dict[str, Any] | None:
         try:
-            doc = yaml.safe_load(self.configmap_path(name).read_text(encoding="utf-8"))
+            doc = yaml.load(self.configmap_path(name).read_text(encoding="utf-8"), Loader=SAFE_LOADER)
         except (OSError, yaml.YAMLError):
             return None
         return doc if isinstance(doc, dict) else None
 
     def read_status(self, network: str) -> dict[str, Any]:
         try:
-            doc = yaml.safe_load(self.status_path(network).read_text(encoding="utf-8"))
+            doc = yaml.load(self.status_path(network).read_text(encoding="utf-8"), Loader=SAFE_LOADER)
         except (OSError, yaml.YAMLError):
             return {}
         return doc if isinstance(doc, dict) else {}
