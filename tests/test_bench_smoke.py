@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -107,17 +108,37 @@ def test_quick_run_writes_results(tmp_path: Path) -> None:
     route = benches["route_change"]
     assert route["ports_released"] is True
     assert route["reload_debounce_ms"] == 500
-    assert len(route["iterations"]) == route["changes"] == 3
-    directions = [it["to"] for it in route["iterations"]]
-    assert all(a != b for a, b in zip(directions, directions[1:], strict=False)), directions
-    for it in route["iterations"]:
-        for key in ("rendered_s", "delivered_s", "served_s"):
-            _positive(it[key], f"route_change iteration {it['iteration']} {key}")
-        # each stage feeds the next: the gateway cannot serve a revision before it was delivered
-        assert it["rendered_s"] <= it["delivered_s"] <= it["served_s"], it
-    for stage in ("rendered_s", "delivered_s", "served_s"):
-        for key in ("median_s", "p95_s", "max_s"):
-            _positive(route["summary"][stage][key], f"route_change {stage} {key}")
+    configs = list(route["configs"])
+    assert configs == ["current", "previous"]
+    assert len(route["iterations"]) == route["changes"] * len(configs) and route["changes"] == 3
+    stages = ("metric_set_s", "rendered_s", "delivered_s", "accepted_s", "served_s")
+    for config in configs:
+        mine = [it for it in route["iterations"] if it["config"] == config]
+        directions = [it["to"] for it in mine]
+        assert all(a != b for a, b in zip(directions, directions[1:], strict=False)), directions
+        for it in mine:
+            for key in stages:
+                _positive(it[key], f"route_change {config} iteration {it['iteration']} {key}")
+            # each stage feeds the next: the gateway cannot serve a revision before it was delivered
+            assert it["metric_set_s"] <= it["rendered_s"] <= it["delivered_s"] <= it["served_s"], it
+            assert it["delivered_s"] <= it["accepted_s"], it
+        for stage in stages:
+            stats = route["summary"][config]["stages"][stage]
+            assert stats["n"] == 3, stats
+            for key in ("median_s", "p95_s", "max_s"):
+                _positive(stats[key], f"route_change {config} {stage} {key}")
+
+    wrk = proxy["wrk"]
+    if shutil.which("wrk") is None:
+        assert "not installed" in wrk["skipped"], wrk
+    else:
+        assert {(r["path"], r["load"]) for r in wrk["runs"]} == {("direct", "wrk 32c"), ("gateway", "wrk 32c")}
+        for run in wrk["runs"]:
+            assert run["non_2xx"] == 0 and run["socket_errors"] == 0, run
+            for key in ("rps", "p50_ms", "p99_ms", "requests"):
+                _positive(run[key], f"proxy wrk {run['path']} {key}")
+        _positive(wrk["comparison"][0]["ratio"], "proxy wrk ratio")
+        assert proxy["headline_source"].startswith("wrk"), proxy["headline_source"]
 
     gossip = benches["gossip"]
     assert [row["members"] for row in gossip["summary"]] == [3, 20]
