@@ -106,9 +106,9 @@ PRODUCER = Profile(
     cannot_start_test="test_operator_that_cannot_start_is_no_verdict",
     cannot_start_symptom="the operator failed to start",
     # Runs whose targets wait out a deadline start first, so the parallel runs finish close together.
-    slow_first=("status-not-distributed", "scrape-once", "invalid-not-reported", "access-selector-ignored",
-                "first-gateway-only", "one-perspective", "long-name-truncated-wrong", "configmap-named-after-network",
-                "legacy-key-frozen", "hysteresis-ignored", "stale-sample-reused"),
+    slow_first=("weight-bound-exclusive", "status-not-distributed", "scrape-once", "invalid-not-reported",
+                "access-selector-ignored", "first-gateway-only", "one-perspective", "long-name-truncated-wrong",
+                "configmap-named-after-network", "legacy-key-frozen", "hysteresis-ignored", "stale-sample-reused"),
 )
 
 
@@ -189,7 +189,9 @@ MESH = Profile(
     # the partition test needs network namespaces (root); elsewhere it skips and the other targets judge
     may_skip=frozenset({"MESH-PARTITION-DEGRADE-EVICT-HEAL"}),
     # Runs that crash or cut sites start meshes of their own: start them first.
-    slow_first=("degraded-dropped-at-once", "stale-never-evicted", "slow-failure-detection", "leave-as-crash"),
+    slow_first=("remote-nonfinite-as-number", "degraded-dropped-at-once", "discovered-name-reversed",
+                "tools-not-gossiped", "first-pin-only", "stale-never-evicted", "slow-failure-detection",
+                "leave-as-crash"),
 )
 
 
@@ -216,11 +218,15 @@ DEMOS_GATEWAY = dataclasses.replace(
     PROVIDER, name="demos-gateway", suite=demo_targets.SUITE, targets=demo_targets.GATEWAY_TARGETS,
     components=_demo_gateway_components, launcher=DEMO_LAUNCHER, registered=_demo_gateway_registered,
     launched=None, cannot_start_targets=Targets(("DEMO-COMBINED-SITE-LOCAL-FIRST",)), cannot_start_test="",
-    slow_first=("hop-without-client-cert",),  # its targets include the run that restarts every operator
+    # reload-once's targets are seven demos of a minute or so between them; hop-without-client-cert's include
+    # the run that restarts every operator.
+    slow_first=("reload-once", "hop-without-client-cert", "rr-all-groups"),
 )
 
 DEMOS_OPERATOR = dataclasses.replace(MESH, name="demos-operator", suite=demo_targets.SUITE,
-                                     targets=demo_targets.OPERATOR_TARGETS, may_skip=frozenset(), slow_first=())
+                                     targets=demo_targets.OPERATOR_TARGETS, may_skip=frozenset(),
+                                     slow_first=("score-ascending", "scrape-once", "pressure-ignored",
+                                                 "site-cluster-announced"))
 
 #: Every judged profile by name.
 PROFILES: dict[str, Profile] = {p.name: p for p in (CONSUMER, PRODUCER, PROVIDER, MESH, DEMOS_GATEWAY,
