@@ -8,8 +8,10 @@ component could not start (unless refusing to start is the breakage). A target t
 suite cannot see that breakage, and the targets of all breakages together must cover the whole suite.
 
 Runs are pytest sessions of their own, forked from a server that imported the suite once, a few at a
-time, all started when the first test of a judge module needs them; under pytest-xdist each worker runs
-its own breakages one after another instead.
+time, all started when the first test of a judge module needs them. Under pytest-xdist that needs the
+whole module on one worker (``--dist loadscope`` or ``loadfile``; the controller tells its workers which,
+see `pass_dist`): a worker then starts its module's runs together, as a lone session does. A worker that
+holds only some of a module's tests cannot know which, and runs its breakages one after another instead.
 """
 
 from __future__ import annotations
@@ -60,8 +62,15 @@ SLOW_ENV = "AGN_JUDGE_SLOW"
 COLLECT_TIMEOUT_S = 120.0
 JOBS_ENV = "AGN_JUDGE_JOBS"
 DEFAULT_JOBS = 3
+#: Runs at a time for a judge module on a pytest-xdist worker (AGN_JUDGE_JOBS overrides it too). Most runs
+#: spend their time waiting out a deadline and leave the CPU idle, so a worker runs more of them at once
+#: than a lone session does, while the other workers run other modules.
+XDIST_JOBS = 4
+#: The key of the xdist controller's distribution mode in a worker's ``workerinput`` (see `pass_dist`).
+DIST_KEY = "agn_judge_dist"
+#: The pytest-xdist distribution modes that send all the tests of a module to one worker.
+WHOLE_MODULE_DISTS = frozenset({"loadscope", "loadfile"})
 TESTS_FAILED = int(pytest.ExitCode.TESTS_FAILED)
-JUDGE_TEST = "test_suite_fails_every_target"
 # A component command that never starts: the judge must not take its failures for a verdict.
 CANNOT_START = "cannot-start"
 NO_SUCH_BREAKAGE = "no-such-breakage"
@@ -427,11 +436,27 @@ def _selected(items: Sequence[pytest.Item], module: Any, profile: Profile) -> tu
             continue
         name = getattr(item, "originalname", None)
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if name == JUDGE_TEST and "breakage" in params:
+        # the judge test of a breakage, whatever its name (the demos' is test_demos_fail_every_target)
+        if "breakage" in params and "suite_runs" in getattr(item, "fixturenames", ()):
             breakages.add(params["breakage"])
         cannot_start = cannot_start or name == profile.cannot_start_test
     order = profile.slow_first
     return sorted(breakages, key=lambda b: order.index(b) if b in order else len(order)), cannot_start
+
+
+def pass_dist(node: Any) -> None:
+    """For xdist's ``pytest_configure_node`` hook: tell a worker how the controller distributes tests (a
+    worker's own options always say ``no``), so its judge modules know whether they hold all their tests."""
+    node.workerinput[DIST_KEY] = node.config.getoption("dist")
+
+
+def module_on_this_worker(request: pytest.FixtureRequest) -> bool:
+    """Whether every selected test of the requesting module runs in this session: always without
+    pytest-xdist; under it, only when the controller sends whole modules to a worker."""
+    workerinput = getattr(request.config, "workerinput", None)
+    if workerinput is None:
+        return True
+    return workerinput.get(DIST_KEY) in WHOLE_MODULE_DISTS
 
 
 def fixtures(profile: Profile) -> tuple[Any, Any]:
@@ -444,10 +469,11 @@ def fixtures(profile: Profile) -> tuple[Any, Any]:
     @pytest.fixture(scope="module", name="suite_runs")
     def suite_runs_fixture(request: pytest.FixtureRequest, suite_ids: dict[str, SuiteTest],
                            tmp_path_factory: pytest.TempPathFactory) -> Iterator[SuiteRuns]:
+        whole = module_on_this_worker(request)
         under_xdist = "PYTEST_XDIST_WORKER" in os.environ
-        jobs = 1 if under_xdist else max(1, int(os.environ.get(JOBS_ENV, DEFAULT_JOBS)))
+        jobs = max(1, int(os.environ.get(JOBS_ENV, XDIST_JOBS if under_xdist else DEFAULT_JOBS))) if whole else 1
         runs = SuiteRuns(profile, tmp_path_factory.mktemp(f"{profile.name}-runs"), suite_ids, jobs)
-        if not under_xdist:  # start every selected run now, longest first; the tests then wait for theirs
+        if whole:  # start every selected run now, longest first; the tests then wait for theirs
             breakages, cannot_start = _selected(request.session.items, request.module, profile)
             for name in breakages:
                 if judge_slow() or not profile.targets[name].slow:
