@@ -201,15 +201,17 @@ def _wrong_revision_header() -> None:
 # ------------------------------------------------------------------------------------------ hot reload
 
 
-def _wrap_reload(make: Callable[[Callable[[OverlayReloader], Any]], Callable[[OverlayReloader], Any]]) -> None:
+def _wrap_reload(make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    """Replace `OverlayReloader.reload` by `make(original)`; the wrapper passes on whatever the reloader
+    gives a reload (such as a validation prepared during the debounce window)."""
     _patch(OverlayReloader, "reload", make(OverlayReloader.reload))
 
 
 @breakage("drop-lkg-on-reject", "a rejected or unreadable reload swaps in an empty snapshot")
 def _drop_lkg_on_reject() -> None:
-    def make(original: Callable[[OverlayReloader], Any]) -> Callable[[OverlayReloader], Any]:
-        async def reload_(self: OverlayReloader) -> str:
-            result: str = await original(self)
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        async def reload_(self: OverlayReloader, *args: Any) -> str:
+            result: str = await original(self, *args)
             if result in ("rejected", "read_error"):
                 store = self.route.store
                 store.current = _empty_snapshot(store.current.local_site, "dropped")
@@ -222,10 +224,10 @@ def _drop_lkg_on_reject() -> None:
 
 @breakage("slow-reload", "every reload is applied six seconds after the change")
 def _slow_reload() -> None:
-    def make(original: Callable[[OverlayReloader], Any]) -> Callable[[OverlayReloader], Any]:
-        async def reload_(self: OverlayReloader) -> str:
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        async def reload_(self: OverlayReloader, *args: Any) -> str:
             await asyncio.sleep(6.0)
-            result: str = await original(self)
+            result: str = await original(self, *args)
             return result
 
         return reload_
@@ -237,12 +239,12 @@ def _slow_reload() -> None:
 def _reload_once() -> None:
     done: weakref.WeakSet[OverlayReloader] = weakref.WeakSet()
 
-    def make(original: Callable[[OverlayReloader], Any]) -> Callable[[OverlayReloader], Any]:
-        async def reload_(self: OverlayReloader) -> str:
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        async def reload_(self: OverlayReloader, *args: Any) -> str:
             if self in done:
                 return "ignored"
             done.add(self)
-            result: str = await original(self)
+            result: str = await original(self, *args)
             return result
 
         return reload_
@@ -254,11 +256,11 @@ def _reload_once() -> None:
 def _stuck_after_reject() -> None:
     stuck: weakref.WeakSet[OverlayReloader] = weakref.WeakSet()
 
-    def make(original: Callable[[OverlayReloader], Any]) -> Callable[[OverlayReloader], Any]:
-        async def reload_(self: OverlayReloader) -> str:
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        async def reload_(self: OverlayReloader, *args: Any) -> str:
             if self in stuck:
                 return "ignored"
-            result: str = await original(self)
+            result: str = await original(self, *args)
             if result in ("rejected", "read_error"):
                 stuck.add(self)
             return result
@@ -1333,9 +1335,9 @@ def _unchanged_vs_last_read() -> None:
         self.current = candidate
         return ReplaceResult("accepted", previous.revision, candidate.revision)
 
-    def make(original: Callable[[OverlayReloader], Any]) -> Callable[[OverlayReloader], Any]:
-        async def reload_(self: OverlayReloader) -> str:
-            result: str = await original(self)
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        async def reload_(self: OverlayReloader, *args: Any) -> str:
+            result: str = await original(self, *args)
             if result == "rejected":  # the file read last is the rejected one: remember its bytes' key
                 try:
                     data = snapshot_store.read_bounded(self.path)
