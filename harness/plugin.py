@@ -170,6 +170,10 @@ def grid(pytestconfig: pytest.Config, grid_factory: GridFactory) -> Iterator[Any
 
 _PROPERTY = "agn-conformance"
 _DEMO_INPUTS_KEY = pytest.StashKey[Any]()
+#: What each scenario took from a demo folder, as report records, gathered where the report is written: an
+#: xdist worker reads the folder and sends its records with each test report (user property _DEMO_PROPERTY).
+_DEMO_RECORDS_KEY = pytest.StashKey[Any]()
+_DEMO_PROPERTY = "agn-conformance-demo-inputs"
 
 
 def demo_inputs(config: pytest.Config, sites: Sequence[str], *, takes: frozenset[str] | None = None,
@@ -194,9 +198,14 @@ def demo_inputs(config: pytest.Config, sites: Sequence[str], *, takes: frozenset
     return readings[key]
 
 
-def demo_inputs_record(readings: Mapping[Any, Any]) -> dict[str, Any] | None:
-    """The report's demoInputs: the one scenario's reading, or each scenario's under `readings`."""
-    records = [reading.as_record() for reading in readings.values()]
+def _demo_records(config: pytest.Config) -> dict[str, Any]:
+    """This process's demo folder readings as report records, keyed by scenario."""
+    return {repr(key): reading.as_record() for key, reading in config.stash.get(_DEMO_INPUTS_KEY, {}).items()}
+
+
+def demo_inputs_record(by_scenario: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The report's demoInputs: the one scenario's record, or each scenario's under `readings`."""
+    records = list(by_scenario.values())
     if not records:
         return None
     if len(records) == 1:
@@ -267,6 +276,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if recorded is not None and report.when == "teardown" and recorded.events:
         tagged["timeline"] = recorded.records()  # once, complete, and only when it holds evidence
     report.user_properties.append((_PROPERTY, tagged))
+    if report.when == "teardown" and item.config.stash.get(_DEMO_INPUTS_KEY, None):
+        report.user_properties.append((_DEMO_PROPERTY, _demo_records(item.config)))
     return report
 
 
@@ -281,6 +292,10 @@ class _Recorder:
         self.config = config
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == _DEMO_PROPERTY and isinstance(value, Mapping):
+                received: dict[str, Any] = self.config.stash.setdefault(_DEMO_RECORDS_KEY, {})
+                received.update(value)
         meta: Any = next((value for name, value in report.user_properties if name == _PROPERTY), None)
         if meta is not None:
             _record(self.config, dict(meta), report)
@@ -354,7 +369,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     report = build_report(results, descriptor.implementation, backend=config.getoption("--grid-backend"),
                           harness_version=__version__, profiles=profiles,
                           features_claimed=descriptor.features, statements=shipped_statements())
-    inputs = demo_inputs_record(config.stash.get(_DEMO_INPUTS_KEY, {}))
+    inputs = demo_inputs_record({**config.stash.get(_DEMO_RECORDS_KEY, {}), **_demo_records(config)})
     if inputs is not None:
         report["demoInputs"] = inputs
     if path:
