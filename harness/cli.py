@@ -26,7 +26,7 @@ import pytest
 from harness import submission
 from harness.backends.registry import backend_names
 from harness.features import CONFORMANCE_PROFILES, DEMO_LEVEL, DEMOS, DEMOS_PROFILE, PROFILES, parse_profiles
-from harness.impl import REFERENCE, ImplDescriptor, ImplError, load_impl
+from harness.impl import REFERENCE, ImplDescriptor, ImplError, descriptor_text, load_impl
 from harness.options_file import OptionsFileError, load_options
 from harness.report.compare import add_compare_parser, run_compare
 from harness.report.html import write_html
@@ -454,7 +454,7 @@ def _command_run(args: argparse.Namespace) -> int:
         _error(f"{exc} (pytest exit code {rc}: {_pytest_code_name(rc)})")
     code = run_exit_code(rc, report)
     if report is not None and folder is not None:
-        digest = submission.write_descriptor(submission.descriptor_text(descriptor.source), folder.descriptor)
+        digest = submission.write_descriptor(descriptor_text(descriptor.source), folder.descriptor)
         submission.write_readme(folder, report, command=[PROG, *getattr(args, "argv", [])],
                                 descriptor_sha256=digest, implementation_descriptor=args.impl)
     if report is not None:

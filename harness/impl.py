@@ -51,6 +51,7 @@ __all__ = [
     "DescriptorBreakage",
     "ImplDescriptor",
     "ImplError",
+    "descriptor_text",
     "Implementation",
     "load_impl",
     "parse_impl",
@@ -261,11 +262,17 @@ class ImplDescriptor:
 # ------------------------------------------------------------------------------------------- loading
 
 
+def descriptor_text(source: str) -> str:
+    """A descriptor's text as written: the built-in reference's (``reference``), or the file `source` names."""
+    if source == REFERENCE:
+        return resources.files("harness.impls").joinpath("reference.yaml").read_text(encoding="utf-8")
+    return Path(source).read_text(encoding="utf-8")
+
+
 def reference_document() -> dict[str, Any]:
     """The built-in reference descriptor as parsed YAML (a fresh copy), for tools that derive descriptors
     from it."""
-    text = resources.files("harness.impls").joinpath("reference.yaml").read_text(encoding="utf-8")
-    return dict(_parse_yaml(text, REFERENCE))
+    return dict(_parse_yaml(descriptor_text(REFERENCE), REFERENCE))
 
 
 def load_impl(spec: str) -> ImplDescriptor:

@@ -15,7 +15,6 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from harness.report.text import as_list as _list
 from harness.report.text import as_mapping as _mapping
 from harness.report.text import write_text_atomic
 
-__all__ = ["BRANCH_NAMES", "SubmissionError", "SubmissionPaths", "check_version", "descriptor_text",
+__all__ = ["BRANCH_NAMES", "SubmissionError", "SubmissionPaths", "check_version",
            "diagnostics_name", "paths", "write_descriptor", "write_readme"]
 
 #: Versions that name a moving branch, not a release (compared without case).
@@ -188,10 +187,3 @@ def write_readme(target: SubmissionPaths, report: Mapping[str, Any], *, command:
               f"- Implementation version: `{impl.get('version', '?')}`", ""]
     write_text_atomic(target.readme, "\n".join(lines))
     return target.readme
-
-
-def descriptor_text(source: str) -> str:
-    """The descriptor as it was used: the file's own text, or the built-in reference's."""
-    if source == "reference":
-        return resources.files("harness.impls").joinpath("reference.yaml").read_text(encoding="utf-8")
-    return Path(source).read_text(encoding="utf-8")

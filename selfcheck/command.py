@@ -26,8 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import yaml
+
 from harness.features import CONFORMANCE_PROFILES, PROFILES, parse_profiles
-from harness.impl import REFERENCE, DescriptorBreakage, ImplDescriptor, ImplError, load_impl, reference_document
+from harness.impl import REFERENCE, DescriptorBreakage, ImplDescriptor, ImplError, descriptor_text, load_impl
 from harness.options_file import OptionsFileError, load_self_check_options
 from harness.report.writer import core_passed
 from selfcheck.judge import (
@@ -146,11 +148,7 @@ def plan(profiles: Sequence[str], descriptor: ImplDescriptor, only: Sequence[str
 
 def descriptor_document(descriptor: ImplDescriptor) -> dict[str, Any]:
     """The implementation's descriptor as a document (the reference's, or the vendor's file as written)."""
-    if descriptor.source == REFERENCE:
-        return reference_document()
-    import yaml
-
-    return dict(yaml.safe_load(Path(descriptor.source).read_text(encoding="utf-8")))
+    return dict(yaml.safe_load(descriptor_text(descriptor.source)))
 
 
 def broken_document(document: Mapping[str, Any], breakage: DescriptorBreakage) -> dict[str, Any]:

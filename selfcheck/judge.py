@@ -189,8 +189,13 @@ def write_descriptor(profile: Profile, path: Path, breakage: str) -> Path:
         **components,
         "features": sorted(features),
     }
-    path.write_text(yaml.safe_dump(descriptor, sort_keys=False))
-    load_impl(str(path))  # the harness must accept it exactly as it accepts a vendor's
+    return _dump_descriptor(descriptor, path)
+
+
+def _dump_descriptor(document: Mapping[str, Any], path: Path) -> Path:
+    """Write a descriptor the judged run starts from; the harness must accept it as it accepts a vendor's."""
+    path.write_text(yaml.safe_dump(dict(document), sort_keys=False))
+    load_impl(str(path))
     return path
 
 
@@ -252,25 +257,18 @@ class SuiteRuns:
                             targets.ids, scale=scale, slow=targets.slow, timeout=timeout)
 
     def submit_descriptor(self, label: str, document: Mapping[str, Any], ids: Sequence[str] = (),
-                          timeout: float = FULL_RUN_TIMEOUT_S, pytest_args: Sequence[str] = ()) -> Future[SuiteRun]:
+                          timeout: float = FULL_RUN_TIMEOUT_S) -> Future[SuiteRun]:
         """Start (once per label) a run of the suite, or of `ids`, against the implementation `document`
         describes, at full deadlines: a failure then means the suite saw something, not a halved wait."""
 
-        def write(directory: Path) -> Path:
-            path = directory / "impl.yaml"
-            path.write_text(yaml.safe_dump(dict(document), sort_keys=False))
-            load_impl(str(path))
-            return path
-
-        return self._submit(label, write, tuple(ids), scale=1.0, slow=False, timeout=timeout,
-                            extra=tuple(pytest_args))
+        return self._submit(label, lambda d: _dump_descriptor(document, d / "impl.yaml"), tuple(ids), scale=1.0,
+                            slow=False, timeout=timeout)
 
     def _submit(self, label: str, descriptor: Callable[[Path], Path], ids: tuple[str, ...], *, scale: float,
-                slow: bool, timeout: float, extra: tuple[str, ...] = ()) -> Future[SuiteRun]:
+                slow: bool, timeout: float) -> Future[SuiteRun]:
         with self._lock:
             if label not in self._futures:
-                self._futures[label] = self._pool.submit(self._run, label, descriptor, ids, scale, slow, timeout,
-                                                         extra)
+                self._futures[label] = self._pool.submit(self._run, label, descriptor, ids, scale, slow, timeout)
             return self._futures[label]
 
     def running(self) -> list[str]:
@@ -301,7 +299,7 @@ class SuiteRuns:
         return self._server
 
     def _run(self, label: str, make_descriptor: Callable[[Path], Path], ids: tuple[str, ...], scale: float,
-             slow: bool, timeout: float, extra: tuple[str, ...]) -> SuiteRun:
+             slow: bool, timeout: float) -> SuiteRun:
         directory = self.workdir / label
         directory.mkdir(parents=True, exist_ok=True)
         descriptor = make_descriptor(directory)
@@ -316,8 +314,7 @@ class SuiteRuns:
         # A slow target's deadline is the cadence it judges: halved, every implementation would miss it.
         argv = ["--pyargs", *selection, "-p", "no:cacheprovider",
                 "-q", "--impl", str(descriptor), "--conformance-report", str(report), "--junitxml", str(junit),
-                "--grid-wait-scale", str(scale), *(["--grid-slow"] if slow else []), *self.profile.pytest_args,
-                *extra]
+                "--grid-wait-scale", str(scale), *(["--grid-slow"] if slow else []), *self.profile.pytest_args]
         started = time.monotonic()
         with self._lock:
             if self._closed:
@@ -328,7 +325,7 @@ class SuiteRuns:
         try:
             returncode = server.wait(label, timeout)
             if returncode is None:
-                _stop_session(self._live[label], lambda grace: server.wait(label, grace) is not None)
+                _stop_session(self._live[label], functools.partial(_ended, server, label))
                 returncode = server.wait(label, 1.0)
                 stopped = f"\n[stopped after {timeout:.0f}s]"
         finally:
