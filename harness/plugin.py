@@ -174,6 +174,7 @@ _DEMO_INPUTS_KEY = pytest.StashKey[Any]()
 #: xdist worker reads the folder and sends its records with each test report (user property _DEMO_PROPERTY).
 _DEMO_RECORDS_KEY = pytest.StashKey[Any]()
 _DEMO_PROPERTY = "agn-conformance-demo-inputs"
+_DEMO_SENT_KEY = pytest.StashKey[Any]()
 
 
 def demo_inputs(config: pytest.Config, sites: Sequence[str], *, takes: frozenset[str] | None = None,
@@ -203,8 +204,18 @@ def _demo_records(config: pytest.Config) -> dict[str, Any]:
     return {repr(key): reading.as_record() for key, reading in config.stash.get(_DEMO_INPUTS_KEY, {}).items()}
 
 
+def _send_new_demo_records(config: pytest.Config, report: pytest.TestReport) -> None:
+    """On an xdist worker: the records of scenarios read since the last report go to the controller with
+    this one (each once), since the controller writes the report."""
+    sent: set[str] = config.stash.setdefault(_DEMO_SENT_KEY, set())
+    fresh = {key: record for key, record in _demo_records(config).items() if key not in sent}
+    if fresh:
+        sent.update(fresh)
+        report.user_properties.append((_DEMO_PROPERTY, fresh))
+
+
 def demo_inputs_record(by_scenario: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The report's demoInputs: the one scenario's record, or each scenario's under `readings`."""
+    """The report's demoInputs: the one scenario's record, or each scenario's in `by_scenario`."""
     records = list(by_scenario.values())
     if not records:
         return None
@@ -276,8 +287,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if recorded is not None and report.when == "teardown" and recorded.events:
         tagged["timeline"] = recorded.records()  # once, complete, and only when it holds evidence
     report.user_properties.append((_PROPERTY, tagged))
-    if report.when == "teardown" and item.config.stash.get(_DEMO_INPUTS_KEY, None):
-        report.user_properties.append((_DEMO_PROPERTY, _demo_records(item.config)))
+    if report.when == "teardown" and hasattr(item.config, "workerinput"):
+        _send_new_demo_records(item.config, report)
     return report
 
 
