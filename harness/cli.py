@@ -601,9 +601,11 @@ def _format_rows(rows: Sequence[Mapping[str, str]]) -> str:
 def _command_self_check(arguments: Sequence[str]) -> int:
     """The shipped breakages patch the reference, so the harness never imports them: the self-check runs as
     a process of its own (``python -m selfcheck``), its arguments and exit status passed through."""
+    process = subprocess.Popen([sys.executable, "-m", "selfcheck", *arguments])
     try:
-        return subprocess.run([sys.executable, "-m", "selfcheck", *arguments], check=False).returncode
-    except KeyboardInterrupt:  # the self-check got the same interrupt and stops its runs itself
+        return process.wait()
+    except KeyboardInterrupt:  # the self-check got the same interrupt: let it stop its runs, then report that
+        process.wait()
         return EXIT_UNJUDGED
 
 
