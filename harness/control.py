@@ -463,8 +463,13 @@ class Chain:
 
     def wait_accepted(self, revision: str, timeout: float | None = None) -> None:
         timeout = timeouts().reconcile if timeout is None else timeout
+        def seen(delivered: str | None) -> str:
+            # a wait for a revision the operator has since replaced can never end: say so when it times out
+            rendered = _revision_value(self.control.envelope(self.network, self.gateway_ref) or {})
+            return f"delivered {delivered}; the operator now renders {rendered}"
+
         poll_until(self.sync.delivered_revision, lambda r: r == revision, timeout=timeout,
-                   what=f"overlay-sync to deliver revision {revision[:19]}")
+                   what=f"overlay-sync to deliver revision {revision[:19]}", describe=seen)
         self.control._saw("accepted", revision, self.network, self.gateway_ref)
 
 

@@ -112,17 +112,19 @@ def poll_until(
     deadline = time.monotonic() + timeout
     announcer = _Announcer(what, timeout, "until")
     last: Any = "<nothing observed>"
+    observed = False  # `last` is what the probe returned (else a note on its failure), so `describe` applies
     while True:
         try:
             last = probe()
+            observed = True
             if done(last):
                 return last
         except fatal:
             raise
         except Exception as exc:  # a probe failing is an observation, not a crash
-            last = f"{type(exc).__name__}: {exc}"
+            last, observed = f"{type(exc).__name__}: {exc}", False
         if time.monotonic() >= deadline:
-            seen = describe(last) if describe is not None and not isinstance(last, str) else last
+            seen = describe(last) if describe is not None and observed else last
             raise WaitTimeout(f"waited {timeout:.1f}s for {what}; last seen: {_short(seen, 1500)}")
         announcer.tick()
         time.sleep(min(interval, max(0.0, deadline - time.monotonic())))

@@ -16,7 +16,7 @@ from harness.impl import load_impl
 from harness.process import Supervisor
 from harness.suite_support import ReloadProbe
 from harness.topology import load_topology
-from harness.waiting import WaitTimeout
+from harness.waiting import WaitTimeout, poll_until
 
 
 @pytest.fixture
@@ -54,3 +54,16 @@ def test_a_reload_wait_names_the_logged_outcome(grid: Grid) -> None:
     with pytest.raises(WaitTimeout) as timeout:
         probe.wait(before, "rejected", timeout=1.5)
     assert "accepted" in str(timeout.value).split("logged about overlays")[-1], str(timeout.value)
+
+
+def test_a_wait_on_text_observations_is_described_and_a_failing_probe_is_not() -> None:
+    """`describe` renders what the probe returned, text included; a probe's failure is reported as it is."""
+    with pytest.raises(WaitTimeout, match="last seen: delivered rev-1; now rev-2"):
+        poll_until(lambda: "rev-1", lambda r: r == "rev-3", what="rev-3", timeout=0.05,
+                   describe=lambda r: f"delivered {r}; now rev-2")
+
+    def broken() -> str:
+        raise OSError("gone")
+
+    with pytest.raises(WaitTimeout, match="last seen: OSError: gone"):
+        poll_until(broken, lambda r: r == "rev-3", what="rev-3", timeout=0.05, describe=lambda r: f"delivered {r}")

@@ -180,9 +180,11 @@ class GlbSites:
         """The sites of the overlay's candidates for the demo's model, in the overlay's order."""
         return [str(c.get("site")) for c in oracle.candidates_for(envelope, self.model)]
 
-    def holds_both_regions(self, envelope: Mapping[str, Any] | None) -> bool:
-        """An overlay with a candidate of each provider site."""
-        return set(self.sites_in(envelope)) == set(PROVIDER_SITES)
+    def holds_every_provider(self, envelope: Mapping[str, Any] | None) -> bool:
+        """An overlay with a candidate of each of the demo's providers (two at east-provider, one at
+        west-provider). Anything less is not final: the providers' records reach an edge one by one, and an
+        overlay that holds both sites may still lack east's second provider."""
+        return sorted(self.sites_in(envelope)) == sorted(p.site for p in PROVIDERS)
 
     def wait_overlay(self, at: str, until: Callable[[dict[str, Any]], bool], *, what: str) -> dict[str, Any]:
         """Wait for `at`'s rendered overlay to satisfy `until`; records the revision it reached."""
@@ -203,8 +205,8 @@ class GlbSites:
 
     def consumer(self, at: str) -> Gateway:
         """`at`'s consumer gateway on `at`'s overlay (delivered by overlay-sync), reaching each provider site
-        through that site's provider gateway over the mTLS hop, once the overlay holds both provider sites."""
-        envelope = self.wait_overlay(at, self.holds_both_regions, what=f"{at}'s overlay with both provider sites")
+        through that site's provider gateway over the mTLS hop, once the overlay holds the three providers."""
+        envelope = self.wait_overlay(at, self.holds_every_provider, what=f"{at}'s overlay with the three providers")
         self.peers[at] = {site: self._provider_gateway(site, envelope) for site in PROVIDER_SITES}
         peers = list(self.peers[at].values())
         # every upstream cluster name the overlay gives a provider site's candidates reaches that site's

@@ -43,7 +43,7 @@ def _own_region(glb: GlbSites, at: str) -> set[str]:
 
 
 def _east_candidates(glb: GlbSites, at: str = "east-edge") -> list[dict[str, Any]]:
-    envelope = glb.wait_overlay(at, glb.holds_both_regions, what=f"{at}'s overlay with both provider sites")
+    envelope = glb.wait_overlay(at, glb.holds_every_provider, what=f"{at}'s overlay with the three providers")
     return oracle.from_site(envelope, glb.model, "east-provider")
 
 
