@@ -2,6 +2,7 @@
 
 from harness.fakes.server import (
     ConfigError,
+    EppConfig,
     FakeBackend,
     MetricSample,
     RunningServer,
@@ -15,6 +16,7 @@ from harness.fakes.server import (
 
 __all__ = [
     "ConfigError",
+    "EppConfig",
     "FakeBackend",
     "MetricSample",
     "RunningServer",

@@ -54,7 +54,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser.add_argument("--model", action="append", default=None, metavar="M",
                         help="model served by /v1/models (repeatable; overrides models in --config)")
     parser.add_argument("--pool", default=None,
-                        help="pool name label of the default metric samples (default: --name)")
+                        help="pool name label of the default metric samples and of the epp load model's series "
+                        "(default: --name)")
     parser.add_argument("--config", type=Path, default=None, metavar="FILE.json",
                         help="initial runtime config, the same object POST /admin/config accepts")
     parser.add_argument("--ready-file", type=Path, default=None, metavar="PATH",
@@ -264,8 +265,8 @@ def prepare(argv: Sequence[str] | None, parser: argparse.ArgumentParser | None =
             ssl_context = load_tls_context(args.tls_cert, args.tls_key)
         except ValueError as exc:
             parser.error(str(exc))
-    return Prepared(FakeBackend(args.name, args.site, config), host, port, args.ready_file, ssl_context, mtls,
-                    args.log_level)
+    backend = FakeBackend(args.name, args.site, config, pool=args.pool or args.name)
+    return Prepared(backend, host, port, args.ready_file, ssl_context, mtls, args.log_level)
 
 
 def configure_logging(level: str, name: str) -> None:

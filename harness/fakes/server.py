@@ -6,7 +6,9 @@ as the backend saw it (method, path, query, headers, body size) and, on the mutu
 listener, the client certificate the backend verified (`agn.peer`). The runtime config (metric samples,
 latency, forced error status, models, and a slow or failing /metrics exporter) changes over
 `/admin/config` so suites can steer scoring and admission without restarting anything. Metric samples may
-be non-finite ("NaN", "+Inf", "-Inf" in JSON) so scrapers can be tested against such exporters.
+be non-finite ("NaN", "+Inf", "-Inf" in JSON) so scrapers can be tested against such exporters. The `epp`
+key adds a load model (harness.fakes.epp): model API requests take slots and /metrics publishes the EPP's
+running, waiting, ready-endpoint and flow-control series of the backend's pool.
 """
 
 from __future__ import annotations
@@ -36,10 +38,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.samples import Sample
 
+from harness.fakes import epp as epp_load
 from harness.fakes import mcp
+from harness.fakes.epp import EppConfig
 
 __all__ = [
     "ConfigError",
+    "EppConfig",
     "FakeBackend",
     "MAX_BODY_BYTES",
     "MetricSample",
@@ -61,7 +66,7 @@ MODEL_API_PATHS = frozenset({"/v1/chat/completions", "/v1/completions"})
 DEFAULT_MODELS = ("agn-fake-model",)
 REQUESTS_COUNTER = "agn_fake_requests"  # exposed as agn_fake_requests_total
 CONFIG_KEYS = ("metrics", "latency_ms", "error_status", "models", "metrics_error_status", "metrics_latency_ms",
-               "mcp_tools", "hold")
+               "mcp_tools", "hold", "epp")
 MAX_LATENCY_MS = 600_000.0
 # JSON has no non-finite numbers, so these strings stand for them in /admin/config (both directions).
 NON_FINITE_VALUES: Mapping[str, float] = {"NaN": math.nan, "+Inf": math.inf, "-Inf": -math.inf}
@@ -110,6 +115,7 @@ class RuntimeConfig:
     metrics_latency_ms: float = 0.0  # /metrics answers after this delay (a slow exporter)
     mcp_tools: list[str] | None = None  # POST /mcp serves MCP with these tools (None: no MCP server)
     hold: bool = False  # model API requests wait (up to MAX_LATENCY_MS) until this is set false again
+    epp: EppConfig | None = None  # the EPP-style load model (harness.fakes.epp); None: requests take no slot
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -121,6 +127,7 @@ class RuntimeConfig:
             "metrics_latency_ms": self.metrics_latency_ms,
             "mcp_tools": None if self.mcp_tools is None else list(self.mcp_tools),
             "hold": self.hold,
+            "epp": None if self.epp is None else self.epp.to_json(_value_to_json),
         }
 
     def updated(self, update: Mapping[str, Any]) -> RuntimeConfig:
@@ -251,6 +258,13 @@ def _parse_mcp_tools(value: object) -> list[str] | None:
     return list(value)
 
 
+def _parse_epp(value: object) -> EppConfig | None:
+    try:
+        return epp_load.parse_epp(value, _sample_value)
+    except epp_load.EppConfigError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 _PARSERS: Mapping[str, Callable[[object], Any]] = {
     "metrics": _parse_metrics,
     "latency_ms": _latency("latency_ms"),
@@ -260,6 +274,7 @@ _PARSERS: Mapping[str, Callable[[object], Any]] = {
     "metrics_latency_ms": _latency("metrics_latency_ms"),
     "mcp_tools": _parse_mcp_tools,
     "hold": _parse_hold,
+    "epp": _parse_epp,
 }
 
 
@@ -284,12 +299,18 @@ class _BackendCollector:
 
     def collect(self) -> Iterator[Metric]:
         families: dict[str, GaugeMetricFamily] = {}
-        for sample in self._backend.config.metrics:
-            family = families.get(sample.name)
+        samples = [(s.name, dict(s.labels), s.value) for s in self._backend.config.metrics]
+        load = self._backend.epp_series()
+        if load:  # the load model's series replace configured samples of the same name and pool
+            pool = {"name": self._backend.pool}
+            samples = [s for s in samples if s[0] not in load or s[1] != pool]
+            samples += [(name, pool, value) for name, value in load.items()]
+        for name, labels, value in samples:
+            family = families.get(name)
             if family is None:
-                family = families[sample.name] = GaugeMetricFamily(sample.name, f"Fake EPP signal {sample.name}")
+                family = families[name] = GaugeMetricFamily(name, f"Fake EPP signal {name}")
             # Samples of one family may carry different label sets, so they are added directly.
-            family.samples.append(Sample(sample.name, dict(sample.labels), sample.value))
+            family.samples.append(Sample(name, labels, value))
         yield from families.values()
         counter = CounterMetricFamily(REQUESTS_COUNTER, "Model API requests served by this fake backend")
         counter.add_metric([], self._backend.requests)
@@ -309,17 +330,29 @@ def _text(status: int, message: str) -> web.Response:
 class FakeBackend:
     """One provider's fake model server and metrics exporter."""
 
-    def __init__(self, name: str, site: str, config: RuntimeConfig | None = None) -> None:
+    def __init__(self, name: str, site: str, config: RuntimeConfig | None = None, pool: str | None = None) -> None:
         self.name = name
         self.site = site
-        self.config = config if config is not None else RuntimeConfig(metrics=default_metrics(name))
+        self.pool = pool or name  # the name label of the load model's series (and of default_metrics)
+        self.config = config if config is not None else RuntimeConfig(metrics=default_metrics(self.pool))
         self.requests = 0
         self.metrics_requests = 0  # GET and HEAD /metrics: who scrapes the exporter, and how often
         self.mcp_requests = 0  # tools/list calls on /mcp: whether and how often an operator probes
         self._released = asyncio.Event()  # set while no hold is configured: held requests go on
         self._released.set()
+        self._slots = epp_load.Slots()
+        self._slots.configure(self._capacity())
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_BackendCollector(self))  # type: ignore[arg-type]
+
+    def _capacity(self) -> int | None:
+        return None if self.config.epp is None else self.config.epp.slots
+
+    def epp_series(self) -> dict[str, float]:
+        """The load model's four series by metric name (empty without `epp`)."""
+        if self.config.epp is None:
+            return {}
+        return epp_load.series(self.config.epp, self._slots)
 
     # ----------------------------------------------------------------------------------------- app
 
@@ -385,6 +418,15 @@ class FakeBackend:
             return _text(413, f"request body larger than {MAX_BODY_BYTES} bytes")
         config = self.config
         self.requests += 1
+        if config.epp is not None:
+            if not await self._slots.acquire():
+                return _text(503, f"fake backend {self.name} has no ready endpoint (epp.endpoints is 0)")
+            try:  # running for service_ms of the config in force when the slot came
+                service_ms = self.config.epp.service_ms if self.config.epp is not None else 0.0
+                if service_ms > 0:
+                    await asyncio.sleep(service_ms / 1000.0)
+            finally:
+                self._slots.release()
         if config.latency_ms > 0:
             await asyncio.sleep(config.latency_ms / 1000.0)
         if config.hold:  # held until the test releases it: a request in flight for exactly as long as needed
@@ -501,6 +543,7 @@ class FakeBackend:
         except ConfigError as exc:
             return _text(400, str(exc))
         self.config = self.config.updated(update)
+        self._slots.configure(self._capacity())
         if self.config.hold:
             if self._released.is_set():
                 self._released = asyncio.Event()
