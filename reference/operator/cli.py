@@ -19,6 +19,11 @@ written to --out; in --kubernetes mode the same YAML goes to the ConfigMap `agn-
 --namespace (default agn-system) and the GridSites are server-side applied (name, labels and
 spec.gridNetworkRef only, so an admin's trust pins on the same object stay) with their status patched,
 and deleted when their site or network goes away. SIGTERM leaves the mesh gracefully.
+
+`--signals-address HOST:PORT --signals-cert PEM --signals-key PEM --signals-client-ca PEM [--signals-site NAME]`
+serves GET /v1/site/signals over mutual TLS: the EPP series of every provider whose metrics it scrapes,
+relayed raw with grid_site (the mesh site, or --signals-site) and grid_provider (the provider's cluster)
+labels (reference.operator.signals).
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ import signal
 import socket
 import ssl
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -48,6 +54,7 @@ from reference.operator.mesh.runtime import MeshRuntime, MeshSettings
 from reference.operator.mesh.sites import client_context, split_address
 from reference.operator.mesh.swim import SwimConfig
 from reference.operator.scrape import SIGNALS
+from reference.operator.signals import SignalsServer, SignalsSettings
 from reference.operator.sources import DirSource, Loaded
 
 PROG = "agn-operator"
@@ -150,7 +157,8 @@ async def _run_async(args: argparse.Namespace) -> int:
         if not args.kubernetes:
             operator = Operator.for_directories(args.manifests, args.out, SystemClock(), args.poll, context, mesh,
                                                 args.watch_step_ms)
-            return await operator.run(stop, once=args.once)
+            async with _signals(args.signals, operator, context):
+                return await operator.run(stop, once=args.once)
         return await _run_kubernetes(args, stop, context, mesh)
     finally:
         if mesh is not None:
@@ -175,10 +183,31 @@ async def _run_kubernetes(
     operator = Operator(source, sink, SystemClock(), args.poll, context, mesh)
     source.start()
     try:
-        return await operator.run(stop, once=args.once)
+        async with _signals(args.signals, operator, context):
+            return await operator.run(stop, once=args.once)
     finally:
         await asyncio.to_thread(source.stop)
         args.api.close()
+
+
+@asynccontextmanager
+async def _signals(settings: SignalsSettings | None, operator: Operator,
+                   metrics_context: ssl.SSLContext | None) -> AsyncIterator[None]:
+    """The signals endpoint, served while the loop runs (nothing without --signals-address)."""
+    if settings is None:
+        yield
+        return
+    server = SignalsServer(settings.site, operator.snapshot, metrics_context)
+    try:
+        host, port = await server.start(settings.host, settings.port, settings.context)
+    except OSError as exc:
+        where = _show((settings.host, settings.port))
+        raise InputError(f"--signals-address: cannot bind {where}: {exc.strerror or exc}") from exc
+    log.info("signals: site %s served on https://%s/v1/site/signals", settings.site, _show((host, port)))
+    try:
+        yield
+    finally:
+        await server.close()
 
 
 async def _start_mesh(settings: MeshSettings | None) -> MeshRuntime | None:
@@ -329,6 +358,46 @@ def _mesh_settings(args: argparse.Namespace) -> MeshSettings | None:
     )
 
 
+SIGNALS_FLAGS = (
+    ("--signals-cert", "signals_cert"),
+    ("--signals-key", "signals_key"),
+    ("--signals-client-ca", "signals_client_ca"),
+    ("--signals-site", "signals_site"),
+)
+
+
+def _signals_settings(args: argparse.Namespace) -> SignalsSettings | None:
+    """The --signals-* options checked; None without --signals-address. InputError names the bad flag."""
+    if args.signals_address is None:
+        for flag, attribute in SIGNALS_FLAGS:
+            if getattr(args, attribute) is not None:
+                raise InputError(f"{flag}: needs --signals-address")
+        return None
+    host, port = _host_port("--signals-address", args.signals_address, allow_zero=True)
+    for flag, attribute in SIGNALS_FLAGS[:3]:
+        if getattr(args, attribute) is None:
+            raise InputError(f"{flag}: required with --signals-address (the endpoint is served over mutual TLS)")
+    site = args.signals_site or args.mesh_site
+    if site is None:
+        raise InputError("--signals-site: required with --signals-address when the operator is in no mesh "
+                         "(--mesh-site names the site otherwise)")
+    if args.signals_site is not None and args.mesh_site is not None and args.signals_site != args.mesh_site:
+        raise InputError(f"--signals-site: {args.signals_site!r} is not the mesh site {args.mesh_site!r}")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(str(args.signals_cert), str(args.signals_key))
+    except (OSError, ssl.SSLError) as exc:
+        raise InputError(f"--signals-cert: {args.signals_cert} / --signals-key {args.signals_key}: not a usable PEM "
+                         f"certificate and key ({exc})") from exc
+    try:
+        context.load_verify_locations(cafile=str(args.signals_client_ca))
+    except (OSError, ssl.SSLError) as exc:
+        raise InputError(f"--signals-client-ca: {args.signals_client_ca}: not a readable PEM CA bundle ({exc})") \
+            from exc
+    context.verify_mode = ssl.CERT_REQUIRED
+    return SignalsSettings(host, port, _mesh_name("--signals-site", site), context)
+
+
 def _check_mode(args: argparse.Namespace) -> None:
     """--manifests/--out (files) or --kubernetes (a cluster), never both; the cluster options need the latter."""
     if args.kubernetes:
@@ -374,6 +443,7 @@ def _run_command(args: argparse.Namespace) -> int:
         except (OSError, ssl.SSLError) as exc:
             raise InputError(f"--metrics-ca: {args.metrics_ca}: not a readable PEM CA bundle ({exc})") from exc
     args.mesh = _mesh_settings(args)
+    args.signals = _signals_settings(args)
     _check_mode(args)
     logging.basicConfig(stream=sys.stderr, level=args.log_level, format=f"%(asctime)s {PROG} %(levelname)s %(message)s")
     return asyncio.run(_run_async(args))
@@ -430,6 +500,16 @@ def build_parser() -> argparse.ArgumentParser:
     mesh.add_argument("--swim-probe-interval", metavar="SECONDS", help="membership probe interval (default 1.0)")
     mesh.add_argument("--swim-probe-timeout", metavar="SECONDS", help="membership probe timeout (default 0.2)")
     mesh.add_argument("--swim-suspicion-mult", metavar="N", help="suspicion timeout multiplier (default 3)")
+    signals = loop.add_argument_group(
+        "signals", "serve GET /v1/site/signals over mutual TLS: the providers' EPP series, relayed raw to gateways"
+    )
+    signals.add_argument("--signals-address", metavar="HOST:PORT", help="where to serve it (port 0: any)")
+    signals.add_argument("--signals-cert", type=Path, metavar="PEM", help="server certificate chain")
+    signals.add_argument("--signals-key", type=Path, metavar="PEM", help="key of --signals-cert")
+    signals.add_argument("--signals-client-ca", type=Path, metavar="PEM",
+                         help="CA bundle that signs the client certificates accepted")
+    signals.add_argument("--signals-site", metavar="NAME",
+                         help="the grid_site label (default: --mesh-site; required without a mesh)")
     loop.set_defaults(handler=_run_command)
     return parser
 

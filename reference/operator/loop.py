@@ -102,6 +102,10 @@ class Operator:
         """The loop over a resource directory, writing into an output directory."""
         return cls(WatchedDir(manifests), DirSink(out), clock, poll, ssl_context, mesh, watch_step_ms)
 
+    def snapshot(self) -> Loaded | None:
+        """The resources the loop last read (None before its first look)."""
+        return None if self._loaded is None else self._loaded[1]
+
     def observe(self) -> tuple[str, Loaded]:
         current = self.source.fingerprint()
         if self._loaded is None or self._loaded[0] != current:
