@@ -42,7 +42,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -54,8 +54,10 @@ from reference.operator.mesh.runtime import MeshRuntime, MeshSettings
 from reference.operator.mesh.sites import client_context, split_address
 from reference.operator.mesh.swim import SwimConfig
 from reference.operator.scrape import SIGNALS
-from reference.operator.signals import SignalsServer, SignalsSettings
 from reference.operator.sources import DirSource, Loaded
+
+if TYPE_CHECKING:  # the signals endpoint's server (aiohttp) is imported only by an operator that serves it
+    from reference.operator.signals import SignalsSettings
 
 PROG = "agn-operator"
 log = logging.getLogger(PROG)
@@ -197,6 +199,8 @@ async def _signals(settings: SignalsSettings | None, operator: Operator,
     if settings is None:
         yield
         return
+    from reference.operator.signals import SignalsServer
+
     server = SignalsServer(settings.site, operator.snapshot, metrics_context)
     try:
         host, port = await server.start(settings.host, settings.port, settings.context)
@@ -395,6 +399,8 @@ def _signals_settings(args: argparse.Namespace) -> SignalsSettings | None:
         raise InputError(f"--signals-client-ca: {args.signals_client_ca}: not a readable PEM CA bundle ({exc})") \
             from exc
     context.verify_mode = ssl.CERT_REQUIRED
+    from reference.operator.signals import SignalsSettings
+
     return SignalsSettings(host, port, _mesh_name("--signals-site", site), context)
 
 
