@@ -16,7 +16,11 @@ CONFORMANCE_PROFILES: tuple[str, ...] = ("consumer", "producer", "provider", "me
 #: The profile of demo claims: it judges a demo's claims, not an implementation's conformance, so it runs
 #: only when asked for (``--profile demos`` or ``agn-conformance demo``).
 DEMOS_PROFILE = "demos"
-PROFILES: tuple[str, ...] = (*CONFORMANCE_PROFILES, DEMOS_PROFILE)
+#: The profile of a grid gateway choosing sites by measured availability (grid_site_route, routing guide 7b).
+#: It judges conformance, but runs only when asked for (``--profile serving``): a gateway that routes by
+#: overlays alone (intelligent_route) has no grid_site_route to judge.
+SERVING_PROFILE = "serving"
+PROFILES: tuple[str, ...] = (*CONFORMANCE_PROFILES, SERVING_PROFILE, DEMOS_PROFILE)
 #: ``demo`` is the level of the demos profile's tests, and only of them.
 DEMO_LEVEL = "demo"
 LEVELS: tuple[str, ...] = ("core", "extended", DEMO_LEVEL)
@@ -27,6 +31,8 @@ OVERLAY_SYNC_FEATURE = "overlaySync"
 DYNAMIC_WEIGHTS_FEATURE = "dynamicWeights"
 #: The extended feature of the sidecar's Prometheus series (needs overlay_sync.metrics_path).
 OVERLAY_SYNC_METRICS_FEATURE = "overlaySyncMetrics"
+#: The extended feature of the operator's signals endpoint (needs operator.signals_args).
+SIGNALS_RELAY_FEATURE = "signalsRelay"
 
 #: Extended features an implementation may claim, each with what it covers and where its rule comes from.
 #: Core features are not listed: they are always tested. A feature whose rule no sentence of the spec
@@ -95,6 +101,30 @@ FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "siteNameLocality": (
         "a provider of the consumer's own site is same_site by its site name even without GridSite geography (the "
         "public grid operator); the spec's text says only that without geography all candidates are unknown tier"),
+    SIGNALS_RELAY_FEATURE: (
+        "the operator's signals endpoint, GET /v1/site/signals over mutual TLS: the raw EPP series of each provider "
+        "it scrapes (running and waiting per endpoint, ready endpoints, what flow control holds) as Prometheus "
+        "text labelled grid_site and grid_provider with a millisecond timestamp (praxis-proxy/grid, "
+        "gateway/ai-grid-filters/src/signals/llm_d.rs and the operator's /v1/site/signals); the routing guide "
+        "(7b) says the operator relays these raw series, not where or how; the descriptor's "
+        "operator.signals_args says how to turn it on"),
+    # serving profile (a grid gateway with grid_site_route)
+    "servingRequestErrors": (
+        "the answers of grid_site_route to requests it cannot route: 400 without a model, 404 for a model no "
+        "candidate names, 503 with Retry-After when no site serving the model is ready (praxis-proxy/grid, "
+        "gateway/ai-grid-filters/src/route.rs); the routing guide (7b) names only the 429 of shedding"),
+    "gridSiteHeaders": (
+        "a routed response names the chosen site and cluster in x-grid-site and x-grid-backend (praxis-proxy/grid, "
+        "gateway/ai-grid-filters/src/route.rs); the guide names no response header"),
+    "betweenTwoShare": (
+        "the weighted pick between two sites with room gives a site the share capacity/(1+rho) of the pair, "
+        "clamped to 0.1..0.9 (praxis-proxy/grid, gateway/ai-grid-filters/src/route.rs, between_two); the routing "
+        "guide (7b) says only that two sites get a weighted pick"),
+    "routeMetricLabels": (
+        "the label vocabulary of the routing metrics: grid_route_site_ceiling, _rho and _weight carry site and "
+        "cluster, grid_route_selections_total{path} counts two_choices, between_two, lone and by_capacity, each "
+        "in its situation (praxis-proxy/grid, gateway/ai-grid-filters/src/route.rs, select); the guide names the "
+        "metrics and the paths two_choices and by_capacity"),
     # provider profile (a provider gateway)
     "credentialValueSource": "credential_inject with an inline `value` token source",
     "credentialEnvSource": "credential_inject with an `env_var` token source",
@@ -160,6 +190,15 @@ CORE_FEATURES: Mapping[str, Mapping[str, str]] = MappingProxyType({
         "staleness": "failure detection, degraded candidates and the stale-candidate TTL",
         "providerHop": "a request at one site served by another site's provider over the hop",
     }),
+    SERVING_PROFILE: MappingProxyType({
+        "sitePick": "sites chosen by saturation: two choices at three or more with room, a weighted pick between two",
+        "ceilings": "each site's learned ceiling: the most in-flight held with nothing waiting, its floor and decay",
+        "saturation": "saturation (rho) as in-flight over the ceiling, concluded from the relayed series alone",
+        "shedding": "with shedding on, 429 with Retry-After while every site of a model is full; off by default",
+        "availabilityConfig": "the availability block of grid_site_route: every field defaulted, nothing to set",
+        "routeMetrics": "the grid_route_* metrics the routing guide's tuning advice reads",
+        "prefixAffinity": "grid_site_route prefers the site holding a request's prompt",
+    }),
     DEMOS_PROFILE: MappingProxyType({}),  # its tests are of the demo level, one feature per demo (DEMOS)
 })
 
@@ -212,10 +251,11 @@ EXTENDED_BY_PROFILE: Mapping[str, frozenset[str]] = MappingProxyType({
                            "presetCluster", "projectedCredentials"}),
     "producer": frozenset({"stabilizedAdmission", "kvCachePressure", "tlsMetrics", "toolCandidates", "toolDiscovery",
                            "localityTierNames", "generatedConsumerConfig", "siteNameLocality", OVERLAY_SYNC_FEATURE,
-                           OVERLAY_SYNC_METRICS_FEATURE, DYNAMIC_WEIGHTS_FEATURE}),
+                           OVERLAY_SYNC_METRICS_FEATURE, DYNAMIC_WEIGHTS_FEATURE, SIGNALS_RELAY_FEATURE}),
     "provider": frozenset({"credentialValueSource", "credentialEnvSource", "credentialFailClosed",
                            "clientAuthorizationStripped", "providerRouteStatus"}),
     "mesh": frozenset({"toolCandidates"}),
+    SERVING_PROFILE: frozenset({"servingRequestErrors", "gridSiteHeaders", "betweenTwoShare", "routeMetricLabels"}),
     DEMOS_PROFILE: frozenset(),
 })
 

@@ -28,6 +28,7 @@ from harness.features import (
     OVERLAY_SYNC_FEATURE,
     OVERLAY_SYNC_METRICS_FEATURE,
     PROFILES,
+    SIGNALS_RELAY_FEATURE,
 )
 from harness.run_as import RunAs, parse_run_as
 
@@ -86,6 +87,11 @@ MESH_PLACEHOLDERS: frozenset[str] = frozenset({
     "site", "mesh_bind", "mesh_advertise", "mesh_seeds", "gateway_address", "routing_cluster", "client_cert",
     "client_key", "probe_interval", "probe_timeout", "suspicion_mult",
 })
+#: Extra placeholders of ``operator.signals_args`` (signalsRelay): the HOST:PORT to serve GET /v1/site/signals
+#: on, its certificate and key, the CA that signs the client certificates it accepts, and the site's name.
+SIGNALS_PLACEHOLDERS: frozenset[str] = frozenset({
+    "signals_address", "signals_cert", "signals_key", "signals_client_ca", "signals_site",
+})
 
 DEFAULT_STARTUP_TIMEOUT_S = 20.0
 
@@ -94,7 +100,8 @@ _TOP_KEYS = {"implementation": True, "gateway": True, "operator": False, "overla
 _IMPLEMENTATION_KEYS = {"organization": True, "project": True, "version": True, "contact": True}
 _GATEWAY_KEYS = {"command": True, "env": False, "startup_timeout_s": False, "run_as": False, "launcher": False}
 _LAUNCHER_KEYS = {"command": True, "env": False}
-_OPERATOR_KEYS = {"command": False, "env": False, "mesh_args": False, "dynamic_weights": False, "kubernetes": False}
+_OPERATOR_KEYS = {"command": False, "env": False, "mesh_args": False, "dynamic_weights": False, "kubernetes": False,
+                  "signals_args": False}
 #: A descriptor breakage: its name, what it breaks, the profile whose suite must notice, the tests that must
 #: fail (default: any test of that profile) and the component sections that replace the descriptor's.
 _BREAKAGE_KEYS = {"name": True, "summary": False, "profile": True, "must_fail": False, "gateway": False,
@@ -189,10 +196,14 @@ class OperatorCommand:
     #: image and manifests the cluster backends install it from (harness.impl_kube); None: the reference's.
     #: An operator with only this block has an empty argv_template: the local backend cannot start it.
     kubernetes: KubeComponent | None = None
+    #: appended to serve the signals endpoint (signalsRelay); None: the operator serves none
+    signals_args: tuple[str, ...] | None = None
 
     def render(self, manifests: Path, out: Path, workdir: Path, metrics_ca: Path,
-               mesh: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
-        """The argv and environment; `mesh` (the MESH_PLACEHOLDERS values) appends the mesh arguments."""
+               mesh: Mapping[str, str] | None = None,
+               signals: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment; `mesh` (the MESH_PLACEHOLDERS values) appends the mesh arguments and
+        `signals` (the SIGNALS_PLACEHOLDERS values) the signals endpoint's."""
         values = {"python": sys.executable, "manifests": str(manifests), "out": str(out),
                   "workdir": str(workdir), "metrics_ca": str(metrics_ca)}
         templates = self.argv_template
@@ -201,6 +212,11 @@ class OperatorCommand:
                 raise ValueError("operator.mesh_args: not given, so this operator cannot join a mesh")
             values.update(mesh)
             templates += self.mesh_args
+        if signals is not None:
+            if self.signals_args is None:
+                raise ValueError("operator.signals_args: not given, so this operator serves no signals endpoint")
+            values.update(signals)
+            templates += self.signals_args
         return _fill(templates, self.env, values)
 
 
@@ -308,6 +324,9 @@ def parse_impl(data: Any, *, source: str = "<memory>") -> ImplDescriptor:
     if OVERLAY_SYNC_METRICS_FEATURE in features and (overlay_sync is None or overlay_sync.metrics_path is None):
         raise ImplError("features", f"{OVERLAY_SYNC_METRICS_FEATURE} is claimed but overlay_sync.metrics_path does "
                                     "not say where the sidecar serves its metrics")
+    if SIGNALS_RELAY_FEATURE in features and (operator is None or operator.signals_args is None):
+        raise ImplError("features", f"{SIGNALS_RELAY_FEATURE} is claimed but operator.signals_args does not say how "
+                                    "the operator serves its signals endpoint")
     breakages = _parse_breakages(top, source) if top.get("breakages") is not None else ()
     return ImplDescriptor(implementation=implementation, gateway=gateway, features=features, source=source,
                           operator=operator, overlay_sync=overlay_sync, breakages=breakages)
@@ -465,7 +484,7 @@ def _parse_operator(data: Any, base: Path) -> OperatorCommand:
                                                     f"{_kind(dynamic)}")
     return OperatorCommand(argv_template=argv, env=env, mesh_args=_parse_mesh_args(block.get("mesh_args")),
                            dynamic_weights=MappingProxyType(dict(dynamic)) if dynamic is not None else None,
-                           kubernetes=kubernetes)
+                           kubernetes=kubernetes, signals_args=_parse_signals_args(block.get("signals_args")))
 
 
 def parse_overlay_sync(data: Any) -> OverlaySyncCommand:
@@ -505,6 +524,24 @@ def _parse_mesh_args(data: Any) -> tuple[str, ...] | None:
     for name in ("site", "mesh_bind", "mesh_seeds"):
         if name not in used:
             raise ImplError("operator.mesh_args", f"must contain {{{name}}}")
+    return tuple(items)
+
+
+def _parse_signals_args(data: Any) -> tuple[str, ...] | None:
+    """``operator.signals_args``: argv items appended when the operator is to serve its signals endpoint."""
+    if data is None:
+        return None
+    if not isinstance(data, list) or not data:
+        raise ImplError("operator.signals_args", f"must be a non-empty list of strings, got {_kind(data)}")
+    used: set[str] = set()
+    items = []
+    for i, item in enumerate(data):
+        key = f"operator.signals_args[{i}]"
+        items.append(_string(item, key))
+        used |= _placeholders(item, key, OPERATOR_PLACEHOLDERS | SIGNALS_PLACEHOLDERS)
+    for name in ("signals_address", "signals_cert", "signals_key", "signals_client_ca"):
+        if name not in used:
+            raise ImplError("operator.signals_args", f"must contain {{{name}}}")
     return tuple(items)
 
 

@@ -39,6 +39,7 @@ from harness.impl import (
     EXTENDED_FEATURES,
     OVERLAY_SYNC_FEATURE,
     OVERLAY_SYNC_METRICS_FEATURE,
+    SIGNALS_RELAY_FEATURE,
     Implementation,
     load_impl,
     reference_document,
@@ -174,8 +175,8 @@ class SuiteRun:
 
 def write_descriptor(profile: Profile, path: Path, breakage: str) -> Path:
     """An implementation descriptor for the broken implementation, claiming every extended feature its
-    sections can serve (the overlay-sync ones only with an overlay_sync section, dynamic weights only with an
-    operator that says how to turn them on)."""
+    sections can serve (the overlay-sync ones only with an overlay_sync section, dynamic weights and the signals
+    endpoint only with an operator that says how to turn them on)."""
     components = profile.components(breakage)
     features = set(EXTENDED_FEATURES)
     if "overlay_sync" not in components:
@@ -183,6 +184,8 @@ def write_descriptor(profile: Profile, path: Path, breakage: str) -> Path:
     operator = components.get("operator")
     if not isinstance(operator, Mapping) or not operator.get("dynamic_weights"):
         features -= {DYNAMIC_WEIGHTS_FEATURE}
+    if not isinstance(operator, Mapping) or not operator.get("signals_args"):
+        features -= {SIGNALS_RELAY_FEATURE}
     descriptor = {
         "implementation": {"organization": "agn-conformance", "project": f"broken-{profile.component}-{breakage}",
                            "version": "0.0.0", "contact": ["selfcheck"]},

@@ -72,7 +72,7 @@ def _producer_components(breakage: str) -> dict[str, Any]:
         operator = {"command": ["{python}", "-m", "selfcheck.operator_launch", "--break", breakage, "run",
                                 "--manifests", "{manifests}", "--out", "{out}", "--poll", "0.1", "--metrics-ca",
                                 "{metrics_ca}"], "env": dict(_SOURCE),
-                    "dynamic_weights": operator["dynamic_weights"]}
+                    "dynamic_weights": operator["dynamic_weights"], "signals_args": operator["signals_args"]}
     return {"gateway": reference_gateway(), "operator": operator, "overlay_sync": sync}
 
 
@@ -161,7 +161,8 @@ def _mesh_components(breakage: str) -> dict[str, Any]:
     return {
         "gateway": reference_gateway(),
         "operator": {"command": command, "env": dict(_SOURCE), "mesh_args": list(operator.mesh_args),
-                     **({"dynamic_weights": dict(operator.dynamic_weights)} if operator.dynamic_weights else {})},
+                     **({"dynamic_weights": dict(operator.dynamic_weights)} if operator.dynamic_weights else {}),
+                     **({"signals_args": list(operator.signals_args)} if operator.signals_args else {})},
     }
 
 

@@ -344,6 +344,46 @@ def test_dynamic_weights_need_the_switch_the_operator_names() -> None:
     assert dict(descriptor.operator.dynamic_weights or {}) == {"placementPolicy": {"strategy": "dyn"}}
 
 
+_SIGNALS_ARGS = ["--signals", "{signals_address}", "--cert", "{signals_cert}", "--key", "{signals_key}",
+                 "--ca", "{signals_client_ca}", "--site", "{signals_site}"]
+
+
+def test_signals_relay_needs_the_arguments_that_serve_it(tmp_path: Path) -> None:
+    """signalsRelay is claimed with operator.signals_args, appended (placeholders filled) only when asked for."""
+    operator = {"command": ["/opt/op", "{manifests}", "{out}"]}
+    with pytest.raises(ImplError, match="signalsRelay is claimed but operator.signals_args"):
+        parse_impl({**copy.deepcopy(VALID), "operator": operator, "features": ["signalsRelay"]})
+    descriptor = parse_impl({**copy.deepcopy(VALID), "features": ["signalsRelay"],
+                             "operator": {**operator, "signals_args": _SIGNALS_ARGS}})
+    assert descriptor.operator is not None
+    plain, _ = descriptor.operator.render(tmp_path / "m", tmp_path / "o", tmp_path, tmp_path / "ca.pem")
+    assert plain == ["/opt/op", str(tmp_path / "m"), str(tmp_path / "o")]
+    values = {"signals_address": "127.0.0.1:17980", "signals_cert": "c.pem", "signals_key": "k.pem",
+              "signals_client_ca": "ca.pem", "signals_site": "site-a"}
+    argv, _ = descriptor.operator.render(tmp_path / "m", tmp_path / "o", tmp_path, tmp_path / "ca.pem",
+                                         signals=values)
+    assert argv[3:] == ["--signals", "127.0.0.1:17980", "--cert", "c.pem", "--key", "k.pem", "--ca", "ca.pem",
+                        "--site", "site-a"]
+    without = parse_impl({**copy.deepcopy(VALID), "operator": operator}).operator
+    assert without is not None
+    with pytest.raises(ValueError, match="operator.signals_args: not given"):
+        without.render(tmp_path / "m", tmp_path / "o", tmp_path, tmp_path / "ca.pem", signals=values)
+
+
+@pytest.mark.parametrize(("signals_args", "expected"), [
+    ("--signals {signals_address}", "operator.signals_args: must be a non-empty list"),
+    ([], "operator.signals_args: must be a non-empty list"),
+    ([a for a in _SIGNALS_ARGS if a != "{signals_client_ca}"],
+     "operator.signals_args: must contain {signals_client_ca}"),
+    ([*_SIGNALS_ARGS, "{mesh_bind}"], "operator.signals_args[10]: unknown placeholder {mesh_bind}"),
+])
+def test_bad_signals_args_name_the_key(signals_args: Any, expected: str) -> None:
+    operator = {"command": ["/opt/op", "{manifests}", "{out}"], "signals_args": signals_args}
+    with pytest.raises(ImplError) as caught:
+        parse_impl({**copy.deepcopy(VALID), "operator": operator})
+    assert str(caught.value).startswith(expected), str(caught.value)
+
+
 # ----------------------------------------------------------------------------- descriptor breakages
 
 _BROKEN_BUILD = {"name": "drops-lkg", "summary": "forgets the last good overlay", "profile": "consumer",

@@ -35,6 +35,8 @@ TLS_METRICS_PORT = BACKEND_PORT + 50
 HOP_MTLS_PORT = BACKEND_PORT + 443
 #: UDP port a site's operator gossips on (the mesh profile), on the site's own address.
 MESH_PORT = 17946
+#: Port a site's operator serves its signals endpoint on (operator.signals_args), on an address of the site's.
+OPERATOR_SIGNALS_PORT = 17980
 
 
 class OperatorUnsupported(RuntimeError):
@@ -75,6 +77,19 @@ class ProviderProcess:
     @property
     def url(self) -> str:
         return f"{self.scheme}://{self.address}"
+
+
+@dataclass(frozen=True)
+class OperatorSignals:
+    """Where a site's operator serves GET /v1/site/signals over mutual TLS (the descriptor's
+    operator.signals_args): its address, the name its certificate carries, and the site it labels its rows with.
+    Clients present a grid client certificate and trust the run's CA."""
+
+    address: str  # host:port
+    server_name: str
+    site: str
+    cert: Path
+    key: Path
 
 
 @dataclass
@@ -118,6 +133,8 @@ class LocalBackend:
         self._pki: GridPKI | None = None
         self._launchers: dict[int | None, Path] = {}  # site -> socket of its running gateway.launcher
         self._launcher_lock = threading.Lock()
+        #: site index -> the signals endpoint of its operator (kept for restarts), when the descriptor gives one
+        self.operator_signals: dict[int, OperatorSignals] = {}
 
     def _inside(self, site_index: int | None, argv: list[str]) -> list[str]:
         """`argv` started inside the site's network namespace when the sites live in a fabric."""
@@ -182,12 +199,13 @@ class LocalBackend:
                          verify=ssl.create_default_context(cafile=str(self.pki.ca_path)))
         return provider
 
-    def start_operator(self, site_index: int, name: str,
-                       mesh: Mapping[str, str] | None = None) -> tuple[ManagedProcess, Path, Path]:
+    def start_operator(self, site_index: int, name: str, mesh: Mapping[str, str] | None = None, *,
+                       site_name: str | None = None) -> tuple[ManagedProcess, Path, Path]:
         """Start the operator under test on fresh resource and output directories.
 
         `mesh` (values of the descriptor's mesh placeholders) makes it join a mesh; a descriptor without
-        `operator.mesh_args` then raises OperatorUnsupported.
+        `operator.mesh_args` then raises OperatorUnsupported. With `site_name`, an operator whose descriptor
+        gives `operator.signals_args` also serves its signals endpoint (see `operator_signals`).
         """
         operator = getattr(self.impl, "operator", None)
         if operator is None:
@@ -201,16 +219,32 @@ class LocalBackend:
         manifests, out = workdir / "manifests", workdir / "out"
         manifests.mkdir(parents=True, exist_ok=True)
         out.mkdir(parents=True, exist_ok=True)
-        argv, env = operator.render(manifests, out, workdir, self.pki.ca_path, mesh)
+        signals = None
+        if operator.signals_args is not None and site_name is not None:
+            signals = self._signals_values(site_index, site_name)
+        argv, env = operator.render(manifests, out, workdir, self.pki.ca_path, mesh, signals)
         return self.supervisor.start(name, self._inside(site_index, argv), env=env, cwd=workdir), manifests, out
+
+    def _signals_values(self, site_index: int, site_name: str) -> dict[str, str]:
+        """The signals placeholders of a site's operator: one address and certificate per site, kept for restarts."""
+        endpoint = self.operator_signals.get(site_index)
+        if endpoint is None:
+            host, port = self.plan.allocate(site_index, OPERATOR_SIGNALS_PORT)
+            server_name = f"{site_name}.signals"  # as harness.serving.relay names a site's signals certificate
+            files = self.pki.server(f"operator-signals-{site_name}", host, server_name)
+            endpoint = OperatorSignals(f"{host}:{port}", server_name, site_name, files.cert, files.key)
+            self.operator_signals[site_index] = endpoint
+        return {"signals_address": endpoint.address, "signals_cert": str(endpoint.cert),
+                "signals_key": str(endpoint.key), "signals_client_ca": str(self.pki.ca_path),
+                "signals_site": site_name}
 
     def control_plane(self, site: Site, mesh: Mapping[str, str] | None = None) -> ControlPlane:
         """The site's operator under test as a local process (restartable on the same directories)."""
         name = f"operator-{site.spec.name}"
-        process, manifests, out = self.start_operator(site.index, name, mesh)
+        process, manifests, out = self.start_operator(site.index, name, mesh, site_name=site.spec.name)
 
         def respawn() -> ManagedProcess:
-            again, same_manifests, same_out = self.start_operator(site.index, name, mesh)
+            again, same_manifests, same_out = self.start_operator(site.index, name, mesh, site_name=site.spec.name)
             assert (same_manifests, same_out) == (manifests, out), "an operator restarted elsewhere"
             return again
 
