@@ -10,9 +10,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from reference.gateway.config import ChainConfig, FilterSpec, GatewayConfig
+from reference.gateway.config import ChainConfig, FilterSpec, GatewayConfig, declared_after
 from reference.gateway.filters.base import Filter
 from reference.gateway.filters.credential_inject import CredentialInjectFilter
+from reference.gateway.filters.grid_site_route import GridSiteRouteFilter, build_site_route
 from reference.gateway.filters.intelligent_route import IntelligentRouteFilter
 from reference.gateway.filters.intelligent_route_config import IntelligentRouteConfig
 from reference.gateway.filters.json_body_field import JsonBodyFieldFilter
@@ -35,6 +36,9 @@ from reference.overlay import OverlayRejected
 class Built:
     pipelines: dict[str, Pipeline]
     routes: list[IntelligentRouteFilter] = field(default_factory=list)
+    site_routes: list[GridSiteRouteFilter] = field(default_factory=list)
+    # filter key path -> the clusters the load_balancers after that filter declare (grid_site_route)
+    declared: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 def initial_snapshot(config: IntelligentRouteConfig, path: str) -> Snapshot:
@@ -53,7 +57,8 @@ def initial_snapshot(config: IntelligentRouteConfig, path: str) -> Snapshot:
         raise ConfigError(where, f"overlay rejected ({exc.reason}): {exc.detail}") from None
 
 
-def build_filter(spec: FilterSpec, metrics: GatewayMetrics, rng: random.Random) -> Filter:
+def build_filter(spec: FilterSpec, metrics: GatewayMetrics, rng: random.Random,
+                 declared: frozenset[str] = frozenset()) -> Filter:
     if spec.type == "json_body_field":
         return JsonBodyFieldFilter(spec.options)
     if spec.type == "mcp":
@@ -68,6 +73,8 @@ def build_filter(spec: FilterSpec, metrics: GatewayMetrics, rng: random.Random) 
         return CredentialInjectFilter(spec.options)
     if spec.type == "router":
         return RouterFilter(spec.options)
+    if spec.type == "grid_site_route":
+        return build_site_route(spec, metrics, random.Random(rng.getrandbits(128)), declared)
     if spec.type == "intelligent_route":
         snapshot = initial_snapshot(spec.options, spec.path)
         return IntelligentRouteFilter(
@@ -81,6 +88,12 @@ def build(config: GatewayConfig, metrics: GatewayMetrics, rng: random.Random | N
     rng = rng or make_rng()
     chains: dict[str, list[Filter]] = {}
     built = Built(pipelines={})
+    built.declared = {
+        spec.path: declared_after(config, spec)
+        for chain in config.chains.values()
+        for spec in chain.filters
+        if spec.type == "grid_site_route"
+    }
     try:
         for chain in config.chains.values():
             chains[chain.name] = _build_chain(chain, metrics, rng, built)
@@ -101,9 +114,11 @@ def _build_chain(
 ) -> list[Filter]:
     out: list[Filter] = []
     for spec in chain.filters:
-        instance = build_filter(spec, metrics, rng)
+        instance = build_filter(spec, metrics, rng, built.declared.get(spec.path, frozenset()))
         if isinstance(instance, IntelligentRouteFilter):
             built.routes.append(instance)
+        elif isinstance(instance, GridSiteRouteFilter):
+            built.site_routes.append(instance)
         out.append(instance)
     return out
 

@@ -39,6 +39,7 @@ from reference.gateway.schema import (
     string,
     string_list,
 )
+from reference.gateway.site_route import settings as grid_site_route
 from reference.gateway.tls import ListenerTls, parse_listener_tls
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
@@ -71,6 +72,7 @@ PARSERS: dict[str, Callable[[dict[str, Any], str], Any]] = {
     provider_route.TYPE: provider_route.parse,
     credential_inject.TYPE: credential_inject.parse,
     router.TYPE: router.parse,
+    grid_site_route.TYPE: grid_site_route.parse,
 }
 
 
@@ -293,8 +295,8 @@ def _check_addresses(config: GatewayConfig) -> None:
         seen[addr] = path
 
 
-def _check_clusters(config: GatewayConfig) -> None:
-    """Each intelligent_route's reported clusters must be declared by a load_balancer after it."""
+def _pipelines(config: GatewayConfig) -> list[tuple[str, list[FilterSpec]]]:
+    """Every pipeline a filter runs in: each listener's, and each chain no listener runs, by itself."""
     pipelines: list[tuple[str, list[FilterSpec]]] = [
         (f"listener {lst.name!r}", config.pipeline(lst)) for lst in config.listeners
     ]
@@ -302,11 +304,32 @@ def _check_clusters(config: GatewayConfig) -> None:
     pipelines += [
         (f"filter chain {c.name!r}", list(c.filters)) for c in config.chains.values() if c.name not in used
     ]
-    for label, specs in pipelines:
-        for position, spec in enumerate(specs):
-            if spec.type not in (intelligent_route_config.TYPE, provider_route.TYPE, router.TYPE):
+    return pipelines
+
+
+def declared_after(config: GatewayConfig, spec: FilterSpec) -> frozenset[str]:
+    """The clusters the load_balancers after `spec` declare in every pipeline it runs in."""
+    found: frozenset[str] | None = None
+    for _label, specs in _pipelines(config):
+        for position, candidate in enumerate(specs):
+            if candidate is not spec:
                 continue
-            route: IntelligentRouteConfig | ProviderRouteConfig | router.RouterConfig = spec.options
+            later = [s.options for s in specs[position + 1 :] if isinstance(s.options, LoadBalancerConfig)]
+            names = frozenset().union(*(lb.names for lb in later))
+            found = names if found is None else found & names
+    return found or frozenset()
+
+
+def _check_clusters(config: GatewayConfig) -> None:
+    """Each intelligent_route's reported clusters must be declared by a load_balancer after it; a
+    grid_site_route needs one after it too (its candidates are checked when the serving config is read)."""
+    routes = (intelligent_route_config.TYPE, provider_route.TYPE, router.TYPE, grid_site_route.TYPE)
+    for label, specs in _pipelines(config):
+        for position, spec in enumerate(specs):
+            if spec.type not in routes:
+                continue
+            route: (IntelligentRouteConfig | ProviderRouteConfig | router.RouterConfig
+                    | grid_site_route.GridSiteRouteConfig) = spec.options
             later = [s.options for s in specs[position + 1 :] if s.type == load_balancer.TYPE]
             if not later:
                 raise ConfigError(spec.path, f"{spec.type} needs a load_balancer after it in {label}")

@@ -12,10 +12,13 @@ _UNPARSED: Any = object()
 
 
 class Reject(NamedTuple):
-    """A filter's decision to answer the client itself with a short plain-text body."""
+    """A filter's decision to answer the client itself with a short body (plain text unless it says
+    otherwise) and any extra response headers."""
 
     status: int
     body: str
+    headers: tuple[tuple[str, str], ...] = ()
+    content_type: str = "text/plain"
 
 
 class RequestContext:

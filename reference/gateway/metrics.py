@@ -13,6 +13,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
+from reference.gateway.site_route.route_metrics import SiteRouteMetrics
+
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 OUTCOMES = ("routed", "reused", "no_candidate", "invalid", "skipped", "management", "preserved")
 KINDS = ("inference_model", "mcp_tool", "none")
@@ -64,6 +66,7 @@ class GatewayMetrics:
         )
         candidates.set_function(lambda: float(sum(f() for f in list(self._snapshot_sources.values()))))
         self._children: dict[Any, Any] = {}
+        self._site_route: SiteRouteMetrics | None = None
         for event in SESSION_EVENTS:
             self._session.labels(event=event)
         for result in RELOAD_RESULTS:
@@ -86,6 +89,12 @@ class GatewayMetrics:
             child.observe(seconds)
 
         return observe
+
+    def site_route(self) -> SiteRouteMetrics:
+        """The grid_site_route series, registered on first use (one set per registry)."""
+        if self._site_route is None:
+            self._site_route = SiteRouteMetrics(self.registry)
+        return self._site_route
 
     def decision(self, outcome: str, kind: str) -> None:
         child = self._children.get(("d", outcome, kind))

@@ -1,8 +1,10 @@
-"""The running gateway: listeners, admin endpoint, overlay reloaders and the upstream session.
+"""The running gateway: listeners, admin endpoint, overlay reloaders, grid_site_route pollers and the
+upstream session.
 
-Startup order: build filters (cold-start overlays), bind the admin endpoint, bind listeners, start
-reloaders, mark ready, then print one ``LISTENING <name> <host>:<port>`` line per listener and an
-``ADMIN <host>:<port>`` line on stdout, so callers that bound port 0 learn the real ports.
+Startup order: build filters (cold-start overlays, serving configs), bind the admin endpoint, bind
+listeners, start reloaders and the grid_site_route pollers and watchers, mark ready, then print one
+``LISTENING <name> <host>:<port>`` line per listener and an ``ADMIN <host>:<port>`` line on stdout, so
+callers that bound port 0 learn the real ports.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ from multidict import CIMultiDict
 from reference.gateway.admin import AdminState, make_handler
 from reference.gateway.build import Built, build
 from reference.gateway.config import GatewayConfig
-from reference.gateway.context import RequestContext
+from reference.gateway.context import Reject, RequestContext
 from reference.gateway.filters.load_balancer import LoadBalancerConfig
 from reference.gateway.logfmt import kv
 from reference.gateway.metrics import GatewayMetrics
 from reference.gateway.pipeline import Pipeline
 from reference.gateway.proxy import Forwarder, text_response
 from reference.gateway.reload import OverlayReloader
+from reference.gateway.site_route.runtime import SiteRouteRuntime
 from reference.gateway.tls import peer_identity
 
 log = logging.getLogger("agn.gateway")
@@ -61,6 +64,12 @@ def _format_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def reject_response(rejection: Reject) -> web.Response:
+    """A filter's own answer: its status, body, content type and extra headers."""
+    return web.Response(status=rejection.status, text=rejection.body, content_type=rejection.content_type,
+                        headers=rejection.headers or None)
+
+
 def make_listener_handler(
     pipeline: Pipeline, forwarder: Forwarder, max_body: int = MAX_BODY_BYTES, *, tls: bool = False
 ) -> Handler:
@@ -86,7 +95,7 @@ def make_listener_handler(
             log.exception("filter error %s", kv(listener=pipeline.name))
             return text_response(500, "internal error\n")
         if rejection is not None:
-            response: web.StreamResponse = text_response(rejection.status, rejection.body)
+            response: web.StreamResponse = reject_response(rejection)
         elif ctx.cluster is None:
             response = text_response(404, "no route\n")
         elif ctx.upstream is None:
@@ -130,6 +139,7 @@ class Gateway:
         self._runners: list[web.BaseRunner] = []
         self._admin_runner: web.BaseRunner | None = None
         self._reloaders: list[OverlayReloader] = []
+        self._site_routes: list[SiteRouteRuntime] = []  # grid_site_route pollers and serving-config watchers
         self._forwarder: Forwarder | None = None
 
     def build(self) -> Built:
@@ -183,6 +193,9 @@ class Gateway:
                     reloader = OverlayReloader(route, self.metrics)
                     await reloader.start()
                     self._reloaders.append(reloader)
+            for site_route in built.site_routes:
+                self._site_routes.append(site_route.runtime)
+                await site_route.runtime.start()
         except BaseException:
             await self.stop()
             raise
@@ -241,6 +254,9 @@ class Gateway:
         for reloader in self._reloaders:
             await reloader.stop()
         self._reloaders.clear()
+        for runtime in self._site_routes:
+            await runtime.stop()
+        self._site_routes.clear()
         await asyncio.gather(*(runner.cleanup() for runner in self._runners), return_exceptions=True)
         self._runners.clear()
         if self._admin_runner is not None:
