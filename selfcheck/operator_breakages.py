@@ -20,6 +20,7 @@ import hashlib
 import importlib
 import math
 import pickle
+import ssl
 import types
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -30,7 +31,7 @@ import rfc8785
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from reference.operator import loop, scrape, sinks, sources, tool_probe, triggers
+from reference.operator import loop, scrape, signals, sinks, sources, tool_probe, triggers
 from reference.operator.core import admission, candidates, configmap, consumer_config, model, ordering, scoring
 from reference.operator.core.admission import (
     EXISTING_ONLY,
@@ -1302,3 +1303,35 @@ def _tls_cap_default_only() -> None:
         return triggers.TLS_CAP if tls else triggers.DEFAULT_INTERVAL
 
     _patch(loop, "refresh_interval", refresh_interval)
+
+
+# ------------------------------------------------------------------------------------- signals endpoint
+
+
+@breakage("signals-in-flight-concluded", "the signals endpoint relays a conclusion, the pool's in-flight "
+          "((running + waiting) * ready endpoints), as the running series and leaves waiting out, instead of the "
+          "EPP's raw series")
+def _signals_in_flight_concluded() -> None:
+    original = signals.select
+
+    def select(text: str, pool: str | None) -> dict[str, float]:
+        found = dict(original(text, pool))
+        running, waiting = signals.RELAYED[0], signals.RELAYED[1]
+        ready = found.get(signals.RELAYED[2], 1.0)
+        if running in found:
+            found[running] = (found[running] + found.pop(waiting, 0.0)) * ready
+        return found
+
+    _patch(signals, "select", select)
+
+
+@breakage("signals-without-client-certificates", "the signals endpoint is served over TLS to any client: no "
+          "client certificate is asked for")
+def _signals_without_client_certificates() -> None:
+    original = signals.SignalsServer.start
+
+    async def start(self: signals.SignalsServer, host: str, port: int, context: ssl.SSLContext) -> tuple[str, int]:
+        context.verify_mode = ssl.CERT_NONE
+        return await original(self, host, port, context)
+
+    _patch(signals.SignalsServer, "start", start)

@@ -161,4 +161,7 @@ TARGETS: dict[str, Targets] = {
     "minimum-state-on-entry-only": must_fail("PROD-ADM-STAB-EXIT-MINIMUM-STATE"),
     "scores-as-weights": must_fail("PROD-GRP-SCORES-NOT-WEIGHTS"),
     "interval-whole-seconds-only": must_fail("PROD-RECONCILE-PERIODIC[1500ms]"),
+    # signals endpoint
+    "signals-in-flight-concluded": must_fail("PROD-SIGNALS-RELAY"),
+    "signals-without-client-certificates": must_fail("PROD-SIGNALS-MTLS"),
 }
