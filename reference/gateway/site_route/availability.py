@@ -131,6 +131,20 @@ def latest_ready(history: Sequence[Marked]) -> bool:
     return True
 
 
+def congested_now(history: Sequence[Marked], newest: Marked, now: float, room_after_ms: int) -> bool:
+    """A sample within the settling time (room_after_ms, stretched to reach the newest sample) was at the
+    ceiling with work waiting, and the newest sample's queue is not empty."""
+    settle = max(room_after_ms / 1000.0, now - newest.at + 1e-3)
+    return not queue_empty(newest.sample) and any(
+        m.congested for m in history if m.in_flight is not None and m.at >= now - settle
+    )
+
+
+def full_for(congested_since: float | None, now: float, full_after_ms: int) -> bool:
+    """Congested without a break for full_after_ms, in time (not in samples)."""
+    return congested_since is not None and (now - congested_since) * 1000.0 >= full_after_ms
+
+
 def assess(site: str, cluster: str, learned: Learned | None, history: Sequence[Marked], now: float,
            settings: AvailabilitySettings, load_window_ms: int) -> tuple[SiteView, Learned | None]:
     """The site at `now` from its kept samples (oldest first); returns its view and the updated state."""
@@ -140,12 +154,9 @@ def assess(site: str, cluster: str, learned: Learned | None, history: Sequence[M
         if learned is not None and learned.congested_since is not None:
             learned = dataclasses.replace(learned, congested_since=None)
         return SiteView(site, cluster, ready=ready), learned
-    settle = max(settings.room_after_ms / 1000.0, now - newest.at + 1e-3)
-    congested = not queue_empty(newest.sample) and any(
-        m.congested for m in history if m.in_flight is not None and m.at >= now - settle
-    )
+    congested = congested_now(history, newest, now, settings.room_after_ms)
     since = (learned.congested_since if learned.congested_since is not None else now) if congested else None
-    full = since is not None and (now - since) * 1000.0 >= settings.full_after_ms
+    full = full_for(since, now, settings.full_after_ms)
     if since != learned.congested_since:
         learned = dataclasses.replace(learned, congested_since=since)
     view = SiteView(site, cluster, ready=ready, measured=True, ceiling=learned.ceiling, rho=learned.rho,
