@@ -49,7 +49,7 @@ def test_nothing_needs_setting_and_the_defaults_are_the_guides() -> None:
     assert parsed.availability == AvailabilitySettings(
         smoothing=0.3, ceiling_half_life_ms=600_000, ceiling_floor=8, explore_floor=0.25, full_after_ms=5_000,
         room_after_ms=2_000, queue_full=1.0, shedding=False)
-    assert parsed.prefix is None  # no prefix_affinity block: no affinity
+    assert parsed.prefix == PrefixSettings()  # no prefix_affinity block: affinity on with its defaults
     assert options(base(availability={}, prefix_affinity={})).prefix == PrefixSettings(True, 0.8, 0.02)
     assert options(base(prefix_affinity={"enabled": False})).prefix is None
 

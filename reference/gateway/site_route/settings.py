@@ -43,7 +43,8 @@ class PrefixSettings:
 class GridSiteRouteConfig:
     model_header: str = DEFAULT_MODEL_HEADER
     availability: AvailabilitySettings = field(default_factory=AvailabilitySettings)
-    prefix: PrefixSettings | None = None  # None: the block is absent, no prefix affinity
+    # on unless the block turns it off: the filter prefers the site holding a request's prompt with nothing set
+    prefix: PrefixSettings | None = field(default_factory=PrefixSettings)
     # (key path, cluster) pairs the downstream load_balancer must declare: none are static here,
     # the candidates come from the serving config and are checked when it is read
     reported: tuple[tuple[str, str], ...] = ()
@@ -113,7 +114,7 @@ def parse(raw: dict[str, Any], path: str) -> GridSiteRouteConfig:
     availability = AvailabilitySettings()
     if raw.get("availability") is not None:
         availability = parse_availability(raw["availability"], key(path, "availability"))
-    prefix = None
+    prefix: PrefixSettings | None = PrefixSettings()
     if raw.get("prefix_affinity") is not None:
         prefix = parse_prefix(raw["prefix_affinity"], key(path, "prefix_affinity"))
     return GridSiteRouteConfig(model_header=header, availability=availability, prefix=prefix)
