@@ -44,6 +44,8 @@ class Timeouts:
     failure_detection: float = 10.0
     #: A mesh to heal after a cut link is restored.
     heal: float = 40.0
+    #: A grid gateway to show what a site publishes in its routing metrics (a few polls of the site's signals).
+    serving_signal: float = 10.0
 
 
 NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Timeouts))
