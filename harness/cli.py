@@ -165,7 +165,8 @@ def build_parser(run_defaults: Mapping[str, Any] | None = None) -> argparse.Argu
 def _add_profile_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="append", type=_profiles_arg, default=None, metavar="P",
                         help=f"profile to include ({', '.join(PROFILES)}); repeat or separate with commas "
-                             f"(default: all; for run, all but the demos, {', '.join(CONFORMANCE_PROFILES)})")
+                             f"(default: all; for run, all but serving and the demos, "
+                             f"{', '.join(CONFORMANCE_PROFILES)})")
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:

@@ -22,7 +22,7 @@ AUTO = "auto"
 MAX_AUTO = 4
 #: Suite packages whose tests wait longest (they wait out the guide's default durations) go first, so a
 #: long test never starts last and holds the run open while the other workers are idle.
-SLOW_FIRST = ("mesh", "producer", "demos", "provider", "consumer")
+SLOW_FIRST = ("mesh", "producer", "demos", "serving", "provider", "consumer")
 _USER_DISTRIBUTES = ("-n", "--numprocesses", "--dist", "--maxprocesses", "-d", "--tx")
 
 

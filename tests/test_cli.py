@@ -408,8 +408,10 @@ def test_summary_lines_of_a_run_where_no_test_ran() -> None:
 
 def test_a_run_leaves_the_demos_out_unless_asked_and_listing_shows_them() -> None:
     assert "demos" not in cli.parse_args(["run"]).profiles
+    assert "serving" not in cli.parse_args(["run"]).profiles
     assert cli.parse_args(["run", "--profile", "demos"]).profiles == ["demos"]
-    assert cli.parse_args(["list"]).profiles == [*ALL, "demos"]
+    assert cli.parse_args(["run", "--profile", "serving"]).profiles == ["serving"]
+    assert cli.parse_args(["list"]).profiles == [*ALL, "serving", "demos"]
     demo_args = cli.parse_args(["demo", "grid-combined-site", "--backend", "kind"])
     assert (demo_args.command, demo_args.name, demo_args.profiles, demo_args.backend) == (
         "demo", "grid-combined-site", ["demos"], "kind")
