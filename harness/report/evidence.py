@@ -1,5 +1,5 @@
-"""A test's evidence in the page: the charts its timeline gives (served shares, revisions and route-change
-latency, mesh members, each distribution judgement), with the numbers behind them.
+"""A test's evidence in the page: the charts its timeline gives (served shares, the metrics it recorded,
+revisions and route-change latency, mesh members, each distribution judgement), with the numbers behind them.
 
 Which charts a test gets follows from what was recorded, not from the test's profile: a consumer reload test
 records revisions because the harness wrote an overlay and waited for it to serve, a selection test records
@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.report.distribution_plot import distribution_figure, distribution_rows
 from harness.report.member_plot import member_figure
+from harness.report.metric_plot import metric_figure, metric_series
 from harness.report.plotting import figure_html
 from harness.report.revision_plot import latency_figure, revision_figure, route_changes
 from harness.report.text import escape_html as _e
@@ -43,6 +44,8 @@ def evidence_kinds(events: Sequence[Mapping[str, Any]]) -> list[str]:
         shown.append("distribution" if judged == 1 else f"{judged} distributions")
     if "request" in kinds:
         shown.append("served shares")
+    if metric_series(events):
+        shown.append("metrics")
     if "revision" in kinds:
         shown.append("revisions")
     if "member" in kinds:
@@ -58,6 +61,8 @@ def evidence_html(events: Sequence[Mapping[str, Any]], ids: ChartIds, *, lazy: b
         parts.append(_distribution_table(event))
     if any(e.get("kind") == "request" for e in events):
         parts.append(figure_html(timeline_figure(events), ids.new(), lazy=lazy))
+    if metric_series(events):
+        parts.append(figure_html(metric_figure(events), ids.new(), lazy=lazy))
     if any(e.get("kind") == "revision" for e in events):
         parts.append(figure_html(revision_figure(events), ids.new(), lazy=lazy))
         changes = route_changes(events)
