@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.local import ProviderProcess
+from harness.fakes.epp import READY, WAITING
 from harness.grid import Gateway, Grid, Reply, Site
 from harness.serving import config as serving_config
 from harness.serving.config import PeerSite
 from harness.serving.load import Batch, LoadRun, PromptFn, Shot, distinct_prompt, send_batch
 from harness.serving.metrics import RouteMetrics, parse_route_metrics
-from harness.serving.relay import RelayProcess, RelaySource, server_name, start_relay
+from harness.serving.relay import RelayProcess, RelaySource, select, server_name, start_relay
 from harness.timeline import current, record_action
 from harness.timeouts import timeouts
 from harness.waiting import WaitTimeout, poll_until
@@ -136,9 +137,6 @@ class ServingGrid:
         self.configure(site, EppSetting(setting.endpoints, setting.concurrency, setting.service_ms,
                                         dict(values) or None))
 
-    def setting(self, site: str) -> EppSetting:
-        return self._epp.get(site, QUIET)
-
     def reset(self) -> None:
         """Every pool quiet (QUIET), its requests neither held nor delayed; every gateway stopped."""
         self.stop_gateways()
@@ -160,15 +158,11 @@ class ServingGrid:
 
     def pool_series(self, site: str) -> dict[str, float]:
         """What `site`'s pool publishes now (its EPP series by name), read from its /metrics."""
-        from harness.serving.relay import select
-
         resp = self.sites[site].site._admin_http().get(f"{self.backend_url(site)}/metrics")
         return select(resp.text, self.sites[site].backend.spec.name)
 
     def queued(self, site: str) -> float:
         """Requests waiting at `site`'s pool now (waiting per endpoint times ready endpoints)."""
-        from harness.fakes.epp import READY, WAITING
-
         series = self.pool_series(site)
         return series.get(WAITING, 0.0) * series.get(READY, 0.0)
 

@@ -49,8 +49,8 @@ def test_a_model_no_candidate_names_is_refused_with_404(two: ServingGrid, model:
 
 @pytest.mark.conformance(id="SERV-EXT-NO-READY-SITE-503", profile="serving", level="extended",
                          feature="servingRequestErrors",
-                         spec=f"{ROUTE_RS}: \"one naming no model, or with no healthy site, gets 503 with "
-                              "Retry-After\"")
+                         spec=f"{ROUTE_RS}, refuse: a model whose sites are not ready is answered 503 with "
+                              "Retry-After (\"no healthy site serves this model now\")")
 def test_a_model_without_a_ready_site_is_refused_with_503_and_retry_after(two: ServingGrid, model: str) -> None:
     """Every pool publishes 0 ready endpoints: requests for the model are answered 503 with a Retry-After of
     whole seconds. site-b then has a ready endpoint again: the same request is served, by site-b."""

@@ -200,8 +200,7 @@ def test_each_selection_path_counts_its_situation(three: ServingGrid, model: str
 @pytest.mark.conformance(id="SERV-EXT-SITE-LABELS", profile="serving", level="extended",
                          feature="routeMetricLabels",
                          spec="praxis-proxy/grid gateway/ai-grid-filters: grid_route_site_ceiling, grid_route_site_rho "
-                              "and grid_route_site_weight by site and cluster",
-                         statements=["RG-AVAIL-METRIC-CEILING", "RG-AVAIL-METRIC-RHO"])
+                              "and grid_route_site_weight by site and cluster")
 def test_the_per_site_gauges_name_each_site_and_its_cluster(three: ServingGrid, model: str) -> None:
     """Once the sites are measured, grid_route_site_ceiling, _rho and _weight each carry one series per site,
     labelled exactly site and cluster, with the cluster the serving config routes that site's candidate to."""
