@@ -13,11 +13,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from harness.impl import load_impl, reference_document
-from selfcheck import demo_targets, mesh_targets, operator_targets, provider_targets, targets
+from selfcheck import demo_targets, mesh_targets, operator_targets, provider_targets, serving_targets, targets
 from selfcheck.judge import ROOT, Profile, broken_gateway, reference_gateway
 from selfcheck.targets import Targets
 
-__all__ = ["CONSUMER", "DEMOS_GATEWAY", "DEMOS_OPERATOR", "MESH", "PRODUCER", "PROFILES", "PROVIDER",
+__all__ = ["CONSUMER", "DEMOS_GATEWAY", "DEMOS_OPERATOR", "MESH", "PRODUCER", "PROFILES", "PROVIDER", "SERVING",
            "SUITE_PROFILES"]
 
 _SOURCE = {"PYTHONPATH": str(ROOT)}
@@ -229,11 +229,46 @@ DEMOS_OPERATOR = dataclasses.replace(MESH, name="demos-operator", suite=demo_tar
                                      slow_first=("score-ascending", "scrape-once", "pressure-ignored",
                                                  "site-cluster-announced"))
 
+# ------------------------------------------------------------------------------------------- serving
+
+SERVING_LAUNCHER = "selfcheck.serving_launch"
+
+
+def _serving_components(breakage: str) -> dict[str, Any]:
+    return {"gateway": broken_gateway(SERVING_LAUNCHER, breakage, "selfcheck.serving_breakages")}
+
+
+def _serving_registered() -> Iterable[str]:
+    from selfcheck.serving_breakages import BREAKAGES
+
+    return BREAKAGES
+
+
+SERVING = Profile(
+    name="serving",
+    suite=serving_targets.SUITE,
+    component="gateway",
+    targets=serving_targets.TARGETS,
+    components=_serving_components,
+    startup_failures=("GatewayStartFailed: ",),
+    launcher=SERVING_LAUNCHER,
+    launch_args=("-c", "praxis.yaml"),
+    registered=_serving_registered,
+    cannot_start_targets=Targets(("SERV-EXT-NO-MODEL-400", "SERV-CEILING-FLOOR")),
+    cannot_start_test="test_grid_gateway_that_cannot_start_is_no_verdict",
+    # the grid gateway starts inside each test body, so one that never starts fails there
+    cannot_start_symptom="the gateway failed to start",
+    # Runs whose targets wait out shedding windows or watch a decay start first.
+    slow_first=("never-releases", "shed-as-503", "sheds-at-once", "shed-without-retry-after", "first-draw-wins",
+                "ceiling-never-decays"),
+)
+
+
 #: Every judged profile by name.
 PROFILES: dict[str, Profile] = {p.name: p for p in (CONSUMER, PRODUCER, PROVIDER, MESH, DEMOS_GATEWAY,
-                                                    DEMOS_OPERATOR)}
+                                                    DEMOS_OPERATOR, SERVING)}
 #: The judged profiles of each conformance profile (the demos are judged by gateway and operator breakages).
 SUITE_PROFILES: dict[str, tuple[Profile, ...]] = {
     "consumer": (CONSUMER,), "producer": (PRODUCER,), "provider": (PROVIDER,), "mesh": (MESH,),
-    "demos": (DEMOS_GATEWAY, DEMOS_OPERATOR),
+    "demos": (DEMOS_GATEWAY, DEMOS_OPERATOR), "serving": (SERVING,),
 }

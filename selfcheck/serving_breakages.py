@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import time
 from collections.abc import Sequence
 from typing import Any
 
-from reference.gateway.context import Reject
+from reference.gateway import config as gateway_config
+from reference.gateway.context import Reject, RequestContext
 from reference.gateway.filters import grid_site_route
-from reference.gateway.site_route import answers, availability, pick, prefix, route_metrics, shedding
+from reference.gateway.schema import ConfigError
+from reference.gateway.site_route import answers, availability, pick, prefix, route_metrics, settings, shedding
 from reference.gateway.site_route.availability import SiteView
 from selfcheck.registry import Breakage, patch, registrar
 
@@ -69,6 +72,92 @@ def _no_explore_floor() -> None:
     patch(availability, "with_weights", lambda views, _floor: original(views, 0.0))
 
 
+@_breakage("ceiling-never-decays", "a learned ceiling is kept for ever once load falls away")
+def _ceiling_never_decays() -> None:
+    patch(availability, "decayed", lambda ceiling, _elapsed, _half_life: ceiling)
+
+
+@_breakage("unsmoothed", "saturation jumps to each new reading instead of moving part of the way")
+def _unsmoothed() -> None:
+    patch(availability, "smoothed", lambda _prev, raw, _smoothing: raw)
+
+
+@_breakage("held-ignored", "what flow control holds is left out of in-flight")
+def _held_ignored() -> None:
+    original = availability.in_flight
+    patch(availability, "in_flight", lambda sample: original(dataclasses.replace(sample, held=None)))
+
+
+@_breakage("queue-full-ignored", "a site at its ceiling counts as full with any work waiting, below queue_full too")
+def _queue_full_ignored() -> None:
+    original = availability.at_ceiling_with_work_waiting
+    patch(availability, "at_ceiling_with_work_waiting",
+          lambda sample, flight, ceiling, _queue_full: original(sample, flight, ceiling, 1e-9))
+
+
+#: How long a request the broken gateway routed counts as in flight at its site.
+OWN_COUNT_S = 5.0
+
+
+@_breakage("own-requests-counted", "requests the gateway itself sent a site recently count toward its in-flight")
+def _own_requests_counted() -> None:
+    sent: dict[str, list[float]] = {}
+    on_request = grid_site_route.GridSiteRouteFilter.on_request
+
+    def counting(self: Any, ctx: RequestContext) -> Reject | None:
+        answer = on_request(self, ctx)
+        if answer is None and ctx.cluster is not None:
+            sent.setdefault(ctx.cluster, []).append(time.monotonic())
+        return answer
+
+    assess = availability.assess
+
+    def assess_with_own(site: str, cluster: str, learned: Any, history: Any, now: float, *args: Any) -> Any:
+        view, state = assess(site, cluster, learned, history, now, *args)
+        recent = [t for t in sent.get(cluster, []) if time.monotonic() - t < OWN_COUNT_S]
+        sent[cluster] = recent
+        if view.measured and view.ceiling and recent:
+            rho = min(1.0, (view.rho or 0.0) + len(recent) / view.ceiling)
+            view = dataclasses.replace(view, rho=rho)
+        return view, state
+
+    patch(grid_site_route.GridSiteRouteFilter, "on_request", counting)
+    patch(availability, "assess", assess_with_own)
+
+
+@_breakage("availability-block-ignored", "the availability block is read but its fields are never used")
+def _availability_block_ignored() -> None:
+    original = settings.parse_availability
+
+    def defaults(raw: Any, path: str) -> Any:
+        original(raw, path)  # still refuses what it refused
+        return settings.AvailabilitySettings()
+
+    patch(settings, "parse_availability", defaults)
+
+
+@_breakage("availability-block-required", "a grid_site_route block without availability is a config error")
+def _availability_block_required() -> None:
+    original = gateway_config.PARSERS[settings.TYPE]
+
+    def required(raw: dict[str, Any], path: str) -> Any:
+        if raw.get("availability") is None:
+            raise ConfigError(f"{path}.availability", "is required")
+        return original(raw, path)
+
+    gateway_config.PARSERS[settings.TYPE] = required
+
+
+@_breakage("site-gauges-unlabelled", "the per-site gauges name the site in both labels, not its cluster")
+def _site_gauges_unlabelled() -> None:
+    original = route_metrics.SiteRouteMetrics.site_gauges
+
+    def by_site(self: Any, site: str, cluster: str, values: dict[str, float]) -> None:
+        original(self, site, site, values)
+
+    patch(route_metrics.SiteRouteMetrics, "site_gauges", by_site)
+
+
 # ----------------------------------------------------------------------------------------- the pick
 
 
@@ -80,6 +169,15 @@ def _first_draw_wins() -> None:
 
     patch(pick, "two_choices", two_choices)
 
+
+@_breakage("repeated-draws", "the two choices may be the same site twice (draws with replacement)")
+def _repeated_draws() -> None:
+    def two_choices(room: Sequence[SiteView], rng: random.Random) -> SiteView:
+        weights = [pick.weight_of(s) for s in room]
+        a, b = (room[pick.weighted_draw(room, weights, rng)] for _ in range(2))
+        return b if (b.rho or 0.0) < (a.rho or 0.0) else a
+
+    patch(pick, "two_choices", two_choices)
 
 @_breakage("two-choices-between-two", "between two sites with room the less saturated always wins")
 def _two_choices_between_two() -> None:
@@ -124,6 +222,11 @@ def _path_unlabelled() -> None:
 def _sheds_at_once() -> None:
     patch(availability, "full_for", lambda since, _now, _after: since is not None)
 
+
+@_breakage("default-full-after-halved", "without full_after_ms in the block a site counts as full after 2.5 s")
+def _default_full_after_halved() -> None:
+    made = settings.AvailabilitySettings
+    patch(settings, "AvailabilitySettings", lambda **fields: made(**{"full_after_ms": 2_500, **fields}))
 
 @_breakage("never-releases", "a shed model stays shed after its sites have room again")
 def _never_releases() -> None:
