@@ -120,6 +120,10 @@ FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
         "the weighted pick between two sites with room gives a site the share capacity/(1+rho) of the pair, "
         "clamped to 0.1..0.9 (praxis-proxy/grid, gateway/ai-grid-filters/src/route.rs, between_two); the routing "
         "guide (7b) says only that two sites get a weighted pick"),
+    "distinctDraws": (
+        "the two choices at three or more sites are two distinct sites (praxis-proxy/grid, "
+        "gateway/ai-grid-filters/src/route.rs, two_choices: \"Two distinct draws\"), so the most saturated of three "
+        "sites with room gets nothing; the guide says only \"two choices\", which draws with replacement also are"),
     "routeMetricLabels": (
         "the label vocabulary of the routing metrics: grid_route_site_ceiling, _rho and _weight carry site and "
         "cluster, grid_route_selections_total{path} counts two_choices, between_two, lone and by_capacity, each "
@@ -255,7 +259,8 @@ EXTENDED_BY_PROFILE: Mapping[str, frozenset[str]] = MappingProxyType({
     "provider": frozenset({"credentialValueSource", "credentialEnvSource", "credentialFailClosed",
                            "clientAuthorizationStripped", "providerRouteStatus"}),
     "mesh": frozenset({"toolCandidates"}),
-    SERVING_PROFILE: frozenset({"servingRequestErrors", "gridSiteHeaders", "betweenTwoShare", "routeMetricLabels"}),
+    SERVING_PROFILE: frozenset({"servingRequestErrors", "gridSiteHeaders", "betweenTwoShare", "distinctDraws",
+                                "routeMetricLabels"}),
     DEMOS_PROFILE: frozenset(),
 })
 

@@ -21,10 +21,17 @@ GUIDE = "routing guide 7b. Measured site availability"
 PICK = f"{GUIDE}: \"picks among the sites with room by it: two choices by ceiling taking the lower saturation at " \
        "three or more, a weighted pick between two.\""
 EXACT = {"smoothing": 1.0}
-#: What a weighted pick over the three sites would give the busier one in the two-choices test, at least
+#: What a weighted pick over the three sites would give the busier one in the two-choices tests, at least
 #: (capacity over 1 + rho: 4.57 of 20.57), and how surely the sample catches it.
 WEIGHTED_SHARE = 0.2
 MISS = 1e-6
+#: The most two choices can give the busier of three equal sites: both draws landing on it, (1/3)^2, when
+#: the draws may repeat (the guide does not say they are distinct); the other two get the rest.
+REPEATED_DRAWS_SHARE = 1.0 / 9.0
+OTHERS = "site-a or site-b"
+#: The core judgement: site-a and site-b together get at least their threshold, against a weighted pick
+#: leaving them only 80%.
+IDLE_PAIR = plan_at_least(OTHERS, 1.0 - REPEATED_DRAWS_SHARE, 1.0 - WEIGHTED_SHARE)
 
 
 def _publish(grid: ServingGrid, running: dict[str, float]) -> None:
@@ -37,28 +44,51 @@ def _ready(gateway: ServingGateway, rho: dict[str, float]) -> None:
                        what=f"saturations {rho}")
 
 
+def _three_with_one_busier(three: ServingGrid, model: str) -> ServingGateway:
+    """Three sites at the same ceiling (the floor, 8) with room: site-a and site-b idle, site-c 6 of 8 (0.75)."""
+    _publish(three, {"site-a": 0, "site-b": 0, "site-c": 6})
+    gateway = three.start_gateway(model, availability=EXACT, prefix_affinity={})
+    _ready(gateway, {"site-a": 0.0, "site-b": 0.0, "site-c": 0.75})
+    return gateway
+
+
 @pytest.mark.conformance(id="SERV-TWO-CHOICES", profile="serving", level="core", feature="sitePick", spec=PICK,
                          statements=["RG-AVAIL-PICK"])
 def test_three_sites_with_room_get_two_choices_taking_the_lower_saturation(three: ServingGrid, model: str) -> None:
     """Three sites at the same ceiling (the floor, 8) have room; site-c is clearly the most saturated (6 of 8
-    running, 0.75) and site-a and site-b idle. Two distinct draws by ceiling taking the lower saturation
-    never pick site-c, so it gets none of the sample, while site-a and site-b both serve. Error rates: a
-    correct gateway sends site-c nothing (false failure 0); the sample is planned so a weighted pick giving
-    site-c 20% or more (capacity over 1 + rho gives it 22%, by ceiling alone 33%) sends it at least one
-    request with probability >= 1 - 1e-6; site-a and site-b each get at least a third under two choices,
-    so either getting none has probability below 1e-10."""
-    _publish(three, {"site-a": 0, "site-b": 0, "site-c": 6})
-    gateway = three.start_gateway(model, availability=EXACT, prefix_affinity={})
-    _ready(gateway, {"site-a": 0.0, "site-b": 0.0, "site-c": 0.75})
+    running, 0.75) and site-a and site-b idle. Two choices taking the lower saturation give site-c a request
+    only when both draws land on it: at most 1/9 of the traffic (none when the draws are distinct), so
+    site-a and site-b together get at least 8/9, and each of them serves. Judged at the planned n: the pair
+    must get at least the threshold, with false failure <= 1e-6 for 8/9 and power >= 0.99 against a
+    weighted pick giving site-c 20% (capacity over 1 + rho gives it 22%, by ceiling alone 33%)."""
+    gateway = _three_with_one_busier(three, model)
+    record_action(f"sample: {IDLE_PAIR.describe()}")
+    batch = gateway.send(IDLE_PAIR.sample_size)
+    assert batch.statuses() == {200: IDLE_PAIR.sample_size}, batch.describe()
+    counts = batch.by_site()
+    assert counts["site-a"] and counts["site-b"], f"both idle sites serve: {batch.describe()}"
+    pair = {OTHERS: counts["site-a"] + counts["site-b"], "site-c": counts["site-c"]}
+    assert_at_least(pair, IDLE_PAIR, what="the two idle sites under two choices")
+
+
+@pytest.mark.conformance(id="SERV-EXT-TWO-DISTINCT-DRAWS", profile="serving", level="extended",
+                         feature="distinctDraws",
+                         spec="praxis-proxy/grid gateway/ai-grid-filters/src/route.rs two_choices: \"Two distinct "
+                              "draws from `sites` by capacity, taking the lower rho\"; " + PICK,
+                         statements=["RG-AVAIL-PICK"])
+def test_the_two_choices_are_two_distinct_sites(three: ServingGrid, model: str) -> None:
+    """The same three sites: with two distinct draws taking the lower saturation, site-c (0.75) is never
+    picked, so it gets none of the sample. Error rates: a correct gateway sends site-c nothing (false failure
+    0); the sample is planned so a pick giving site-c 20% or more sends it at least one request with
+    probability >= 1 - 1e-6."""
+    gateway = _three_with_one_busier(three, model)
     n = absence_sample_size(WEIGHTED_SHARE, miss=MISS)
     record_action(f"sample of {n}: site-c must get none (a {WEIGHTED_SHARE:.0%} share is caught with probability "
                   f">= {1 - MISS:g})")
     batch = gateway.send(n)
     assert batch.statuses() == {200: n}, batch.describe()
-    counts = batch.by_site()
-    assert counts["site-a"] and counts["site-b"], f"both idle sites serve: {batch.describe()}"
-    assert_absent(counts, "site-c", alternative=WEIGHTED_SHARE, miss=MISS,
-                  what="the more saturated site under two choices")
+    assert_absent(batch.by_site(), "site-c", alternative=WEIGHTED_SHARE, miss=MISS,
+                  what="the more saturated site under two distinct draws")
 
 
 #: The two sites' published running (of a ceiling of 8) in the weighted pick tests: 0.125 and 0.75 saturated.
