@@ -52,11 +52,11 @@ def epp(scenario: Scenario) -> Iterator[str]:
     try:
         yield url
     finally:
-        httpx.post(f"{url}/admin/config", json={"epp": None}, timeout=10.0, trust_env=False)
+        httpx.post(f"{url}/admin/config", json={"epp": None}, timeout=timeouts().request, trust_env=False)
 
 
 def set_epp(url: str, config: dict[str, Any]) -> None:
-    response = httpx.post(f"{url}/admin/config", json={"epp": config}, timeout=10.0, trust_env=False)
+    response = httpx.post(f"{url}/admin/config", json={"epp": config}, timeout=timeouts().request, trust_env=False)
     assert response.status_code == 200, response.text
 
 
@@ -68,7 +68,7 @@ def verify(scenario: Scenario, certificate: bool) -> ssl.SSLContext:
 
 def fetch(url: str, context: ssl.SSLContext) -> httpx.Response:
     """GET over TLS, verifying the operator's certificate (issued for its address) against the run's CA."""
-    with httpx.Client(verify=context, timeout=10.0, trust_env=False) as http:
+    with httpx.Client(verify=context, timeout=timeouts().request, trust_env=False) as http:
         return http.get(url)
 
 
