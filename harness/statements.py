@@ -27,7 +27,7 @@ KINDS = ("rejects", "must", "never", "only", "default", "bound", "order", "vocab
 _REQUIRED = ("id", "doc", "section", "quote", "subject", "kind")
 _OPTIONAL = ("out_of_scope", "pending")
 #: Profiles that will judge catalogued statements but do not ship yet.
-PENDING_PROFILES = ("serving", "demos")
+PENDING_PROFILES = ("demos",)
 
 
 class CatalogueError(ValueError):

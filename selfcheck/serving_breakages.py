@@ -22,7 +22,16 @@ from reference.gateway import config as gateway_config
 from reference.gateway.context import Reject, RequestContext
 from reference.gateway.filters import grid_site_route
 from reference.gateway.schema import ConfigError
-from reference.gateway.site_route import answers, availability, pick, prefix, route_metrics, settings, shedding
+from reference.gateway.site_route import (
+    answers,
+    availability,
+    pick,
+    prefix,
+    route_metrics,
+    settings,
+    shedding,
+    signals,
+)
 from reference.gateway.site_route.availability import SiteView
 from selfcheck.registry import Breakage, patch, registrar
 
@@ -71,6 +80,11 @@ def _no_explore_floor() -> None:
     original = availability.with_weights
     patch(availability, "with_weights", lambda views, _floor: original(views, 0.0))
 
+
+@_breakage("provider-conclusions-read", "an operator's grid_provider_* series are read as the site's running and ready")
+def _provider_conclusions_read() -> None:
+    signals._BY_NAME["grid_provider_average_running_requests"] = ("running", -1)
+    signals._BY_NAME["grid_provider_ready_endpoints"] = ("ready", -1)
 
 @_breakage("ceiling-never-decays", "a learned ceiling is kept for ever once load falls away")
 def _ceiling_never_decays() -> None:

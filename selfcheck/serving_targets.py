@@ -24,6 +24,7 @@ TARGETS: dict[str, Targets] = {
     "ceiling-never-decays": must_fail("SERV-CEILING-HALF-LIFE"),
     "unsmoothed": must_fail("SERV-SMOOTHING"),
     "held-ignored": must_fail("SERV-INPUTS"),
+    "provider-conclusions-read": must_fail("SERV-CONCLUSIONS-NOT-INPUTS"),
     "queue-full-ignored": must_fail("SERV-QUEUE-FULL"),
     "own-requests-counted": must_fail("SERV-NO-OWN-COUNT"),
     "availability-block-ignored": must_fail("SERV-CONFIG-BLOCK"),

@@ -39,8 +39,8 @@ def _entry(sid: str = "IR-A", **extra: object) -> dict[str, object]:
     ([_entry(kind="maybe")], "statements[0].kind"),
     ([_entry(quote="  ")], "statements[0].quote: must be a non-empty string"),
     ([_entry(out_of_scope="")], "statements[0].out_of_scope"),
-    ([_entry(pending="gateway")], "statements[0].pending: 'gateway' is not one of serving, demos"),
-    ([_entry(out_of_scope="a Helm rule", pending="serving")], "statements[0].pending: a statement out of scope"),
+    ([_entry(pending="gateway")], "statements[0].pending: 'gateway' is not one of demos"),
+    ([_entry(out_of_scope="a Helm rule", pending="demos")], "statements[0].pending: a statement out of scope"),
 ])
 def test_a_bad_catalogue_is_refused_naming_the_entry(tmp_path: Path, entries: list[dict[str, object]],
                                                      problem: str) -> None:

@@ -22,12 +22,13 @@ from typing import Any
 
 from harness.backends.local import ProviderProcess
 from harness.fakes.epp import READY, WAITING
+from harness.fakes.server import default_metrics
 from harness.grid import Gateway, Grid, Reply, Site
 from harness.serving import config as serving_config
 from harness.serving.config import PeerSite
 from harness.serving.load import Batch, LoadRun, PromptFn, Shot, distinct_prompt, send_batch
 from harness.serving.metrics import RouteMetrics, parse_route_metrics
-from harness.serving.relay import RelayProcess, RelaySource, select, server_name, start_relay
+from harness.serving.relay import CONCLUSIONS_PREFIX, RelayProcess, RelaySource, select, server_name, start_relay
 from harness.timeline import current, record_action
 from harness.timeouts import timeouts
 from harness.waiting import WaitTimeout, poll_until
@@ -142,8 +143,19 @@ class ServingGrid:
         self.stop_gateways()
         for name, site in self.sites.items():
             site.site._admin(site.backend.spec.name, {"epp": QUIET.as_config(), "hold": False, "latency_ms": 0,
-                                                      "error_status": None})
+                                                      "error_status": None,
+                                                      "metrics": _default_metrics(site.backend.spec.name)})
             self._epp[name] = QUIET
+
+    def conclude(self, site: str, **values: float) -> None:
+        """Make `site`'s pool publish operator-style conclusions (grid_provider_<name>), which its relay
+        passes on beside the EPP series; none restores the pool's default samples."""
+        pool = self.sites[site].backend.spec.name
+        samples = _default_metrics(pool) + [{"name": f"{CONCLUSIONS_PREFIX}{name}", "labels": {"name": pool},
+                                             "value": value} for name, value in values.items()]
+        self.sites[site].site._admin(pool, {"metrics": samples})
+        if current() is not None:
+            record_action(f"{site}'s relay also carries {CONCLUSIONS_PREFIX}* {values}", site=site)
 
     def hold(self, site: str, held: bool) -> None:
         """Hold `site`'s model API requests at its fake backend (after their slot) until released."""
@@ -357,3 +369,8 @@ def record_batch(batch: Batch, **where: Any) -> None:
     stride = max(1, math.ceil(len(batch.shots) / TIMELINE_REQUESTS))
     for shot in batch.shots[::stride]:
         timeline.request(shot.site if shot.served else None, shot.status, **where)
+
+
+def _default_metrics(pool: str) -> list[dict[str, Any]]:
+    """A pool's default samples, as its /admin/config takes them."""
+    return [sample.to_json() for sample in default_metrics(pool)]

@@ -61,6 +61,9 @@ PATH = "/v1/site/signals"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: Every series relayed, in the order of the answer: the EPP's names, then their older names.
 RELAYED: tuple[str, ...] = (*SERIES.values(), *LEGACY_NAMES.values())
+#: An operator's own conclusions about a provider (grid_provider_*): relayed too when a pool publishes them,
+#: so a test can show the gateway does not take them for inputs.
+CONCLUSIONS_PREFIX = "grid_provider_"
 POOL_LABEL = "name"
 DEFAULT_SCRAPE_TIMEOUT = 2.0
 STARTUP_TIMEOUT = 20.0
@@ -111,7 +114,8 @@ def select(text: str, pool: str | None) -> dict[str, float]:
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                if sample.name not in RELAYED or sample.name in found:
+                relayed = sample.name in RELAYED or sample.name.startswith(CONCLUSIONS_PREFIX)
+                if not relayed or sample.name in found:
                     continue
                 if pool is not None and sample.labels.get(POOL_LABEL) != pool:
                     continue

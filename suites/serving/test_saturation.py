@@ -69,6 +69,35 @@ def test_in_flight_is_concluded_from_every_relayed_series(two: ServingGrid, mode
         assert seen.ceiling["site-b"] == pytest.approx(8.0, abs=1e-9), seen.describe(gateway.sites)
 
 
+#: Operator-style conclusions site-b's relay carries in the conclusions test: a full, busy, unready site.
+CONCLUSIONS = {"in_flight": 64.0, "saturation": 1.0, "rho": 1.0, "ceiling": 1.0, "ready_endpoints": 0.0,
+               "average_running_requests": 64.0}
+
+
+@pytest.mark.conformance(id="SERV-CONCLUSIONS-NOT-INPUTS", profile="serving", level="core", feature="saturation",
+                         spec=f"{GUIDE}: \"The operator's grid_provider_* conclusions are its Prometheus metrics, not "
+                              "gateway inputs.\"",
+                         statements=["RG-AVAIL-PROVIDER-METRICS-NOT-INPUTS"])
+def test_an_operators_conclusions_are_not_read_as_inputs(two: ServingGrid, model: str) -> None:
+    """site-b's signals carry, beside its EPP series (2 running on the floor ceiling of 8), grid_provider_*
+    series saying it is full, saturated and unready. The gateway reads site-b at 2/8 with its ceiling 8 and
+    keeps sending it requests; then site-b's EPP series say 6 running and the gateway reads 6/8 (the twin: it
+    does read that endpoint). Smoothing is set to 1, so each reading is the last sample's."""
+    two.publish("site-b", running=2, waiting=0)
+    two.conclude("site-b", **CONCLUSIONS)
+    gateway = two.start_gateway(model, availability={"smoothing": 1.0})
+    seen = gateway.wait_rho("site-b", lambda r: abs(r - 0.25) < 1e-9, what="to read 2/8 from the EPP series")
+    assert seen.ceiling["site-b"] == pytest.approx(8.0, abs=1e-9), seen.describe(gateway.sites)
+    hold_for(gateway.metrics, lambda m: m.rho.get("site-b") == pytest.approx(0.25, abs=1e-9), seconds=WATCH_S,
+             what="site-b read from its EPP series alone while its relay carries conclusions",
+             describe=lambda m: m.describe(two.names))
+    batch = gateway.send(40)
+    assert batch.statuses() == {200: 40}, batch.describe()
+    assert batch.by_site().get("site-b", 0) > 0, f"site-b is ready and has room: {batch.describe()}"
+    two.publish("site-b", running=6, waiting=0)
+    gateway.wait_rho("site-b", lambda r: abs(r - 0.75) < 1e-9, what="to read 6/8 once its EPP series say so")
+
+
 #: Requests the no-own-count test keeps in flight through the gateway, held at the pools.
 IN_FLIGHT = 20
 #: How long their absence from the gateway's readings is watched (about ten polls).
