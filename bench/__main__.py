@@ -28,12 +28,14 @@ from bench import (
     proxy,
     route_change,
     selection,
+    site_pick,
     validation,
 )
 from bench.core import BenchResult, emit, fmt, table
 
 BENCHMARKS: dict[str, Callable[[bool], BenchResult]] = {
     "selection": selection.run,
+    "site_pick": site_pick.run,
     "validation": validation.run,
     "proxy": proxy.run,
     "provider_hop": provider_hop.run,

@@ -35,8 +35,8 @@ def test_quick_run_writes_results(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     assert doc["quick"] is True
     benches = doc["benchmarks"]
-    assert set(benches) == {"selection", "validation", "proxy", "provider_hop", "operator_render", "route_change",
-                            "gossip", "mesh", "conformance_wall"}
+    assert set(benches) == {"selection", "site_pick", "validation", "proxy", "provider_hop", "operator_render",
+                            "route_change", "gossip", "mesh", "conformance_wall"}
 
     cases = benches["selection"]["cases"]
     seen = {(c["path"], c["mode"], c["candidates"]) for c in cases}
@@ -47,6 +47,12 @@ def test_quick_run_writes_results(tmp_path: Path) -> None:
     for case in cases:
         for key in ("p50_us", "p99_us", "mean_us", "iterations"):
             _positive(case[key], f"selection {case['path']}/{case['mode']}/{case['candidates']} {key}")
+
+    site_cases = {(c["path"], c["state"], c["sites"]) for c in benches["site_pick"]["cases"]}
+    assert site_cases == {(path, state, sites) for path in ("pick", "filter") for state in ("room", "full")
+                          for sites in (3, 16, 64)}, site_cases
+    for case in benches["site_pick"]["cases"]:
+        _positive(case["p50_us"], f"site_pick {case['path']}/{case['state']}/{case['sites']} p50")
 
     steps = {s["step"]: s for s in benches["validation"]["steps"]}
     assert benches["validation"]["candidates"] == 1024
@@ -148,7 +154,7 @@ def test_quick_run_writes_results(tmp_path: Path) -> None:
 
     assert benches["conformance_wall"]["skipped"]
     summary = [row for row in doc["summary"] if "value" in row]
-    assert {row["benchmark"] for row in summary} == {"selection", "validation", "proxy", "provider_hop",
+    assert {row["benchmark"] for row in summary} == {"selection", "site_pick", "validation", "proxy", "provider_hop",
                                                      "operator_render", "route_change", "gossip", "mesh"}
     for row in summary:
         assert row["status"] in ("PASS", "MISS"), row
