@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness.fakes.epp import HELD, LEGACY_NAMES, READY, RUNNING, WAITING
 from harness.pki import ClientFiles, GridPKI, client_context
 from harness.process import Supervisor
-from harness.serving.relay import PATH, RelayProcess, RelaySource, main, server_name, start_relay
+from harness.serving.relay import PATH, RelayProcess, RelaySource, main, relay_text, select, server_name, start_relay
 from harness.waiting import poll_until
 
 SITE = "site-b"
@@ -252,3 +252,16 @@ def test_a_cluster_is_relayed_once(world: World, capsys: pytest.CaptureFixture[s
     with pytest.raises(SystemExit) as exited:
         main(argv)
     assert exited.value.code == 2 and "repeated: c" in capsys.readouterr().err
+
+
+def test_an_operators_conclusions_are_relayed_after_the_epp_series() -> None:
+    """A pool's grid_provider_* samples go out beside its EPP series (so the serving suite can show a gateway
+    ignores them); other names are not relayed."""
+    page = ('# TYPE llm_d_epp_average_running_requests gauge\nllm_d_epp_average_running_requests{name="p"} 2\n'
+            '# TYPE grid_provider_in_flight gauge\ngrid_provider_in_flight{name="p"} 64\n'
+            '# TYPE other_series gauge\nother_series{name="p"} 5\n')
+    values = select(page, "p")
+    assert values == {"llm_d_epp_average_running_requests": 2.0, "grid_provider_in_flight": 64.0}
+    assert relay_text("site-b", [("site-b-pool", values)], 1000).splitlines() == [
+        'llm_d_epp_average_running_requests{grid_site="site-b",grid_provider="site-b-pool"} 2 1000',
+        'grid_provider_in_flight{grid_site="site-b",grid_provider="site-b-pool"} 64 1000']

@@ -141,9 +141,9 @@ def relay_text(site: str, rows: Sequence[tuple[str, Mapping[str, float]]], times
     lines = []
     for cluster, values in rows:
         labels = f'grid_site="{_label(site)}",grid_provider="{_label(cluster)}"'
-        for name in RELAYED:
-            if name in values:
-                lines.append(f"{name}{{{labels}}} {_number(values[name])} {timestamp_ms}\n")
+        names = [*(n for n in RELAYED if n in values), *sorted(n for n in values if n.startswith(CONCLUSIONS_PREFIX))]
+        for name in names:
+            lines.append(f"{name}{{{labels}}} {_number(values[name])} {timestamp_ms}\n")
     return "".join(lines)
 
 
