@@ -17,7 +17,8 @@ from harness.producer_oracle import configmap_name
 def vendor_doc(kubernetes: dict[str, Any], **operator: Any) -> dict[str, Any]:
     doc = reference_document()
     doc["operator"] = {"kubernetes": kubernetes, **operator}
-    doc["features"] = [f for f in doc["features"] if f != "dynamicWeights"]
+    # features only an operator command says how to exercise
+    doc["features"] = [f for f in doc["features"] if f not in ("dynamicWeights", "signalsRelay")]
     return doc
 
 

@@ -64,7 +64,7 @@ def test_a_vendor_operator_image_is_installed_from_its_descriptor_and_judged(ven
     doc = reference_document()
     doc["implementation"].update(organization="vendor.example", project="grid-operator", version="1.4.0")
     doc["operator"] = {"kubernetes": {"image": vendor_image, "manifests": ["vendor"]}}
-    doc["features"] = [f for f in doc["features"] if f != "dynamicWeights"]
+    doc["features"] = [f for f in doc["features"] if f not in ("dynamicWeights", "signalsRelay")]
     descriptor = tmp_path / "vendor.yaml"
     descriptor.write_text(yaml.safe_dump(doc, sort_keys=False))
 

@@ -65,7 +65,8 @@ def vendor_descriptor(directory: Path, manifests: list[str], **kubernetes: Any) 
     doc["implementation"]["project"] = "vendor-grid-operator"
     doc["operator"] = {"kubernetes": {"image": VENDOR_IMAGE, "manifests": manifests, **kubernetes},
                        "mesh_args": doc["operator"]["mesh_args"]}
-    doc["features"] = [f for f in doc["features"] if f != "dynamicWeights"]
+    # features only an operator command says how to exercise
+    doc["features"] = [f for f in doc["features"] if f not in ("dynamicWeights", "signalsRelay")]
     path = directory / "vendor.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
