@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from time import perf_counter_ns
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,3 +111,19 @@ def emit(text: str = "") -> None:
     """Print progress and tables as they are produced (a long benchmark shows where it is)."""
     print(text, flush=True)
     sys.stdout.flush()
+
+
+def timer_overhead(iterations: int) -> list[int]:
+    """What timing nothing costs: two perf_counter_ns calls, `iterations` times (reported, not subtracted)."""
+    samples = [0] * iterations
+    for i in range(iterations):
+        t0 = perf_counter_ns()
+        samples[i] = perf_counter_ns() - t0
+    return samples
+
+
+def summary_us(samples: list[int]) -> dict[str, float]:
+    """p50, p99 and mean in microseconds of per-call nanosecond samples, and how many there were."""
+    ordered = sorted(samples)
+    return {"p50_us": percentile(ordered, 50) / 1000, "p99_us": percentile(ordered, 99) / 1000,
+            "mean_us": sum(ordered) / len(ordered) / 1000, "iterations": len(ordered)}

@@ -16,7 +16,7 @@ from typing import Any
 
 from multidict import CIMultiDict
 
-from bench.core import BenchResult, Target, emit, percentile, table
+from bench.core import BenchResult, Target, emit, summary_us, table, timer_overhead
 from bench.overlays import KIND, MODEL, SCOPE, SHAPES, Shape, envelope_bytes
 from reference.gateway.context import RequestContext
 from reference.gateway.filters.intelligent_route import IntelligentRouteFilter
@@ -44,12 +44,6 @@ def snapshot_for(count: int, shape: Shape) -> Snapshot:
     return snapshot
 
 
-def _timer_overhead(iterations: int) -> list[int]:
-    samples = [0] * iterations
-    for i in range(iterations):
-        t0 = perf_counter_ns()
-        samples[i] = perf_counter_ns() - t0
-    return samples
 
 
 def _time_pick(snapshot: Snapshot, iterations: int) -> list[int]:
@@ -82,14 +76,6 @@ def _time_filter(snapshot: Snapshot, iterations: int) -> list[int]:
     return samples
 
 
-def _summary(samples: list[int]) -> dict[str, float]:
-    ordered = sorted(samples)
-    return {
-        "p50_us": percentile(ordered, 50) / 1000,
-        "p99_us": percentile(ordered, 99) / 1000,
-        "mean_us": sum(ordered) / len(ordered) / 1000,
-        "iterations": len(ordered),
-    }
 
 
 def run(quick: bool) -> BenchResult:
@@ -97,7 +83,7 @@ def run(quick: bool) -> BenchResult:
     warmup = 500 if quick else 5_000
     timers: dict[str, Callable[[Snapshot, int], list[int]]] = {"pick": _time_pick, "filter": _time_filter}
     emit(f"selection: {iterations:,} timed calls per case after {warmup:,} warm-up calls")
-    overhead = _summary(_timer_overhead(iterations))
+    overhead = summary_us(timer_overhead(iterations))
     rows: list[dict[str, Any]] = []
     for shape in SHAPES:
         for count in SIZES:
@@ -105,7 +91,7 @@ def run(quick: bool) -> BenchResult:
             for path, timer in timers.items():
                 timer(snapshot, warmup)
                 gc.collect()
-                stats = _summary(timer(snapshot, iterations))
+                stats = summary_us(timer(snapshot, iterations))
                 rows.append({"path": path, "mode": shape.label, "candidates": count, **stats})
     by_case = {(r["mode"], r["candidates"], r["path"]): r for r in rows}
     emit(table(

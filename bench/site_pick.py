@@ -21,7 +21,7 @@ from typing import Any
 
 from multidict import CIMultiDict
 
-from bench.core import BenchResult, Target, emit, percentile, table
+from bench.core import BenchResult, Target, emit, summary_us, table, timer_overhead
 from reference.gateway.context import RequestContext
 from reference.gateway.filters.grid_site_route import GridSiteRouteFilter
 from reference.gateway.metrics import GatewayMetrics
@@ -84,12 +84,6 @@ def _rig(count: int, load: dict[str, float], workdir: Path) -> GridSiteRouteFilt
     return GridSiteRouteFilter(config, runtime, random.Random(7))
 
 
-def _timer_overhead(iterations: int) -> list[int]:
-    samples = [0] * iterations
-    for i in range(iterations):
-        t0 = perf_counter_ns()
-        samples[i] = perf_counter_ns() - t0
-    return samples
 
 
 def _time_pick(route: GridSiteRouteFilter, iterations: int) -> list[int]:
@@ -117,10 +111,6 @@ def _time_filter(route: GridSiteRouteFilter, iterations: int) -> list[int]:
     return samples
 
 
-def _summary(samples: list[int]) -> dict[str, float]:
-    ordered = sorted(samples)
-    return {"p50_us": percentile(ordered, 50) / 1000, "p99_us": percentile(ordered, 99) / 1000,
-            "mean_us": sum(ordered) / len(ordered) / 1000, "iterations": len(ordered)}
 
 
 def run(quick: bool) -> BenchResult:
@@ -128,7 +118,7 @@ def run(quick: bool) -> BenchResult:
     warmup = 200 if quick else 2_000
     timers: dict[str, Callable[[GridSiteRouteFilter, int], list[int]]] = {"pick": _time_pick, "filter": _time_filter}
     emit(f"site_pick: {iterations:,} timed calls per case after {warmup:,} warm-up calls")
-    overhead = _summary(_timer_overhead(iterations))
+    overhead = summary_us(timer_overhead(iterations))
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="agn-bench-site-pick-") as tmp:
         for state, load in (("room", ROOM), ("full", FULL)):
@@ -137,7 +127,7 @@ def run(quick: bool) -> BenchResult:
                 for path, timer in timers.items():
                     timer(route, warmup)
                     gc.collect()
-                    rows.append({"path": path, "sites": count, "state": state, **_summary(timer(route, iterations))})
+                    rows.append({"path": path, "sites": count, "state": state, **summary_us(timer(route, iterations))})
     by_case = {(r["state"], r["sites"], r["path"]): r for r in rows}
     emit(table(
         "grid_site_route decision time (microseconds per call; pick = the pick over the ready sites, filter = "

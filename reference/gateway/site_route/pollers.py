@@ -9,11 +9,11 @@ its Host. Each poll ends in one result (ok, connect_error, timeout, tls_error, h
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ssl
 from collections.abc import Callable
 from typing import Any
 
+from reference.gateway.site_route.background import Background
 from reference.gateway.site_route.serving_config import ServingPeer
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -59,7 +59,7 @@ async def fetch(session: Any, peer: ServingPeer, context: ssl.SSLContext) -> tup
         return "connect_error", None, str(exc) or type(exc).__name__
 
 
-class Poller:
+class Poller(Background):
     """Polls one peer until cancelled."""
 
     def __init__(self, peer: ServingPeer, session: Any, on_result: OnResult) -> None:
@@ -67,17 +67,10 @@ class Poller:
         self._session = session
         self._on_result = on_result
         self._context: ssl.SSLContext | None = None
-        self.task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        self.task = asyncio.create_task(self.run(), name=f"signals-poll:{self.peer.site}")
-
-    async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.task
-            self.task = None
+    @property
+    def task_name(self) -> str:
+        return f"signals-poll:{self.peer.site}"
 
     async def poll_once(self) -> tuple[str, str | None, str | None]:
         if self._context is None:

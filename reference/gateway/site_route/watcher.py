@@ -8,12 +8,12 @@ unreadable or invalid, described to `on_error` while the last good config keeps 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 from reference.gateway.schema import ConfigError
+from reference.gateway.site_route.background import Background
 from reference.gateway.site_route.serving_config import (
     ServingConfig,
     describe_error,
@@ -32,7 +32,7 @@ def signature(path: Path) -> tuple[int, int, int] | None:
     return status.st_mtime_ns, status.st_size, status.st_ino
 
 
-class ServingWatcher:
+class ServingWatcher(Background):
     def __init__(self, path: Path, data: bytes, on_config: Callable[[ServingConfig], None],
                  on_error: Callable[[str], None], poll_secs: float = POLL_SECS) -> None:
         self.path = path
@@ -41,17 +41,10 @@ class ServingWatcher:
         self._on_config = on_config
         self._on_error = on_error
         self._poll_secs = poll_secs
-        self.task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        self.task = asyncio.create_task(self.run(), name=f"serving-config-watch:{self.path}")
-
-    async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.task
-            self.task = None
+    @property
+    def task_name(self) -> str:
+        return f"serving-config-watch:{self.path}"
 
     def check(self) -> str:
         """Look once: "unchanged", "loaded" or "rejected"."""
