@@ -123,9 +123,10 @@ def _summaries(profile: Profile) -> dict[str, str]:
     from selfcheck.mesh_breakages import BREAKAGES as MESH
     from selfcheck.operator_breakages import BREAKAGES as OPERATOR
     from selfcheck.provider_breakages import BREAKAGES as PROVIDER
+    from selfcheck.serving_breakages import BREAKAGES as SERVING
     from selfcheck.sync_breakages import BREAKAGES as SYNC
 
-    known = {**BREAKAGES, **PROVIDER, **OPERATOR, **SYNC, **MESH}
+    known = {**BREAKAGES, **PROVIDER, **OPERATOR, **SYNC, **MESH, **SERVING}
     return {name: known[name].summary if name in known else "" for name in profile.targets}
 
 
