@@ -16,7 +16,7 @@ from harness.serving.grid import ServingGrid
 def _serving(grid_factory: GridFactory, topology: str) -> Iterator[ServingGrid]:
     if grid_factory.backend_name != "local":
         pytest.skip(f"not on the {grid_factory.backend_name} backend: the serving profile's signals relays and "
-                    "fake pools run as local processes (use --grid-backend local)")
+                    "fake pools run as local processes (run it with --backend local)")
     with grid_factory.open(topology, purpose=f"{topology} grid") as grid:
         serving = ServingGrid(grid)
         try:
