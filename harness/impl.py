@@ -509,40 +509,36 @@ def parse_overlay_sync(data: Any) -> OverlaySyncCommand:
     return OverlaySyncCommand(argv_template=argv, env=env, startup_timeout_s=float(timeout), **paths)
 
 
-def _parse_mesh_args(data: Any) -> tuple[str, ...] | None:
-    """``operator.mesh_args``: argv items appended when the operator runs in a mesh."""
+def _parse_extra_args(data: Any, field: str, placeholders: frozenset[str],
+                      required: tuple[str, ...]) -> tuple[str, ...] | None:
+    """``operator.<field>``: argv items appended to the operator's command when the run needs what they
+    turn on (a mesh, the signals endpoint); each must use only known placeholders and all of `required`."""
     if data is None:
         return None
+    where = f"operator.{field}"
     if not isinstance(data, list) or not data:
-        raise ImplError("operator.mesh_args", f"must be a non-empty list of strings, got {_kind(data)}")
+        raise ImplError(where, f"must be a non-empty list of strings, got {_kind(data)}")
     used: set[str] = set()
     items = []
     for i, item in enumerate(data):
-        key = f"operator.mesh_args[{i}]"
+        key = f"{where}[{i}]"
         items.append(_string(item, key))
-        used |= _placeholders(item, key, OPERATOR_PLACEHOLDERS | MESH_PLACEHOLDERS)
-    for name in ("site", "mesh_bind", "mesh_seeds"):
+        used |= _placeholders(item, key, OPERATOR_PLACEHOLDERS | placeholders)
+    for name in required:
         if name not in used:
-            raise ImplError("operator.mesh_args", f"must contain {{{name}}}")
+            raise ImplError(where, f"must contain {{{name}}}")
     return tuple(items)
+
+
+def _parse_mesh_args(data: Any) -> tuple[str, ...] | None:
+    """``operator.mesh_args``: argv items appended when the operator runs in a mesh."""
+    return _parse_extra_args(data, "mesh_args", MESH_PLACEHOLDERS, ("site", "mesh_bind", "mesh_seeds"))
 
 
 def _parse_signals_args(data: Any) -> tuple[str, ...] | None:
     """``operator.signals_args``: argv items appended when the operator is to serve its signals endpoint."""
-    if data is None:
-        return None
-    if not isinstance(data, list) or not data:
-        raise ImplError("operator.signals_args", f"must be a non-empty list of strings, got {_kind(data)}")
-    used: set[str] = set()
-    items = []
-    for i, item in enumerate(data):
-        key = f"operator.signals_args[{i}]"
-        items.append(_string(item, key))
-        used |= _placeholders(item, key, OPERATOR_PLACEHOLDERS | SIGNALS_PLACEHOLDERS)
-    for name in ("signals_address", "signals_cert", "signals_key", "signals_client_ca"):
-        if name not in used:
-            raise ImplError("operator.signals_args", f"must contain {{{name}}}")
-    return tuple(items)
+    return _parse_extra_args(data, "signals_args", SIGNALS_PLACEHOLDERS,
+                             ("signals_address", "signals_cert", "signals_key", "signals_client_ca"))
 
 
 def _parse_features(data: Any) -> frozenset[str]:
