@@ -284,15 +284,21 @@ def _wrk_report(section: dict[str, Any]) -> list[dict[str, Any]]:
           *(_cores(r["cpu_cores"].get(role)) for role in ("gateway", "backend", "loadgen", "other")))
          for r in rows],
     ))
+    pairs = _emit_pairs(rows, "gateway vs direct with wrk")
+    section["comparison"] = pairs
+    return pairs
+
+
+def _emit_pairs(rows: list[dict[str, Any]], title: str) -> list[dict[str, Any]]:
+    """Print the gateway-against-direct table of `rows` under `title`, and return its pairs."""
     pairs = _pairs(rows)
     emit(table(
-        "gateway vs direct with wrk (ratio = gateway req/s / direct req/s; added = gateway - direct latency)",
+        f"{title} (ratio = gateway req/s / direct req/s; added = gateway - direct latency)",
         ("load", "direct req/s", "gateway req/s", "ratio", "added p50 ms", "added p99 ms", "gw cpu us/req"),
         [(p["load"], p["direct_rps"], p["gateway_rps"], p["ratio"], p["added_p50_ms"], p["added_p99_ms"],
           "n/a" if p["gateway_cpu_us_per_request"] is None else p["gateway_cpu_us_per_request"])
          for p in pairs],
     ))
-    section["comparison"] = pairs
     return pairs
 
 
@@ -324,14 +330,7 @@ def _report(rows: list[dict[str, Any]], warmup: float, duration: float, port_cou
           *(_cores(r["cpu_cores"].get(role)) for role in ("gateway", "backend", "loadgen", "other")))
          for r in rows],
     ))
-    pairs = _pairs(rows)
-    emit(table(
-        "gateway vs direct (ratio = gateway req/s / direct req/s; added = gateway - direct latency)",
-        ("load", "direct req/s", "gateway req/s", "ratio", "added p50 ms", "added p99 ms", "gw cpu us/req"),
-        [(p["load"], p["direct_rps"], p["gateway_rps"], p["ratio"], p["added_p50_ms"], p["added_p99_ms"],
-          "n/a" if p["gateway_cpu_us_per_request"] is None else p["gateway_cpu_us_per_request"])
-         for p in pairs],
-    ))
+    pairs = _emit_pairs(rows, "gateway vs direct")
     best = max(pairs, key=lambda p: p["gateway_rps"])
     late = max(r["max_late_s"] for r in rows)
     if late > 0.1:
