@@ -93,6 +93,16 @@ def test_the_two_choices_are_two_distinct_sites(three: ServingGrid, model: str) 
 
 #: The two sites' published running (of a ceiling of 8) in the weighted pick tests: 0.125 and 0.75 saturated.
 BETWEEN = {"site-a": 1.0, "site-b": 6.0}
+
+
+def _two_apart(two: ServingGrid, model: str) -> ServingGateway:
+    """Two sites at the same ceiling (the floor, 8) with room: site-a 0.125 saturated, site-b 0.75."""
+    _publish(two, BETWEEN)
+    gateway = two.start_gateway(model, availability=EXACT, prefix_affinity={})
+    _ready(gateway, {"site-a": 0.125, "site-b": 0.75})
+    return gateway
+
+
 #: site-a's share by capacity over 1 + rho (praxis-proxy/grid route.rs): (8/1.125) / (8/1.125 + 8/1.75).
 FORMULA_SHARE = (8 / 1.125) / (8 / 1.125 + 8 / 1.75)
 #: The core judgement: site-a gets at least 58% (the formula gives 60.9%), against a pick blind to
@@ -108,9 +118,7 @@ def test_two_sites_with_room_get_a_weighted_pick(two: ServingGrid, model: str) -
     planned n: site-a must get at least the threshold, with false failure <= 1e-6 for a pick giving it 58%
     (the public formula gives 60.9%) and power >= 0.99 against a pick blind to saturation (50%); site-b
     serving nothing fails surely."""
-    _publish(two, BETWEEN)
-    gateway = two.start_gateway(model, availability=EXACT, prefix_affinity={})
-    _ready(gateway, {"site-a": 0.125, "site-b": 0.75})
+    gateway = _two_apart(two, model)
     record_action(f"sample: {LESS_SATURATED.describe()}")
     batch = gateway.send(LESS_SATURATED.sample_size)
     assert batch.statuses() == {200: LESS_SATURATED.sample_size}, batch.describe()
@@ -128,9 +136,7 @@ def test_the_pick_between_two_follows_capacity_over_one_plus_rho(two: ServingGri
     """Two sites at the ceiling 8, site-a 0.125 saturated and site-b 0.75: site-a's share is
     (8/1.125) / (8/1.125 + 8/1.75) = 60.9%, judged as a distribution (false failure <= 1e-6, power >= 0.99
     against a 5-point shift)."""
-    _publish(two, BETWEEN)
-    gateway = two.start_gateway(model, availability=EXACT, prefix_affinity={})
-    _ready(gateway, {"site-a": 0.125, "site-b": 0.75})
+    gateway = _two_apart(two, model)
     plan = plan_distribution({"site-a": FORMULA_SHARE, "site-b": 1.0 - FORMULA_SHARE})
     record_action(f"sample: {plan.describe()}")
     batch = gateway.send(plan.sample_size, concurrency=24)
