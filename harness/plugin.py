@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from harness.backends import OperationUnsupported
+from harness.dealing import LASTS_MARKER, deal
 from harness.features import PROFILES, marker_problem
 from harness.grid_factory import GridFactory
 from harness.run_options import add_pytest_options
@@ -45,6 +46,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "slow(seconds): a conformance test that waits out a default cadence of about `seconds`; "
                    "it runs only with --grid-slow"
+    )
+    config.addinivalue_line(
+        "markers", f"{LASTS_MARKER}(seconds): a test that lasts about `seconds` by design (it waits out the guide's "
+                   "durations); a distributed run starts it at the head of a worker's part (harness.dealing)"
     )
     config.stash[_RESULTS_KEY] = {}
     config.pluginmanager.register(_Recorder(config), "agn-conformance-recorder")
@@ -128,6 +133,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(f"duplicate conformance id {test_id}: {seen[test_id]} and {item.nodeid}")
         seen[test_id] = item.nodeid
         item.stash[_ID_KEY] = test_id
+    lengths = [_lasts_s(item) for item in items]  # checked in every run, used where there are workers
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    if workers > 1:
+        items[:] = deal(items, lengths, workers)
+
+
+def _lasts_s(item: pytest.Item) -> float | None:
+    """How long `item` lasts by design (its lasts marker), None when unmarked or skipped anyway."""
+    marker = item.get_closest_marker(LASTS_MARKER)
+    if marker is None or item.get_closest_marker("skip") is not None:
+        return None
+    seconds = marker.args[0] if marker.args else marker.kwargs.get("seconds")
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+        raise pytest.UsageError(f"{item.nodeid}: {LASTS_MARKER}(seconds) needs a positive number of seconds, "
+                                f"got {seconds!r}")
+    return float(seconds)
 
 
 def _load_impl(config: pytest.Config) -> Any:

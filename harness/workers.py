@@ -23,7 +23,7 @@ MAX_AUTO = 4
 #: Suite packages whose tests wait longest (they wait out the guide's default durations) go first, so a
 #: long test never starts last and holds the run open while the other workers are idle.
 SLOW_FIRST = ("mesh", "producer", "demos", "serving", "provider", "consumer")
-_USER_DISTRIBUTES = ("-n", "--numprocesses", "--dist", "--maxprocesses", "-d", "--tx")
+_USER_DISTRIBUTES = ("-n", "--numprocesses", "--dist", "--maxprocesses", "--maxschedchunk", "-d", "--tx")
 
 
 def _user_distributes(extra: Sequence[str]) -> bool:
@@ -55,7 +55,8 @@ def resolve(value: str, backend: str, extra: Sequence[str] = ()) -> int:
 
 
 def worker_args(workers: int) -> list[str]:
-    """pytest arguments for `workers`; work stealing evens out tests of very different lengths."""
+    """pytest arguments for `workers`: work stealing evens out tests of very different lengths, and each
+    worker's first part opens with its share of the long tests (harness.dealing)."""
     return ["-n", str(workers), "--dist", "worksteal"] if workers > 1 else []
 
 

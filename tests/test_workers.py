@@ -19,7 +19,8 @@ def test_auto_spreads_a_local_run_and_keeps_a_cluster_run_on_one_worker() -> Non
     assert worker_args(3) == ["-n", "3", "--dist", "worksteal"]
 
 
-@pytest.mark.parametrize("extra", [["-n", "2"], ["-n2"], ["--numprocesses=2"], ["-p", "no:xdist"], ["--dist", "load"]])
+@pytest.mark.parametrize("extra", [["-n", "2"], ["-n2"], ["--numprocesses=2"], ["-p", "no:xdist"], ["--dist", "load"],
+                                   ["--maxschedchunk", "4"]])
 def test_the_users_own_distribution_wins(extra: list[str]) -> None:
     assert resolve("4", "local", ["-k", "reload"]) == 4  # the twin: other pytest arguments change nothing
     assert resolve("4", "local", extra) == 1
@@ -43,7 +44,7 @@ def test_a_run_passes_its_workers_to_pytest(monkeypatch: pytest.MonkeyPatch, tmp
     monkeypatch.setattr(cli, "run_pytest", lambda args, **_: seen.append(list(args)) or 5)
     cli.main(["run", "--profile", "consumer,mesh", "--workers", "3", "--report", f"{tmp_path}/r.yaml"])
     args = seen[0]
-    assert args[args.index("-n") + 1] == "3" and "worksteal" in args
+    assert args[args.index("-n") + 1] == "3" and args[args.index("--dist") + 1] == "worksteal"
     assert args.index("suites.mesh") < args.index("suites.consumer")
     seen.clear()
     cli.main(["run", "--profile", "consumer", "--workers", "1", "--report", f"{tmp_path}/r.yaml"])

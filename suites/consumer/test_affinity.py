@@ -187,6 +187,7 @@ def test_binding_to_excluded_candidate_fails_over(gw: Gateway, site: Site, model
 @pytest.mark.conformance(id="CONS-AFFINITY-TTL", profile="consumer", level="core", feature="headerAffinity",
                          spec=SPEC + "; session_affinity ttl_secs: bindings expire after the TTL",
                          statements=["RG-AFFINITY-HEADER-CONFIG"])
+@pytest.mark.lasts(2.5)
 def test_binding_expires_after_ttl(site: Site, model: str) -> None:
     gw = site.gateway("short-ttl")
     ttl = 2.0

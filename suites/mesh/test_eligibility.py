@@ -38,6 +38,7 @@ def _remote_ready(scenario: MeshScenario, at: str, of: str, provider: str) -> No
 @pytest.mark.conformance(id="MESH-PROPAGATION-TRANSITIVE", profile="mesh", level="core", feature="gossip",
                          spec=f"{CRDT}; {ELIGIBILITY} (verify-swim-mesh-three-node: A->B->C)",
                          statements=["OC-INPUTS-REMOTE-CRDT"])
+@pytest.mark.lasts(2.5)
 def test_records_travel_both_ways_through_the_middle_site(scenario: MeshScenario) -> None:
     """site-c's record reaches site-a and site-a's reaches site-c although neither was seeded with the other."""
     scenario.network()
@@ -161,6 +162,7 @@ def test_records_of_another_network_never_appear(scenario: MeshScenario) -> None
 @pytest.mark.conformance(id="MESH-NO-SELF-ECHO", profile="mesh", level="core", feature="filtering",
                          spec=f"{CRDT}; a site does not route to its own CRDT echo",
                          statements=["OC-INPUTS-REMOTE-FILTERED"])
+@pytest.mark.lasts(2.5)
 def test_own_records_coming_back_are_not_remote_candidates(scenario: MeshScenario) -> None:
     """site-a's record comes back to it in its peers' state; its overlay keeps only the local candidate, at
     every reconcile over two probe intervals after both peers hold the record (each peer probes site-a

@@ -44,6 +44,7 @@ def _fresh_flags(world: MeshScenario, model: str) -> list[Any]:
                                      "OC-REGEN-REMOTE-DISAPPEARS", "OC-STALE-OBSERVABILITY",
                                      "OC-REGEN-CURRENT-STATE", "RG-RELOAD-AGN-PUBLISHES",
                                      "RG-NOTMEAN-NOMETRICS-STILL-APPLY"])
+@pytest.mark.lasts(8)
 def test_crash_is_detected_within_the_swim_bound_and_degrades_candidates(fresh: MeshScenario) -> None:
     remote, _local = _remote_live(fresh, ttl=3600)
     timing = fresh.mesh.timing
@@ -73,6 +74,7 @@ def test_crash_is_detected_within_the_swim_bound_and_degrades_candidates(fresh: 
                                      "OC-TTL-LOCAL-AVAILABLE-RETAINED", "OC-GC-EVICT-AFTER-TTL-ONLY",
                                      "OC-GC-NO-HARD-EXCLUSION", "OC-STALE-RETAINED", "OC-LOCALITY-DEGRADED-STALE",
                                      "OC-TTL-AFTER-SWIM-OVERRIDE", "OC-TTL-AT-RENDER-TIME", "OC-TTL-CRDT-NOT-DELETED"])
+@pytest.mark.lasts(10)
 def test_degraded_candidates_stay_until_the_ttl_then_go(fresh: MeshScenario) -> None:
     ttl = 3
     remote, local = _remote_live(fresh, ttl=ttl)
@@ -127,6 +129,7 @@ def test_degraded_candidates_stay_until_the_ttl_then_go(fresh: MeshScenario) -> 
 @pytest.mark.conformance(id="MESH-LEAVE-REMOVES-AT-ONCE", profile="mesh", level="core", feature="gossip",
                          spec=f"{STALE}; a site that leaves the grid is Left, not a stale peer",
                          statements=["OC-LOCALITY-UNAVAILABLE-EXCLUDED", "OC-REGEN-REMOTE-DISAPPEARS"])
+@pytest.mark.lasts(3)
 def test_graceful_leave_removes_the_site_without_waiting_for_the_ttl(fresh: MeshScenario) -> None:
     remote, _local = _remote_live(fresh, ttl=3600)
     bound = fresh.mesh.timing.detection_bound(MEMBERS) + oracle.RECONCILE_SLACK
@@ -142,6 +145,7 @@ def test_graceful_leave_removes_the_site_without_waiting_for_the_ttl(fresh: Mesh
                                      "OC-GC-EVICT-AFTER-TTL-ONLY", "OC-REGEN-REMOTE-DISAPPEARS",
                                      "OC-STALE-OBSERVABILITY", "OC-TTL-AFTER-SWIM-OVERRIDE",
                                      "OC-TTL-AT-RENDER-TIME"])
+@pytest.mark.lasts(9.5)
 def test_partition_degrades_then_evicts_and_healing_restores(cut: MeshScenario) -> None:
     ttl = 3
     remote, _local = _remote_live(cut, ttl=ttl)
@@ -161,6 +165,7 @@ def test_partition_degrades_then_evicts_and_healing_restores(cut: MeshScenario) 
 @pytest.mark.conformance(id="MESH-MEMBER-AGE-CLEARED-ON-REJOIN", profile="mesh", level="core", feature="gossip",
                          spec=f"{STALE}; SWIM member age: \"When the member rejoins (Alive), the instant is cleared.\"",
                          statements=["OC-SWIM-REJOIN-CLEARED"])
+@pytest.mark.lasts(10)
 def test_member_age_starts_again_after_a_rejoin(cut: MeshScenario) -> None:
     """site-c is cut off until site-a has listed it down for 2 s, then the link heals: once site-a lists it
     alive its age is 0, and when site-c is cut off a second time its age counts from the second suspicion,
@@ -203,6 +208,7 @@ def test_member_age_starts_again_after_a_rejoin(cut: MeshScenario) -> None:
                               "is recorded and preserved monotonically.\"",
                          statements=["OC-SWIM-AGE-SECS", "OC-SWIM-TRANSITION-RECORDED", "OC-SWIM-AGE-COMPUTED",
                                      "OC-SWIM-AGE-ZERO-ALIVE"])
+@pytest.mark.lasts(10)
 def test_member_age_counts_from_the_first_suspicion_through_death(fresh: MeshScenario) -> None:
     """site-a's view of site-c: age 0 while alive; once site-c crashes its age never goes down, and the move
     from suspect to dead does not restart it (the instant of the first transition is kept)."""

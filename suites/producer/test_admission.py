@@ -205,6 +205,7 @@ def test_stabilized_enters_after_failure_threshold(scenario: Scenario) -> None:
                          spec=f"{ADMISSION}: \"Restarting the operator resets the hysteresis counters and requires "
                               "fresh observations before a restrictive provider is promoted.\"",
                          statements=["OC-ADMISSION-RESTART-RESETS"])
+@pytest.mark.lasts(3)
 def test_restart_resets_the_pressure_count(scenario: Scenario) -> None:
     """Pressured samples counted before a restart do not count after it.
 
@@ -243,6 +244,7 @@ def test_restart_resets_the_pressure_count(scenario: Scenario) -> None:
 @pytest.mark.conformance(id="PROD-ADM-STAB-EXIT-HOLD-DOWN", profile="producer", level="extended",
                          feature="stabilizedAdmission", spec=ADMISSION,
                          statements=["RG-ADMISSION-TRANSITION-RECOVERY", "PS-LIMITS-STABILIZED-ADMISSION"])
+@pytest.mark.lasts(3)
 def test_stabilized_exit_waits_for_hold_down(scenario: Scenario) -> None:
     """Back to new_and_existing only after successThreshold low samples AND recoveryHoldDown since recovery began.
 
@@ -289,6 +291,7 @@ def test_stabilized_exit_waits_for_hold_down(scenario: Scenario) -> None:
 @pytest.mark.conformance(id="PROD-ADM-STAB-EXIT-COUNT", profile="producer", level="extended",
                          feature="stabilizedAdmission", spec=ADMISSION,
                          statements=["RG-ADMISSION-TRANSITION-RECOVERY", "PS-LIMITS-STABILIZED-ADMISSION"])
+@pytest.mark.lasts(3.5)
 def test_stabilized_exit_needs_success_threshold(scenario: Scenario) -> None:
     """With the hold-down and minimum state duration over, recovery still needs successThreshold low samples.
 
@@ -320,6 +323,7 @@ def test_stabilized_exit_needs_success_threshold(scenario: Scenario) -> None:
                          spec=f"{ADMISSION}: \"repeated low-pressure observations plus a minimum state duration and "
                               "recovery hold-down before returning to new_and_existing.\"",
                          statements=["OC-ADMISSION-STABILIZED-RECOVER"])
+@pytest.mark.lasts(6)
 def test_stabilized_exit_waits_for_the_minimum_state_duration(scenario: Scenario) -> None:
     """Count and hold-down met, a restricted provider still waits out minimumStateDuration (3 s) in existing_only.
 
@@ -347,6 +351,7 @@ def test_stabilized_exit_waits_for_the_minimum_state_duration(scenario: Scenario
 @pytest.mark.conformance(id="PROD-ADM-STAB-RELAPSE-RESTARTS-RECOVERY", profile="producer", level="extended",
                          feature="stabilizedAdmission", spec=RELAPSE,
                          statements=["RG-ADMISSION-TRANSITION-RECOVERY", "OC-ADMISSION-KEYED-BY-IDENTITY"])
+@pytest.mark.lasts(3.5)
 def test_relapse_restarts_the_recovery_count(scenario: Scenario) -> None:
     """A pressured sample in the middle of a recovery starts the count of low samples again.
 
@@ -483,6 +488,7 @@ DEFAULT_MINIMUM = 10.0
                          feature="stabilizedAdmission", spec=GUIDE_DEFAULTS,
                          statements=["RG-ADMISSION-PRESSURE-DEFAULTS", "RG-ADMISSION-DEFAULT-ENTER",
                                      "RG-ADMISSION-DEFAULT-FAILURE-THRESHOLD"])
+@pytest.mark.lasts(DEFAULT_MINIMUM)
 def test_omitted_pressure_enters_at_the_guide_defaults(scenario: Scenario) -> None:
     """mode stabilized with pressure omitted: 0.86 twice restricts, 0.86 once and 0.84 ever after do not.
 
@@ -513,6 +519,7 @@ MINIMUM_MARGIN = 2.0
 @pytest.mark.conformance(id="PROD-ADM-STAB-DEFAULT-MINIMUM-STATE", profile="producer", level="extended",
                          feature="stabilizedAdmission", spec=GUIDE_MINIMUM_DEFAULT,
                          statements=["RG-ADMISSION-DEFAULT-MIN-STATE"])
+@pytest.mark.lasts(DEFAULT_MINIMUM)
 def test_omitted_pressure_holds_a_new_state_for_the_default_minimum(scenario: Scenario) -> None:
     """mode stabilized with pressure omitted, a at 0.86 from its first render: every reconcile that ends
     within the default minimum state duration (10 s) less a 2 s margin leaves a new_and_existing, although
@@ -596,6 +603,7 @@ DEFAULT_HOLD_DOWN = 30.0
                          feature="stabilizedAdmission", spec=GUIDE_RECOVERY_DEFAULTS,
                          statements=["RG-ADMISSION-DEFAULT-EXIT", "RG-ADMISSION-DEFAULT-SUCCESS-THRESHOLD",
                                      "RG-ADMISSION-DEFAULT-HOLD-DOWN"])
+@pytest.mark.lasts(DEFAULT_MINIMUM + DEFAULT_HOLD_DOWN)
 def test_omitted_pressure_recovers_at_the_guide_defaults(scenario: Scenario) -> None:
     """mode stabilized with pressure omitted: back after 3 samples at or under 0.70 and the 30 s hold-down.
 

@@ -306,6 +306,7 @@ def test_non_finite_health_sample_is_absent(scenario: Scenario) -> None:
                          statements=["PS-STALE-REUSE-WITHIN-WINDOW", "OC-GRACE-CACHE",
                                      "OC-GRACE-CACHED-WITHIN-WINDOW", "OC-GRACE-EXPIRED-NEUTRAL",
                                      "OC-RERANKING-NORMALIZE", "OC-GRACE-ONLY-EXTENDS"])
+@pytest.mark.lasts(3)
 def test_stale_sample_reused_only_within_window(scenario: Scenario) -> None:
     """A failed plaintext scrape reuses the last good sample for staleMetricsSeconds, then falls back to neutral.
 
@@ -533,6 +534,7 @@ def test_tls_scrape_failure_without_a_sample_excludes(scenario: Scenario, way: s
                          statements=["PS-STALE-TLS-UNHEALTHY", "OC-GRACE-CACHED-WITHIN-WINDOW",
                                      "OC-GRACE-TLS-UNHEALTHY", "OC-GRACE-ONLY-EXTENDS"])
 @pytest.mark.parametrize("way", TLS_WAYS)
+@pytest.mark.lasts(3.5)
 def test_tls_scrape_failure_fails_closed_after_window(scenario: Scenario, way: str) -> None:
     """A failing TLS metrics endpoint reuses its last good sample within staleMetricsSeconds, then is excluded.
 

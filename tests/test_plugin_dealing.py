@@ -1,0 +1,59 @@
+"""Under pytest-xdist the plugin collects a test marked `lasts` at the head of a worker's part."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SUITE = '''
+import os
+import pytest
+
+def _log(name):
+    with open(os.environ["ORDER_LOG"], "a") as log:
+        log.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {name}\\n")
+
+@pytest.mark.parametrize("n", range(7))
+@pytest.mark.conformance(id="T-SHORT", profile="consumer", level="core", feature="groups", spec="s")
+def test_short(n):
+    _log(f"short{n}")
+
+@pytest.mark.lasts(LASTS)
+@pytest.mark.conformance(id="T-LONG", profile="consumer", level="core", feature="groups", spec="s")
+def test_long():
+    _log("long")
+'''
+
+
+def _run(tmp_path: Path, lasts: str, *workers: str) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
+    (tmp_path / "test_tiny_suite.py").write_text(SUITE.replace("LASTS", lasts))
+    (tmp_path / "conftest.py").write_text((ROOT / "conftest.py").read_text())
+    log = tmp_path / "order.log"
+    log.unlink(missing_ok=True)
+    env = {**os.environ, "ORDER_LOG": str(log),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path), *workers,
+            "--conformance-report", str(tmp_path / "report.yaml")]
+    done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    lines = log.read_text().split("\n") if log.exists() else []
+    return done, [line.split() for line in lines if line]
+
+
+def test_a_long_test_opens_a_worker_part_and_a_bad_length_is_refused(tmp_path: Path) -> None:
+    done, order = _run(tmp_path, "5", "-n", "2", "--dist", "worksteal")
+    assert done.returncode == 0, done.stdout + done.stderr
+    first = {}
+    for worker, name in order:
+        first.setdefault(worker, name)
+    assert "long" in first.values(), order  # collected last, run first on its worker
+    assert len(order) == 8
+
+    done, order = _run(tmp_path, "5")  # one process: collection order, the long test last
+    assert done.returncode == 0 and order[-1] == ["main", "long"], done.stdout + done.stderr
+    done, order = _run(tmp_path, "'five'")
+    assert done.returncode == 4 and not order, done.stdout + done.stderr
+    assert "test_long: lasts(seconds) needs a positive number of seconds, got 'five'" in done.stdout + done.stderr
