@@ -28,6 +28,7 @@ from harness.backends.registry import backend_names
 from harness.features import CONFORMANCE_PROFILES, DEMO_LEVEL, DEMOS, DEMOS_PROFILE, PROFILES, parse_profiles
 from harness.impl import REFERENCE, ImplDescriptor, ImplError, descriptor_text, load_impl
 from harness.options_file import OptionsFileError, load_options
+from harness.plugin_loading import only_needed_plugins
 from harness.report.compare import add_compare_parser, run_compare
 from harness.report.html import write_html
 from harness.report.writer import (
@@ -114,7 +115,8 @@ def build_parser(run_defaults: Mapping[str, Any] | None = None) -> argparse.Argu
                     "Exit status: 0 no core test of the selected profiles failed, 1 a core test failed, "
                     "2 the run could not be judged (bad arguments, pytest usage or internal error, "
                     "no report, a profile none of whose core tests ran).",
-        epilog="Arguments after '--' are passed to pytest unchanged.",
+        epilog="Arguments after '--' are passed to pytest unchanged. The run loads only its own pytest plugin "
+               "and pytest-xdist; name any other with '-- -p NAME'.",
     )
     add_run_arguments(run)  # every run option (harness.run_options), as the plugin has them
     _add_profile_arg(run)
@@ -446,7 +448,8 @@ def _command_run(args: argparse.Namespace) -> int:
         image=args.image,
         kube_contexts=args.kube_contexts, kind_node_image=args.kind_node_image,
         demo_dir=str(Path(args.demo_dir).absolute()) if args.demo_dir else None)
-    rc = run_pytest(pytest_args)
+    with only_needed_plugins() as plugin_args:
+        rc = run_pytest([*plugin_args, *pytest_args])
 
     report: dict[str, Any] | None = None
     try:

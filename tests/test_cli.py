@@ -243,7 +243,7 @@ def test_run_end_to_end_with_stand_in_pytest(tmp_path: Path, monkeypatch: pytest
 
     assert code == expected
     [args] = fake.calls
-    assert args[:6] == [*PREAMBLE, "--pyargs", "suites.consumer"]
+    assert args[:10] == ["-p", "harness.plugin", "-p", "xdist", *PREAMBLE, "--pyargs", "suites.consumer"]
     assert "suites.mesh" not in args and args[-1] == "-x"
     assert args[args.index("--conformance-profiles") + 1] == "consumer,mesh"
     assert args[args.index("--impl") + 1] == str(impl.absolute())
