@@ -117,7 +117,7 @@ def load_kinds(directory: Path | None = None) -> dict[str, Kind]:
     kinds: dict[str, Kind] = {}
     root = directory or crd_dir()
     for path in sorted(root.glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)  # a safe loader
         spec = doc.get("spec") if isinstance(doc, Mapping) else None
         if not isinstance(spec, Mapping) or doc.get("kind") != "CustomResourceDefinition":
             raise ValueError(f"{path}: kind: not a CustomResourceDefinition")
