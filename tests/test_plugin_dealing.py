@@ -34,7 +34,8 @@ def _run(tmp_path: Path, lasts: str, *workers: str) -> tuple[subprocess.Complete
     (tmp_path / "conftest.py").write_text((ROOT / "conftest.py").read_text())
     log = tmp_path / "order.log"
     log.unlink(missing_ok=True)
-    env = {**os.environ, "ORDER_LOG": str(log),
+    outer = {"PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"}  # set when these tests run under xdist
+    env = {**{k: v for k, v in os.environ.items() if k not in outer}, "ORDER_LOG": str(log),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path), *workers,
             "--conformance-report", str(tmp_path / "report.yaml")]
