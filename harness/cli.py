@@ -431,7 +431,7 @@ def _command_run(args: argparse.Namespace) -> int:
         _error(f"--timeout: {exc}")
         return EXIT_UNJUDGED
     try:
-        workers = workers_for(args.workers, args.backend, args.extra)
+        workers = workers_for(args.workers, args.backend, args.extra, present)
     except ValueError as exc:
         _error(str(exc))
         return EXIT_UNJUDGED

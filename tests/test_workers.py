@@ -8,7 +8,7 @@ import os
 import pytest
 
 from harness import cli
-from harness.workers import MAX_AUTO, order_slow_first, resolve, worker_args
+from harness.workers import MAX_AUTO, WAITING_PROFILES, order_slow_first, resolve, worker_args
 
 
 def test_auto_spreads_a_local_run_and_keeps_a_cluster_run_on_one_worker() -> None:
@@ -17,6 +17,14 @@ def test_auto_spreads_a_local_run_and_keeps_a_cluster_run_on_one_worker() -> Non
     assert resolve("3", "kind") == 3  # asked for explicitly, even on clusters
     assert resolve("1", "local") == 1 and worker_args(1) == []
     assert worker_args(3) == ["-n", "3", "--dist", "worksteal"]
+
+
+def test_auto_adds_a_worker_where_the_profiles_mostly_wait() -> None:
+    base = min(MAX_AUTO, 2 * (os.cpu_count() or 1))
+    assert resolve("auto", "local", profiles=["consumer"]) == base  # the twin: traffic-bound, no extra worker
+    assert resolve("auto", "local", profiles=["consumer", "producer"]) == base + 1
+    assert resolve("auto", "local", profiles=["mesh"]) == base + 1 and "mesh" in WAITING_PROFILES
+    assert resolve("auto", "kind", profiles=["mesh"]) == 1 and resolve("3", "local", profiles=["mesh"]) == 3
 
 
 @pytest.mark.parametrize("extra", [["-n", "2"], ["-n2"], ["--numprocesses=2"], ["-p", "no:xdist"], ["--dist", "load"],
