@@ -18,8 +18,8 @@ from collections.abc import Sequence
 __all__ = ["AUTO", "MAX_AUTO", "WAITING_PROFILES", "order_slow_first", "resolve", "worker_args"]
 
 AUTO = "auto"
-#: Workers `auto` starts at most on a machine's cores (twice the cores up to this): past it, start-up and
-#: contention cost more than overlapping saves in a run that is mostly the gateway's traffic and reloads.
+#: Workers `auto` starts on the local backend: twice the cores, at most this many (one more for the
+#: WAITING_PROFILES). Past it, start-up and contention cost more than overlapping saves.
 MAX_AUTO = 4
 #: Profiles whose tests mostly wait on an operator's cadences (minimum state durations, hold-downs, SWIM
 #: suspicion), where a run measured faster with one more worker: on 2 cores the four default profiles took
@@ -28,7 +28,7 @@ WAITING_PROFILES = ("producer", "mesh")
 #: Suite packages whose tests wait longest (they wait out the guide's default durations) go first, so a
 #: long test never starts last and holds the run open while the other workers are idle.
 SLOW_FIRST = ("mesh", "producer", "demos", "serving", "provider", "consumer")
-_USER_DISTRIBUTES = ("-n", "--numprocesses", "--dist", "--maxprocesses", "--maxschedchunk", "-d", "--tx")
+_USER_DISTRIBUTES = ("-n", "--numprocesses", "--dist", "--maxprocesses", "-d", "--tx")
 
 
 def _user_distributes(extra: Sequence[str]) -> bool:

@@ -27,8 +27,7 @@ def test_auto_adds_a_worker_where_the_profiles_mostly_wait() -> None:
     assert resolve("auto", "kind", profiles=["mesh"]) == 1 and resolve("3", "local", profiles=["mesh"]) == 3
 
 
-@pytest.mark.parametrize("extra", [["-n", "2"], ["-n2"], ["--numprocesses=2"], ["-p", "no:xdist"], ["--dist", "load"],
-                                   ["--maxschedchunk", "4"]])
+@pytest.mark.parametrize("extra", [["-n", "2"], ["-n2"], ["--numprocesses=2"], ["-p", "no:xdist"], ["--dist", "load"]])
 def test_the_users_own_distribution_wins(extra: list[str]) -> None:
     assert resolve("4", "local", ["-k", "reload"]) == 4  # the twin: other pytest arguments change nothing
     assert resolve("4", "local", extra) == 1
