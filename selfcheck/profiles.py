@@ -9,7 +9,8 @@ so such a failure is not taken for the suite seeing a breakage.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+import importlib
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from harness.impl import load_impl, reference_document
@@ -23,17 +24,24 @@ __all__ = ["CONSUMER", "DEMOS_GATEWAY", "DEMOS_OPERATOR", "MESH", "PRODUCER", "P
 _SOURCE = {"PYTHONPATH": str(ROOT)}
 
 
+def _broken_gateway_parts(launcher: str, breakages: str) -> tuple[Callable[[str], dict[str, Any]],
+                                                                   Callable[[], Iterable[str]]]:
+    """A gateway profile's `components` and `registered`: the gateway `launcher` starts with a breakage
+    from the `breakages` module, and that module's BREAKAGES (imported when first asked for)."""
+
+    def components(breakage: str) -> dict[str, Any]:
+        return {"gateway": broken_gateway(launcher, breakage, breakages)}
+
+    def registered() -> Iterable[str]:
+        return importlib.import_module(breakages).BREAKAGES  # type: ignore[no-any-return]
+
+    return components, registered
+
+
 # ------------------------------------------------------------------------------------------ consumer
 
 
-def _consumer_components(breakage: str) -> dict[str, Any]:
-    return {"gateway": broken_gateway("selfcheck.launch", breakage, "selfcheck.breakages")}
-
-
-def _consumer_registered() -> Iterable[str]:
-    from selfcheck.breakages import BREAKAGES
-
-    return BREAKAGES
+_CONSUMER_COMPONENTS, _CONSUMER_REGISTERED = _broken_gateway_parts("selfcheck.launch", "selfcheck.breakages")
 
 
 CONSUMER = Profile(
@@ -41,11 +49,11 @@ CONSUMER = Profile(
     suite=targets.SUITE,
     component="gateway",
     targets=targets.TARGETS,
-    components=_consumer_components,
+    components=_CONSUMER_COMPONENTS,
     startup_failures=("GatewayStartFailed: ",),
     launcher="selfcheck.launch",
     launch_args=("-c", "praxis.yaml"),
-    registered=_consumer_registered,
+    registered=_CONSUMER_REGISTERED,
     cannot_start_targets=Targets(("CONS-HOP-NO-CREDENTIAL", "CONS-404-UNKNOWN-MODEL")),
     cannot_start_test="test_gateway_that_cannot_start_is_no_verdict",
     cannot_start_symptom="did not fail inside the test body",
@@ -117,14 +125,7 @@ PRODUCER = Profile(
 PROVIDER_LAUNCHER = "selfcheck.provider_launch"
 
 
-def _provider_components(breakage: str) -> dict[str, Any]:
-    return {"gateway": broken_gateway(PROVIDER_LAUNCHER, breakage, "selfcheck.provider_breakages")}
-
-
-def _provider_registered() -> Iterable[str]:
-    from selfcheck.provider_breakages import BREAKAGES
-
-    return BREAKAGES
+_PROVIDER_COMPONENTS, _PROVIDER_REGISTERED = _broken_gateway_parts(PROVIDER_LAUNCHER, "selfcheck.provider_breakages")
 
 
 PROVIDER = Profile(
@@ -132,11 +133,11 @@ PROVIDER = Profile(
     suite=provider_targets.SUITE,
     component="gateway",
     targets=provider_targets.TARGETS,
-    components=_provider_components,
+    components=_PROVIDER_COMPONENTS,
     startup_failures=("GatewayStartFailed: ",),
     launcher=PROVIDER_LAUNCHER,
     launch_args=("-c", "praxis.yaml"),
-    registered=_provider_registered,
+    registered=_PROVIDER_REGISTERED,
     cannot_start_targets=Targets(("PROV-HOP-MISSING-REQUEST-ID", "PROV-ROUTE-PATH-MISMATCH")),
     cannot_start_test="test_provider_gateway_that_cannot_start_is_no_verdict",
     cannot_start_symptom="did not fail inside the test body",
@@ -234,14 +235,7 @@ DEMOS_OPERATOR = dataclasses.replace(MESH, name="demos-operator", suite=demo_tar
 SERVING_LAUNCHER = "selfcheck.serving_launch"
 
 
-def _serving_components(breakage: str) -> dict[str, Any]:
-    return {"gateway": broken_gateway(SERVING_LAUNCHER, breakage, "selfcheck.serving_breakages")}
-
-
-def _serving_registered() -> Iterable[str]:
-    from selfcheck.serving_breakages import BREAKAGES
-
-    return BREAKAGES
+_SERVING_COMPONENTS, _SERVING_REGISTERED = _broken_gateway_parts(SERVING_LAUNCHER, "selfcheck.serving_breakages")
 
 
 SERVING = Profile(
@@ -249,11 +243,11 @@ SERVING = Profile(
     suite=serving_targets.SUITE,
     component="gateway",
     targets=serving_targets.TARGETS,
-    components=_serving_components,
+    components=_SERVING_COMPONENTS,
     startup_failures=("GatewayStartFailed: ",),
     launcher=SERVING_LAUNCHER,
     launch_args=("-c", "praxis.yaml"),
-    registered=_serving_registered,
+    registered=_SERVING_REGISTERED,
     cannot_start_targets=Targets(("SERV-EXT-NO-MODEL-400", "SERV-CEILING-FLOOR")),
     cannot_start_test="test_grid_gateway_that_cannot_start_is_no_verdict",
     # the grid gateway starts inside each test body, so one that never starts fails there
