@@ -8,15 +8,14 @@ on its count. A failed assertion prints observed against expected so the reader 
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
 
 import numpy as np
 
+from harness import binomial
 from harness.timeline import record_distribution
 
 __all__ = [
@@ -166,30 +165,14 @@ def _check_shares(expected: Mapping[str, float]) -> dict[str, float]:
     return shares
 
 
-@functools.cache
-def _binom() -> Any:
-    """scipy's binomial distribution, imported on first use: importing scipy.stats costs over a second,
-    which every session importing a suite module would pay, most of them without judging a distribution."""
-    from scipy.stats import binom
-
-    return binom
-
-
 def _intervals(n: int, shares: np.ndarray, tail: float) -> tuple[np.ndarray, np.ndarray]:
     """Count intervals [lo, hi] with P(X < lo) <= tail and P(X > hi) <= tail under Binomial(n, share)."""
-    binom = _binom()
     lo = np.zeros(shares.shape, dtype=np.int64)
     hi = np.full(shares.shape, n, dtype=np.int64)
     inner = (shares > 0.0) & (shares < 1.0)
-    p = shares[inner]
-    lo_inner = binom.ppf(tail, n, p).astype(np.int64)
-    hi_inner = binom.isf(tail, n, p).astype(np.int64)
-    # Guard against rounding in the quantile functions: the tails must hold exactly as computed here.
-    while np.any(step := binom.cdf(lo_inner - 1, n, p) > tail):
-        lo_inner = lo_inner + step
-    while np.any(step := binom.sf(hi_inner, n, p) > tail):
-        hi_inner = hi_inner + step
-    lo[inner], hi[inner] = lo_inner, hi_inner
+    if np.any(inner):  # the quantiles meet their tails exactly (harness.binomial checks them)
+        lo[inner] = binomial.ppf(tail, n, shares[inner])
+        hi[inner] = binomial.isf(tail, n, shares[inner])
     hi[shares == 0.0] = 0
     lo[shares == 1.0] = n
     return lo, hi
@@ -197,8 +180,7 @@ def _intervals(n: int, shares: np.ndarray, tail: float) -> tuple[np.ndarray, np.
 
 def _outside(n: int, lo: np.ndarray, hi: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Exact probability that Binomial(n, q) falls outside [lo, hi], element-wise."""
-    binom = _binom()
-    return np.asarray(binom.cdf(lo - 1, n, q) + binom.sf(hi, n, q), dtype=float)
+    return binomial.cdf(lo - 1, n, q) + binomial.sf(hi, n, q)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ implementation giving the category `share` fails with probability at most `alpha
 giving it only `alternative` fails with probability at least `power`. `absence_sample_size` plans the
 opposite claim, a category that must get nothing: the sample at which an implementation sending it
 `alternative` of the traffic is caught with probability at least 1 - `miss`. Both use exact binomial
-probabilities (scipy), and every judgement goes on the running test's timeline like a distribution.
+probabilities (harness.binomial), and every judgement goes on the running test's timeline like a distribution.
 """
 
 from __future__ import annotations
@@ -15,18 +15,13 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from harness import binomial
 from harness.stats import format_table
 from harness.timeline import record_distribution
 
 __all__ = ["AtLeastPlan", "absence_sample_size", "assert_at_least", "assert_absent", "plan_at_least"]
 
 MAX_SAMPLE_SIZE = 200_000
-
-
-def _binom():  # type: ignore[no-untyped-def]
-    from scipy.stats import binom  # imported on first use, as harness.stats does
-
-    return binom
 
 
 @dataclass(frozen=True)
@@ -57,13 +52,12 @@ def _check(name: str, value: float) -> float:
 
 def _at(n: int, share: float, alternative: float, alpha: float) -> tuple[int, float, float]:
     """(threshold, false failure at `share`, power against `alternative`) for n requests."""
-    binom = _binom()
-    threshold = int(binom.ppf(alpha, n, share))
-    while threshold > 0 and binom.cdf(threshold - 1, n, share) > alpha:
+    threshold = int(binomial.ppf(alpha, n, share)[0])
+    while threshold > 0 and binomial.cdf(threshold - 1, n, share) > alpha:
         threshold -= 1
-    while binom.cdf(threshold, n, share) <= alpha:
+    while binomial.cdf(threshold, n, share) <= alpha:
         threshold += 1
-    return threshold, float(binom.cdf(threshold - 1, n, share)), float(binom.cdf(threshold - 1, n, alternative))
+    return threshold, float(binomial.cdf(threshold - 1, n, share)), float(binomial.cdf(threshold - 1, n, alternative))
 
 
 def plan_at_least(category: str, share: float, alternative: float, *, alpha: float = 1e-6,
