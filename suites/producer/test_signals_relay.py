@@ -9,6 +9,7 @@ publishes the pool's series, set by hand here, and the operator must relay them 
 
 from __future__ import annotations
 
+import socket
 import ssl
 import time
 from collections.abc import Iterator
@@ -37,11 +38,27 @@ Rows = dict[tuple[str, str], tuple[float, float]]
 
 @pytest.fixture
 def endpoint(scenario: Scenario) -> Any:
-    """Where the operator under test serves its signals (the local backend starts it with signals_args)."""
+    """Where the operator under test serves its signals (the local backend starts it with signals_args), once
+    it accepts connections: a test run right after the operator started must not take a port that is not
+    bound yet for a refusal."""
     served = getattr(scenario.site.grid.backend, "operator_signals", {}).get(scenario.site.index)
     if served is None:
         pytest.skip("unsupported feature: signalsRelay (this backend does not start the operator with "
                     "operator.signals_args)")
+    host, _, port = served.address.rpartition(":")
+
+    def connect() -> bool:
+        try:
+            socket.create_connection((host, int(port)), timeout=timeouts().request).close()
+        except OSError:
+            return False
+        return True
+
+    def unbound(_: bool) -> str:
+        return f"no connection accepted; the operator logged:\n{scenario.control.process.log_tail(20)}"
+
+    poll_until(connect, bool, timeout=timeouts().reconcile, what=f"the operator's signals endpoint {served.address}",
+               describe=unbound)
     return served
 
 
