@@ -466,11 +466,12 @@ class Site:
 
     # ------------------------------------------------------------------------------ control plane
 
-    def control_plane(self, mesh: Mapping[str, str] | None = None) -> ControlPlane:
+    def control_plane(self, mesh: Mapping[str, str] | None = None, *, signals: bool = False) -> ControlPlane:
         """This site's operator under test, started on first use (the producer profile); `mesh` holds the
-        values of the descriptor's mesh placeholders when it joins a mesh."""
+        values of the descriptor's mesh placeholders when it joins a mesh; `signals` starts it serving its
+        signals endpoint as well (only the tests of signalsRelay read it, so other operators go without)."""
         if self._control is None:
-            self._control = self.grid.backend.control_plane(self, mesh)
+            self._control = self.grid.backend.control_plane(self, mesh, signals=signals)
         return self._control
 
     def start_overlay_sync(self, scope: contract.ScopeSpec, first: bytes | str) -> SyncFeed:

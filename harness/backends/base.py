@@ -70,9 +70,11 @@ class Backend(Protocol):
     #: What this backend can do beyond the common protocol (see CAPABILITIES).
     capabilities: frozenset[str]
 
-    def control_plane(self, site: Site, mesh: Mapping[str, str] | None = None) -> ControlPlane:
+    def control_plane(self, site: Site, mesh: Mapping[str, str] | None = None, *,
+                      signals: bool = False) -> ControlPlane:
         """The site's operator under test, started (or found installed) now; `mesh` holds the values of the
-        descriptor's mesh placeholders when it joins a mesh."""
+        descriptor's mesh placeholders when it joins a mesh; `signals` asks for its signals endpoint too, where
+        the backend starts the operator itself."""
         ...
 
     def partition(self, group_a: Iterable[int], group_b: Iterable[int]) -> None:

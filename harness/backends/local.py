@@ -238,13 +238,16 @@ class LocalBackend:
                 "signals_key": str(endpoint.key), "signals_client_ca": str(self.pki.ca_path),
                 "signals_site": site_name}
 
-    def control_plane(self, site: Site, mesh: Mapping[str, str] | None = None) -> ControlPlane:
-        """The site's operator under test as a local process (restartable on the same directories)."""
+    def control_plane(self, site: Site, mesh: Mapping[str, str] | None = None, *,
+                      signals: bool = False) -> ControlPlane:
+        """The site's operator under test as a local process (restartable on the same directories); with
+        `signals` it also serves its signals endpoint when the descriptor says how (operator.signals_args)."""
         name = f"operator-{site.spec.name}"
-        process, manifests, out = self.start_operator(site.index, name, mesh, site_name=site.spec.name)
+        site_name = site.spec.name if signals else None
+        process, manifests, out = self.start_operator(site.index, name, mesh, site_name=site_name)
 
         def respawn() -> ManagedProcess:
-            again, same_manifests, same_out = self.start_operator(site.index, name, mesh, site_name=site.spec.name)
+            again, same_manifests, same_out = self.start_operator(site.index, name, mesh, site_name=site_name)
             assert (same_manifests, same_out) == (manifests, out), "an operator restarted elsewhere"
             return again
 

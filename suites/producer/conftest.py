@@ -19,9 +19,10 @@ def site(grid: Grid) -> Site:
 
 @pytest.fixture(scope="session")
 def control(site: Site) -> ControlPlane:
-    """The operator under test, started once per session on the local backend."""
+    """The operator under test, started once per session on the local backend; it serves its signals endpoint
+    as well, because the signalsRelay tests share it."""
     try:
-        return site.control_plane()
+        return site.control_plane(signals=True)
     except OperatorUnsupported as exc:
         pytest.skip(f"unsupported feature: producer profile ({exc})")
 
