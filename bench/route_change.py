@@ -15,8 +15,9 @@ serve a revision it has not been given, so probing does not load the machine dur
 
 Two chains run side by side and their route changes are interleaved, so noise from the shared machine
 falls on both alike: `current` (the components' defaults: the operator watches its manifests directory,
-file watchers look for events every 2 ms, the gateway validates inside the debounce window) and
-`previous` (the settings before: operator polling only, watchers stepping every 10 ms).
+its watcher and the gateway's look for events every 10 ms and overlay-sync's every 2 ms, the gateway
+validates inside the debounce window) and `previous` (the settings before: the operator's and the gateway's
+watchers stepping every 2 ms, which cost idle CPU in every operator and gateway).
 """
 
 from __future__ import annotations
@@ -76,11 +77,11 @@ class Settings:
     gateway_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
-CURRENT = Settings("current", "component defaults (manifest watch, 2 ms watcher step, validation inside the "
-                   "debounce)")
-PREVIOUS = Settings("previous", "operator polling only (--watch-step-ms 0), watchers stepping every 10 ms",
-                    operator_args=("--watch-step-ms", "0"), sync_args=("--watch-step-ms", "10"),
-                    gateway_env={"AGN_GATEWAY_WATCH_STEP_MS": "10"})
+CURRENT = Settings("current", "component defaults (manifest watch; watchers step every 10 ms in the operator and "
+                   "the gateway, every 2 ms in overlay-sync; validation inside the debounce)")
+PREVIOUS = Settings("previous", "operator and gateway watchers stepping every 2 ms (costing each idle watcher 8.5 ms "
+                    "of CPU per second instead of 3.5)", operator_args=("--watch-step-ms", "2"),
+                    gateway_env={"AGN_GATEWAY_WATCH_STEP_MS": "2"})
 CONFIGS = (CURRENT, PREVIOUS)
 
 
