@@ -286,6 +286,7 @@ class ControlPlane:
                   timeout: float | None = None) -> dict[str, Any] | None:
         """Force a reconcile and wait until it has written status; returns the envelope after it."""
         timeout = timeouts().reconcile if timeout is None else timeout
+        self._wait_recorded(network, gateway, timeout)
         before = self.status_stamp(network)
         self.force_reconcile(network)
 
@@ -296,6 +297,20 @@ class ControlPlane:
         poll_until(probe, lambda s: s is not None and s != before, timeout=timeout,
                    what=f"a forced reconcile of {network} to rewrite its status", fatal=(OperatorExited,))
         return self.envelope(network, gateway)
+
+    def _wait_recorded(self, network: str, gateway: str, timeout: float) -> None:
+        """Wait until the status records the ConfigMap on disk as distributed.
+
+        The operator applies the ConfigMap and then records the revision status (contract: "Applies the overlay
+        ConfigMap and records rendered/distributed revision status"), and on a successful apply the
+        distributed revision is the one applied. Until that record lands, its status write would be taken
+        for the write of a reconcile forced now, and the forced reconcile's envelope for the previous one.
+        """
+        revision = _revision_value(self.envelope(network, gateway) or {})
+        if revision is None:
+            return
+        self.wait_status(network, lambda entry: entry.get("distributedRevision") == revision, gateway=gateway,
+                         timeout=timeout, what=f"the distributed revision {str(revision)[:12]} of the ConfigMap on disk")
 
     def wait_status(self, network: str, until: Callable[[dict[str, Any]], bool], *, what: str,
                     gateway: str = DEFAULT_GATEWAY, timeout: float | None = None) -> dict[str, Any]:
