@@ -309,8 +309,9 @@ class ControlPlane:
         revision = _revision_value(self.envelope(network, gateway) or {})
         if revision is None:
             return
+        what = f"the distributed revision {str(revision)[:12]} of the ConfigMap on disk"
         self.wait_status(network, lambda entry: entry.get("distributedRevision") == revision, gateway=gateway,
-                         timeout=timeout, what=f"the distributed revision {str(revision)[:12]} of the ConfigMap on disk")
+                         timeout=timeout, what=what)
 
     def wait_status(self, network: str, until: Callable[[dict[str, Any]], bool], *, what: str,
                     gateway: str = DEFAULT_GATEWAY, timeout: float | None = None) -> dict[str, Any]:
