@@ -83,7 +83,7 @@ OPTIONS: tuple[RunOption, ...] = (
               "failures; the implementation version must name a release, not a branch", metavar="DIR"),
     RunOption("workers", "--workers", None, "text",
               "spread the run over N pytest-xdist workers, each with its own grid; auto (default): up to 4 on "
-              "the local backend (most of a run is waiting), one more with the producer or mesh profile, 1 on "
+              "the local backend (most of a run is waiting), two more with the producer or mesh profile, 1 on "
               "cluster backends", metavar="N|auto",
               run_default="auto"),
     RunOption("keep", "--keep", "--grid-keep", "flag",

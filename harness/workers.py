@@ -15,16 +15,18 @@ import importlib.util
 import os
 from collections.abc import Sequence
 
-__all__ = ["AUTO", "MAX_AUTO", "WAITING_PROFILES", "order_slow_first", "resolve", "worker_args"]
+__all__ = ["AUTO", "MAX_AUTO", "WAITING_EXTRA", "WAITING_PROFILES", "order_slow_first", "resolve", "worker_args"]
 
 AUTO = "auto"
-#: Workers `auto` starts on the local backend: twice the cores, at most this many (one more for the
-#: WAITING_PROFILES). Past it, start-up and contention cost more than overlapping saves.
+#: Workers `auto` starts on the local backend: twice the cores, at most this many (WAITING_EXTRA more for
+#: the WAITING_PROFILES). Past it, start-up and contention cost more than overlapping saves.
 MAX_AUTO = 4
 #: Profiles whose tests mostly wait on an operator's cadences (minimum state durations, hold-downs, SWIM
-#: suspicion), where a run measured faster with one more worker: on 2 cores the four default profiles took
-#: 65 s with 5 workers against 75 s with 4, while the consumer profile alone took 22 s against 21 s.
+#: suspicion), where a run measured faster with more workers: on 2 cores the four default profiles took
+#: 65 s with 5 workers against 75 s with 4, and 61 s with 6 against 64 s with 5 (medians of four pairs; 7
+#: took 67 s), while the consumer profile alone took 22 s with 5 against 21 s with 4.
 WAITING_PROFILES = ("producer", "mesh")
+WAITING_EXTRA = 2
 #: Suite packages whose tests wait longest (they wait out the guide's default durations) go first, so a
 #: long test never starts last and holds the run open while the other workers are idle.
 SLOW_FIRST = ("mesh", "producer", "demos", "serving", "provider", "consumer")
@@ -48,7 +50,7 @@ def resolve(value: str, backend: str, extra: Sequence[str] = (), profiles: Seque
     if text == AUTO:
         wanted = min(MAX_AUTO, 2 * (os.cpu_count() or 1)) if backend == "local" else 1
         if backend == "local" and any(name.split(".", 1)[0] in WAITING_PROFILES for name in profiles):
-            wanted += 1
+            wanted += WAITING_EXTRA
     else:
         try:
             wanted = int(text)

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from harness import cli
-from harness.workers import MAX_AUTO, WAITING_PROFILES, order_slow_first, resolve, worker_args
+from harness.workers import MAX_AUTO, WAITING_EXTRA, WAITING_PROFILES, order_slow_first, resolve, worker_args
 
 
 def test_auto_spreads_a_local_run_and_keeps_a_cluster_run_on_one_worker() -> None:
@@ -22,8 +22,8 @@ def test_auto_spreads_a_local_run_and_keeps_a_cluster_run_on_one_worker() -> Non
 def test_auto_adds_a_worker_where_the_profiles_mostly_wait() -> None:
     base = min(MAX_AUTO, 2 * (os.cpu_count() or 1))
     assert resolve("auto", "local", profiles=["consumer"]) == base  # the twin: traffic-bound, no extra worker
-    assert resolve("auto", "local", profiles=["consumer", "producer"]) == base + 1
-    assert resolve("auto", "local", profiles=["mesh"]) == base + 1 and "mesh" in WAITING_PROFILES
+    assert resolve("auto", "local", profiles=["consumer", "producer"]) == base + WAITING_EXTRA
+    assert resolve("auto", "local", profiles=["mesh"]) == base + WAITING_EXTRA and "mesh" in WAITING_PROFILES
     assert resolve("auto", "kind", profiles=["mesh"]) == 1 and resolve("3", "local", profiles=["mesh"]) == 3
 
 
