@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from reference.warm_start import EX_SOFTWARE, _netns, _read_line
+from reference.warm_protocol import EX_SOFTWARE, netns, read_line
 
 _PR_SET_PDEATHSIG = 1
 
@@ -64,7 +64,7 @@ class WarmServer:
         """Why this server cannot start the request's component as the requester would, or None."""
         if peer_uid != os.geteuid():
             return f"the requester runs as uid {peer_uid}, the warm-start server as {os.geteuid()}"
-        if request.get("netns") != _netns():
+        if request.get("netns") != netns():
             return "the requester is in another network namespace"
         if request.get("python") != sys.executable:
             return f"the requester runs {request.get('python')}, the server {sys.executable}"
@@ -126,7 +126,7 @@ class WarmServer:
         try:
             conn.settimeout(10.0)
             message, fds, _flags, _addr = socket.recv_fds(conn, 65536, 3)
-            request = json.loads(_read_line(conn, message))
+            request = json.loads(read_line(conn, message))
             uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[1]
             reason = self.refusal(request, uid, fds)
             if reason is not None:

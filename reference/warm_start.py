@@ -30,38 +30,14 @@ import socket
 import sys
 from typing import TYPE_CHECKING
 
+from reference.warm_protocol import EX_SOFTWARE, netns, read_line
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, NoReturn
 
 #: Signals `run` passes on to the child.
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
-_MAX_REQUEST = 1 << 20
-#: Exit status of a child whose Python code could not even be set up (EX_SOFTWARE).
-EX_SOFTWARE = 70
-
-
-def _netns() -> int:
-    """The inode of this process's network namespace (0 where /proc cannot say)."""
-    try:
-        return os.stat("/proc/self/ns/net").st_ino
-    except OSError:
-        return 0
-
-
-def _read_line(conn: socket.socket, first: bytes = b"") -> bytes:
-    data = first
-    while not data.endswith(b"\n"):
-        if len(data) > _MAX_REQUEST:
-            raise ValueError("message too long")
-        chunk = conn.recv(65536)
-        if not chunk:
-            raise ConnectionError("connection closed before the end of the message")
-        data += chunk
-    return data
-
-
-
 # ------------------------------------------------------------------------------------------ client
 
 
@@ -72,7 +48,7 @@ def _cold(module: str, args: Sequence[str], why: str) -> NoReturn:
 
 def run(path: str, module: str, args: Sequence[str]) -> NoReturn:
     """Run ``python -m module args`` as a child of the server at `path`, else cold in this process."""
-    request = {"argv": [module, *args], "env": dict(os.environ), "cwd": os.getcwd(), "netns": _netns(),
+    request = {"argv": [module, *args], "env": dict(os.environ), "cwd": os.getcwd(), "netns": netns(),
                "python": sys.executable, "pythonpath": os.environ.get("PYTHONPATH", "")}
     child: list[int] = []  # the child's pid, once the server has said it
     pending: list[int] = []  # signals that came before it
@@ -91,7 +67,7 @@ def run(path: str, module: str, args: Sequence[str]) -> NoReturn:
     try:
         conn.connect(path)
         socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
-        reply = json.loads(_read_line(conn))
+        reply = json.loads(read_line(conn))
     except (OSError, ValueError) as exc:
         reply = {"refused": f"{path}: {exc}"}
     if "pid" not in reply:
@@ -103,7 +79,7 @@ def run(path: str, module: str, args: Sequence[str]) -> NoReturn:
     for early in pending:
         forward(early, None)
     try:
-        code = int(json.loads(_read_line(conn))["exit"])
+        code = int(json.loads(read_line(conn))["exit"])
     except (OSError, ValueError, KeyError) as exc:
         print(f"warm start: lost the server before the child's exit: {exc}", file=sys.stderr, flush=True)
         os._exit(EX_SOFTWARE)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.waiting import poll_until
-from reference import warm_server, warm_start
+from reference import warm_protocol, warm_server
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -165,7 +165,7 @@ def test_no_server_runs_cold(probe_dir: Path) -> None:
 def test_the_server_refuses_what_it_cannot_start_as_asked(tmp_path: Path) -> None:
     server = warm_server.WarmServer(str(tmp_path / "s.sock"))
     try:
-        good = {"argv": ["m"], "netns": warm_start._netns(), "python": sys.executable,
+        good = {"argv": ["m"], "netns": warm_protocol.netns(), "python": sys.executable,
                 "pythonpath": os.environ.get("PYTHONPATH", "")}
         assert server.refusal(good, os.geteuid(), [0, 1, 2]) is None
         assert "uid" in str(server.refusal(good, os.geteuid() + 1, [0, 1, 2]))
