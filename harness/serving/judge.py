@@ -52,9 +52,9 @@ def _check(name: str, value: float) -> float:
 
 def _at(n: int, share: float, alternative: float, alpha: float) -> tuple[int, float, float]:
     """(threshold, false failure at `share`, power against `alternative`) for n requests."""
+    # the smallest count whose cdf reaches alpha (so the one below stays under it), then past a cdf equal to
+    # alpha: a count is refused only where falling below the threshold is at most alpha likely
     threshold = int(binomial.ppf(alpha, n, share)[0])
-    while threshold > 0 and binomial.cdf(threshold - 1, n, share) > alpha:
-        threshold -= 1
     while binomial.cdf(threshold, n, share) <= alpha:
         threshold += 1
     return threshold, float(binomial.cdf(threshold - 1, n, share)), float(binomial.cdf(threshold - 1, n, alternative))
