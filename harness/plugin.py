@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from harness.backends import OperationUnsupported
-from harness.dealing import LASTS_MARKER, deal
+from harness.dealing import GROUP_MARKER, LASTS_MARKER, deal
 from harness.features import PROFILES, marker_problem
 from harness.grid_factory import GridFactory
 from harness.run_options import add_pytest_options
@@ -51,6 +51,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", f"{LASTS_MARKER}(seconds): a test that lasts about `seconds` by design (it waits out the guide's "
                    "durations); a distributed run starts it at the head of a worker's part (harness.dealing)"
     )
+    if not config.pluginmanager.hasplugin("xdist"):  # pytest-xdist registers its marker itself
+        config.addinivalue_line("markers", f"{GROUP_MARKER}(name): tests that belong on one worker (harness.dealing)")
     config.stash[_RESULTS_KEY] = {}
     config.pluginmanager.register(_Recorder(config), "agn-conformance-recorder")
     scale = config.getoption("--grid-wait-scale", None)
@@ -136,7 +138,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     lengths = [_lasts_s(item) for item in items]  # checked in every run, used where there are workers
     workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
     if workers > 1:
-        items[:] = deal(items, lengths, workers)
+        items[:] = deal(items, lengths, workers, [_group(item) for item in items])
+
+
+def _group(item: pytest.Item) -> str | None:
+    """The group `item` belongs on one worker with (pytest-xdist's xdist_group marker, named as xdist names
+    it), None when unmarked or skipped anyway."""
+    marker = item.get_closest_marker(GROUP_MARKER)
+    if marker is None or item.get_closest_marker("skip") is not None:
+        return None
+    return str(marker.args[0] if marker.args else marker.kwargs.get("name", "default"))
 
 
 def _lasts_s(item: pytest.Item) -> float | None:

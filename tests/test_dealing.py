@@ -1,5 +1,6 @@
 """The order a distributed run collects tests in: every worker's first part opens with its share of the
-long tests, and the other tests keep their order."""
+long tests, a group of tests that belong on one worker opens a part of its own, and the other tests keep
+their order."""
 
 from __future__ import annotations
 
@@ -48,3 +49,44 @@ def test_without_long_tests_or_workers_the_order_is_kept() -> None:
     assert deal(names, [None, 9.0, None, 1.0], 2) == ["b", "a", "d", "c"]  # the twin: two workers reorder
     with pytest.raises(ValueError, match="one length"):
         deal(names, [None], 2)
+
+
+def test_a_group_opens_the_part_with_the_least_long_time_in_its_own_order() -> None:
+    names = [f"t{i}" for i in range(16)]
+    lasts: list[float | None] = [None] * 16
+    for index, seconds in {0: 40.0, 1: 10.0, 2: 12.0, 3: 11.0}.items():
+        lasts[index] = seconds
+    groups: list[str | None] = [None] * 16
+    for index in (5, 9, 10, 3):  # a long test inside a group stays with its group
+        groups[index] = "mesh"
+    parts = _parts(deal(names, lasts, 4, groups), 4)
+    assert [part[0] for part in parts] == ["t0", "t2", "t1", "t3"], parts  # the long tests outside the group
+    assert parts[3][:4] == ["t3", "t5", "t9", "t10"]  # the group: the part without long tests, collection order
+    assert sorted(sum(parts, [])) == sorted(names) and [len(p) for p in parts] == part_sizes(16, 4)
+    ungrouped = [name for part in parts for name in part if groups[names.index(name)] is None
+                 and lasts[names.index(name)] is None]
+    assert ungrouped == [n for n, s, g in zip(names, lasts, groups, strict=True) if s is None and g is None]
+
+
+def test_groups_take_parts_of_their_own_and_spill_over_when_too_big() -> None:
+    names = [f"t{i}" for i in range(12)]
+    groups: list[str | None] = [None] * 12
+    for index in (0, 2, 4, 6, 8):
+        groups[index] = "load"
+    for index in (1, 3):
+        groups[index] = "mesh"
+    parts = _parts(deal(names, [None] * 12, 3, groups), 3)
+    assert parts[0] == ["t0", "t2", "t4", "t6"]  # the larger group first, as far as the part holds
+    assert parts[1][0] == "t8" and parts[1][1] not in ("t1", "t3")  # its rest opens the next part
+    assert parts[2][:2] == ["t1", "t3"]  # the smaller group takes a part without a group
+    assert [len(p) for p in parts] == part_sizes(12, 3) and sorted(sum(parts, [])) == sorted(names)
+
+
+def test_without_groups_the_dealing_of_long_tests_is_unchanged() -> None:
+    names = [f"t{i}" for i in range(8)]
+    lasts: list[float | None] = [None, 3.0, None, 9.0, None, None, 1.0, None]
+    assert deal(names, lasts, 3) == deal(names, lasts, 3, [None] * 8)
+    parts = _parts(deal(names, [None] * 8, 3, ["g", None, None, None, None, None, None, "g"]), 3)
+    assert parts[1][:2] == ["t0", "t7"], parts  # no long tests: the group opens the part with the most room
+    with pytest.raises(ValueError, match="one group"):
+        deal(names, [None] * 8, 3, [None])

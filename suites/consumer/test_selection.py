@@ -13,6 +13,9 @@ from harness.timeouts import timeouts
 from harness.waiting import WaitTimeout, poll_until
 
 GUIDE = "routing-guide"
+#: The worker group of the tests that judge a distribution: thousands of requests each, which run best one after
+#: another on one worker (harness.dealing).
+LOAD = "load"
 FILTER = "intelligent-route-filter: Selection"
 
 ROUND_ROBIN = ("routing guide 3: \"Round robin takes equal turns among eligible providers inside the first viable "
@@ -290,7 +293,7 @@ def test_selection_never_scrapes_the_backends_per_request(gw: Gateway, site: Sit
                                      "RG-INTRO-MODE-INSIDE-GROUP", "RG-GROUPS-SAME-GROUP-SHARE",
                                      "RG-INTRO-GROUPS-DECIDE-COMPETITION", "RG-LOADAWARE-MODE-STILL-PICKS",
                                      "RG-PROFILES-GEOGRAPHY-FIRST", "RG-PROFILES-SCORE-FIRST"])
-@pytest.mark.lasts(3)
+@pytest.mark.xdist_group(LOAD)
 def test_random_is_uniform_within_group(gw: Gateway, site: Site, model: str) -> None:
     gw.publish(site.envelope([
         site.candidate("provider-a", model, selection_group=0),
@@ -328,7 +331,7 @@ WEIGHTS = {
                                      "RG-SCORES-NOT-WEIGHTS", "RG-PROFILES-GEOGRAPHY-FIRST",
                                      "RG-PROFILES-SCORE-FIRST"])
 @pytest.mark.parametrize("weights", list(WEIGHTS), ids=list(WEIGHTS))
-@pytest.mark.lasts(3)
+@pytest.mark.xdist_group(LOAD)
 def test_weighted_random_shares_within_group(gw: Gateway, site: Site, model: str, weights: str) -> None:
     chosen = WEIGHTS[weights]
     candidates = [site.candidate(p, model, selection_group=0, traffic_weight=w) for p, w in chosen.items()]

@@ -24,6 +24,10 @@ ARCH = "routing-architecture-and-overlay-contract"
 ELIGIBILITY = f"{ARCH}#routing-eligibility"
 CRDT = f"{ARCH}#metrics-and-crdt-inputs"
 
+#: Every test here runs on the worker's shared three-site mesh (the `scenario` fixture), which takes seconds to
+#: start and converge: they belong on one worker, so that one mesh serves them all (harness.dealing).
+pytestmark = pytest.mark.xdist_group("shared-mesh")
+
 
 def _not_active(phase: str | None, _reason: str | None) -> bool:
     return phase is not None and phase != "Active"
