@@ -4,19 +4,25 @@ Round robin is deterministic, so it is checked exactly. Weighted and random sele
 planned test: the plan fixes the false-failure probability (alpha) and the power against a shift of any
 share, derives the number of requests to send from those, and gives each category an acceptance interval
 on its count. A failed assertion prints observed against expected so the reader sees what went wrong.
+
+numpy and scipy (through harness.binomial) are imported by the planning functions, on first use: every
+pytest worker of a run imports this module with the suites, and most never plan a distribution, while the
+import costs each about an eighth of a second of CPU.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from harness import binomial
 from harness.timeline import record_distribution
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "DistributionPlan",
@@ -167,6 +173,10 @@ def _check_shares(expected: Mapping[str, float]) -> dict[str, float]:
 
 def _intervals(n: int, shares: np.ndarray, tail: float) -> tuple[np.ndarray, np.ndarray]:
     """Count intervals [lo, hi] with P(X < lo) <= tail and P(X > hi) <= tail under Binomial(n, share)."""
+    import numpy as np
+
+    from harness import binomial
+
     lo = np.zeros(shares.shape, dtype=np.int64)
     hi = np.full(shares.shape, n, dtype=np.int64)
     inner = (shares > 0.0) & (shares < 1.0)
@@ -180,6 +190,8 @@ def _intervals(n: int, shares: np.ndarray, tail: float) -> tuple[np.ndarray, np.
 
 def _outside(n: int, lo: np.ndarray, hi: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Exact probability that Binomial(n, q) falls outside [lo, hi], element-wise."""
+    from harness import binomial
+
     return binomial.cdf(lo - 1, n, q) + binomial.sf(hi, n, q)
 
 
@@ -192,6 +204,8 @@ class _Evaluation:
 
 
 def _evaluate(n: int, shares: np.ndarray, alpha: float, shift: float) -> _Evaluation:
+    import numpy as np
+
     nonzero = int(np.count_nonzero(shares))
     lo, hi = _intervals(n, shares, alpha / nonzero / 2.0)
     false_failure = float(np.sum(_outside(n, lo, hi, shares)))
@@ -219,6 +233,8 @@ def plan_distribution(
     alpha = _check_probability("alpha", alpha)
     power = _check_probability("power", power)
     shift = _check_probability("shift", shift)
+    import numpy as np
+
     names = list(shares_by_name)
     shares = np.array([shares_by_name[name] for name in names], dtype=float)
 
@@ -266,7 +282,7 @@ def assert_distribution(counts: Mapping[str, int], plan: DistributionPlan, *, wh
     it; ``what`` names the judgement there when a test makes several.
     """
     for name, count in counts.items():
-        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
+        if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 0:
             raise ValueError(f"count of {name!r} must be a non-negative integer, got {count!r}")
     total = int(sum(int(c) for c in counts.values()))
     if total != plan.sample_size:

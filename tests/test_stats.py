@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 
 import numpy as np
@@ -363,3 +365,12 @@ def test_simulation_detects_underpowered_plan() -> None:
     failures = _failure_count(draws, ["a", "b"], plan)
     assert _exact_power_lower_bound(plan, {"a": 0.68, "b": 0.32}) < 0.99
     assert failures < int(binom.ppf(1e-6, trials, 0.99)), failures
+
+
+def test_importing_the_module_leaves_numpy_and_scipy_to_the_first_plan() -> None:
+    """Every worker imports harness.stats with the suites; only those that plan a distribution pay for numpy and
+    scipy. The twin: planning imports them."""
+    script = ("import sys; import harness.stats as s; before = {'numpy', 'scipy'} & set(sys.modules); "
+              "s.plan_distribution({'a': 0.5, 'b': 0.5}); print(sorted(before), 'scipy.special' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["[]", "True"], done.stdout + done.stderr
