@@ -340,8 +340,8 @@ def rejection_cases(valid: dict[str, Any]) -> list[Case]:
           f"a {GROSS_VALUE_BYTES // 1024} KiB candidate name", BOUNDS_RULE, statements=BOUNDS_IDS)
     c.add("gross-candidate-count", _Lazy(lambda: encode_compact(_grown(valid, first, GROSS_CANDIDATES))),
           f"{GROSS_CANDIDATES} candidates", BOUNDS_RULE, statements=BOUNDS_IDS)
-    c.add("gross-file", _Lazy(lambda: _padded(valid, GROSS_OVERLAY_BYTES)), f"a {GROSS_OVERLAY_BYTES >> 20} MiB overlay file",
-          BOUNDS_RULE, statements=BOUNDS_IDS)
+    c.add("gross-file", _Lazy(lambda: _padded(valid, GROSS_OVERLAY_BYTES)),
+          f"a {GROSS_OVERLAY_BYTES >> 20} MiB overlay file", BOUNDS_RULE, statements=BOUNDS_IDS)
     # selection policy, weights and groups
     c.add("unknown-selection-mode", _set("overlay.selection_policy", {"mode": "leastLoaded"}),
           "unknown selection modes are rejected", MODE_RULE, twin=_set("overlay.selection_policy", {"mode": "random"}),
