@@ -501,9 +501,27 @@ def check_breakage(profile: Profile, breakage: str, runs: SuiteRuns, tests: Mapp
     targets = profile.targets[breakage]
     if targets.slow and not judge_slow():
         pytest.skip(f"its targets are slow tests (minutes each); judged with {SLOW_ENV}=1")
+    problems, run = breakage_verdict(profile, breakage, runs, tests)
+    assert not problems, f"breakage {breakage}:\n" + "\n".join(problems) + "\n" + run.describe()
+
+
+def breakage_verdict(profile: Profile, breakage: str, runs: SuiteRuns, tests: Mapping[str, SuiteTest]
+                     ) -> tuple[list[str], SuiteRun]:
+    """What is wrong with the suite's view of `breakage` (nothing: an empty list), and the run that shows it.
+
+    Statistical targets (Targets.statistical) that miss are run once more, and only a second miss counts.
+    """
+    targets = profile.targets[breakage]
     run = runs.submit(breakage, breakage, targets).result()
     problems = judge(run, targets, tests, profile)
-    assert not problems, f"breakage {breakage}:\n" + "\n".join(problems) + "\n" + run.describe()
+    if not problems or not targets.statistical:
+        return problems, run
+    again = runs.submit(f"{breakage}-again", breakage, targets).result()
+    second = judge(again, targets, tests, profile)
+    if not second:
+        return [], again
+    return [*problems, "and in a second run (the targets are statistical: one miss in a hundred runs is expected):",
+            *second], again
 
 
 def check_coverage(profile: Profile, tests: Mapping[str, SuiteTest]) -> None:

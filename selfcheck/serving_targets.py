@@ -3,7 +3,8 @@
 Targets are conformance ids as the report names them (``ID``, ``ID[param]``, ``ID[*]``; see
 selfcheck/targets.py). Together the breakages of selfcheck/serving_breakages.py must cover every
 conformance test of the serving suite. A target is listed only where the breakage certainly changes what
-the test asserts.
+the test asserts. Where the breakage is exactly the alternative a target's planned sample has power 0.99
+against, the targets are marked statistical: the judge runs them again after a miss.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ TARGETS: dict[str, Targets] = {
     "ceiling-never-taught": must_fail("SERV-CEILING-PLATEAU"),
     "no-ceiling-floor": must_fail("SERV-CEILING-FLOOR"),
     "saturation-capped": must_fail("SERV-RHO-METRIC"),
-    "no-explore-floor": must_fail("SERV-EXPLORE-FLOOR"),
+    "no-explore-floor": must_fail("SERV-EXPLORE-FLOOR", statistical=True),  # 8/72, the plan's alternative
     "ceiling-never-decays": must_fail("SERV-CEILING-HALF-LIFE"),
     "unsmoothed": must_fail("SERV-SMOOTHING"),
     "held-ignored": must_fail("SERV-INPUTS"),
@@ -32,10 +33,14 @@ TARGETS: dict[str, Targets] = {
                                              startup_failure=True),
     "site-gauges-unlabelled": must_fail("SERV-EXT-SITE-LABELS"),
     # the pick
-    "first-draw-wins": must_fail("SERV-TWO-CHOICES", "SERV-EXT-TWO-DISTINCT-DRAWS", "SERV-SATURATING-SITE"),
+    # one weighted draw leaves the idle pair 80%, SERV-TWO-CHOICES's alternative
+    "first-draw-wins": must_fail("SERV-TWO-CHOICES", "SERV-EXT-TWO-DISTINCT-DRAWS", "SERV-SATURATING-SITE",
+                                 statistical=True),
     "repeated-draws": must_fail("SERV-EXT-TWO-DISTINCT-DRAWS", expect="must get none"),
     "two-choices-between-two": must_fail("SERV-BETWEEN-TWO", "SERV-EXT-BETWEEN-TWO-SHARE"),
-    "even-between-two": must_fail("SERV-BETWEEN-TWO", "SERV-EXT-BETWEEN-TWO-SHARE", "SERV-EXT-BETWEEN-TWO-CLAMP"),
+    # half, SERV-BETWEEN-TWO's alternative
+    "even-between-two": must_fail("SERV-BETWEEN-TWO", "SERV-EXT-BETWEEN-TWO-SHARE", "SERV-EXT-BETWEEN-TWO-CLAMP",
+                                  statistical=True),
     "room-ignored": must_fail("SERV-SELECTIONS-METRIC", "SERV-EXT-SELECTION-PATHS"),
     "least-saturated-always": must_fail("SERV-TWO-CHOICES"),
     "path-unlabelled": must_fail("SERV-SELECTIONS-METRIC", "SERV-EXT-SELECTION-PATHS"),
@@ -53,5 +58,5 @@ TARGETS: dict[str, Targets] = {
     "not-ready-without-retry-after": must_fail("SERV-EXT-NO-READY-SITE-503"),
     "site-header-names-cluster": must_fail("SERV-EXT-GRID-SITE-HEADERS"),
     # prefix affinity
-    "no-prefix-affinity": must_fail("SERV-PREFIX-AFFINITY"),
+    "no-prefix-affinity": must_fail("SERV-PREFIX-AFFINITY", statistical=True),  # a third, the plan's alternative
 }

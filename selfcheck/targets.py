@@ -36,17 +36,22 @@ class Targets:
     refusal to start (or, for an operator, to write the ConfigMap where the suite looks for it), so that
     is the expected symptom rather than a wrong reason. `slow`: the targets are slow tests (they wait out a
     default cadence of minutes), judged only when AGN_JUDGE_SLOW=1 and then with their full deadlines.
+    `statistical`: a target judges a planned sample, and the breakage sits at the alternative the plan states
+    its power against (0.99), so a correct suite misses it in about one run in a hundred; the judge then
+    runs the targets once more, and reports the miss only when the second run misses as well (about 1e-4).
     """
 
     ids: tuple[str, ...]
     expect: str | None = None
     startup_failure: bool = False
     slow: bool = False
+    statistical: bool = False
 
 
-def must_fail(*ids: str, expect: str | None = None, startup_failure: bool = False, slow: bool = False) -> Targets:
+def must_fail(*ids: str, expect: str | None = None, startup_failure: bool = False, slow: bool = False,
+              statistical: bool = False) -> Targets:
     """Targets written the way the tables read: the ids, then how their failures must read."""
-    return Targets(ids, expect, startup_failure, slow)
+    return Targets(ids, expect, startup_failure, slow, statistical)
 
 
 _t = must_fail
