@@ -3,6 +3,7 @@ passes, and a descriptor's own breakage is caught only when the build it names i
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import subprocess
 import sys
@@ -115,3 +116,35 @@ def test_a_long_run_is_reported_while_it_lasts(monkeypatch: pytest.MonkeyPatch) 
                                               command.Printer(out, 1)))
     assert finished == [future] and future.result() is True
     assert "] consumer: implementation; 1 runs left" in out.getvalue(), out.getvalue()
+
+
+def test_a_statistical_breakage_missed_once_is_judged_on_a_second_run() -> None:
+    """Targets.statistical: a miss stands only when a second run of the targets misses too."""
+    from concurrent.futures import Future
+
+    from selfcheck.judge import CaseResult, hand_made_run
+    from selfcheck.targets import SuiteTest, Targets
+
+    tests = {"CONS-X": SuiteTest("suites.consumer.test_x", "test_x")}
+    profile = dataclasses.replace(CONSUMER, targets={"b": Targets(("CONS-X",), statistical=True)})
+    planned = Planned(profile, "b", "")
+    missed = hand_made_run(profile, "CONS-X", "passed", CaseResult("test_x"), returncode=0)
+    caught = hand_made_run(profile, "CONS-X", "failed", CaseResult("test_x", failures=["AssertionError: x"]))
+
+    class Runs:
+        def __init__(self, run: SuiteRun) -> None:
+            self.run, self.labels = run, []
+
+        def submit(self, label: str, _breakage: str, _targets: Targets) -> Future[SuiteRun]:
+            self.labels.append(label)
+            future: Future[SuiteRun] = Future()
+            future.set_result(self.run)
+            return future
+
+    first = command.shipped_breakage_verdict(planned, missed, tests)
+    assert not first.ok and "cannot see this breakage" in first.detail
+    runs = Runs(caught)
+    second = command._second_run(planned, first, runs, tests)  # type: ignore[arg-type]
+    assert second.ok and "second run" in second.detail and runs.labels == ["b-again"], second
+    both = command._second_run(planned, first, Runs(missed), tests)  # type: ignore[arg-type]
+    assert not both.ok and both.detail.count("cannot see this breakage") == 2, both
