@@ -213,10 +213,9 @@ def _second_run(planned: Planned, first: Verdict, runs: SuiteRuns, tests: Mappin
     second = shipped_breakage_verdict(planned, again, tests)
     seconds = first.seconds + second.seconds
     if second.ok:
-        return replace(second, detail=second.detail + " (in a second run: statistical targets miss "
-                                                                  "about one run in a hundred)", seconds=seconds)
-    return replace(second, detail=f"{first.detail}\n  and in a second run: {second.detail}",
-                               seconds=seconds)
+        note = " (in a second run: statistical targets miss about one run in a hundred)"
+        return replace(second, detail=second.detail + note, seconds=seconds)
+    return replace(second, detail=f"{first.detail}\n  and in a second run: {second.detail}", seconds=seconds)
 
 
 def uncovered(profile: Profile, tests: Mapping[str, SuiteTest]) -> list[str]:
