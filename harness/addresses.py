@@ -42,6 +42,15 @@ def port_free(host: str, port: int) -> bool:
     return True
 
 
+def accepts(host: str, port: int, timeout: float = 1.0) -> bool:
+    """Whether a TCP connection to (host, port) is accepted now (it is closed at once)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
 @dataclass
 class AddressPlan:
     """Hands out (host, port) pairs for one run in one worker."""

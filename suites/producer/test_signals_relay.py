@@ -9,7 +9,6 @@ publishes the pool's series, set by hand here, and the operator must relay them 
 
 from __future__ import annotations
 
-import socket
 import ssl
 import time
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness import resources
+from harness.addresses import accepts
 from harness.fakes.epp import HELD, LEGACY_NAMES, READY, RUNNING, SERIES, WAITING
 from harness.pki import client_context
 from harness.producer_support import Scenario
@@ -47,18 +47,11 @@ def endpoint(scenario: Scenario) -> Any:
                     "operator.signals_args)")
     host, _, port = served.address.rpartition(":")
 
-    def connect() -> bool:
-        try:
-            socket.create_connection((host, int(port)), timeout=timeouts().request).close()
-        except OSError:
-            return False
-        return True
-
     def unbound(_: bool) -> str:
         return f"no connection accepted; the operator logged:\n{scenario.control.process.log_tail(20)}"
 
-    poll_until(connect, bool, timeout=timeouts().reconcile, what=f"the operator's signals endpoint {served.address}",
-               describe=unbound)
+    poll_until(lambda: accepts(host, int(port), timeouts().request), bool, timeout=timeouts().reconcile,
+               what=f"the operator's signals endpoint {served.address}", describe=unbound)
     return served
 
 

@@ -39,7 +39,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from harness import http_get
-from harness.addresses import AddressPlan
+from harness.addresses import AddressPlan, accepts
 from harness.backends import OPERATOR_IN_CLUSTER, OperationUnsupported
 from harness.backends.local import (
     GatewayProcess,
@@ -108,7 +108,7 @@ from harness.backends.kube.names import (
     TLS_METRICS_NAME,
     TLS_METRICS_PORT,
 )
-from harness.backends.kube.relay import TcpRelay, accepts
+from harness.backends.kube.relay import TcpRelay
 from harness.backends.kube.site_objects import render_site
 from harness.backends.kube.tools import repo_root, wait_http
 

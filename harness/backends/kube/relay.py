@@ -17,15 +17,6 @@ import threading
 _CHUNK = 65536
 
 
-def accepts(host: str, port: int, timeout: float = 1.0) -> bool:
-    """Whether a TCP connection to (host, port) is accepted now (it is closed at once)."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
 class TcpRelay:
     """Accepts on 127.0.0.1 and pipes each connection, both ways, to (host, port) until either side closes."""
 
