@@ -22,7 +22,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -38,7 +38,7 @@ from selfcheck.judge import (
     SuiteRun,
     SuiteRuns,
     collect_suite_ids,
-    judge,
+    confirmed,
     report_outcomes,
 )
 from selfcheck.profiles import SUITE_PROFILES
@@ -197,25 +197,17 @@ def descriptor_breakage_verdict(planned: Planned, run: SuiteRun) -> Verdict:
     return Verdict(planned.profile.name, planned.name, True, f"caught by {', '.join(sorted(failed))}", run.seconds)
 
 
-def shipped_breakage_verdict(planned: Planned, run: SuiteRun, tests: Mapping[str, SuiteTest]) -> Verdict:
-    problems = judge(run, planned.profile.targets[planned.name], tests, planned.profile)
+def shipped_breakage_verdict(planned: Planned, run: SuiteRun, tests: Mapping[str, SuiteTest],
+                             runs: SuiteRuns) -> Verdict:
+    """Caught when every target failed for the right reason; a statistical breakage's targets that missed
+    are run once more first (selfcheck.judge.confirmed)."""
+    problems, final = confirmed(planned.profile, planned.name, run, runs, tests)
+    seconds = run.seconds + (final.seconds if final is not run else 0.0)
     if problems:
-        return Verdict(planned.profile.name, planned.name, False, "NOT CAUGHT: " + "\n  ".join(problems),
-                       run.seconds)
-    _, failed, _ = report_outcomes(run.report or {})
-    return Verdict(planned.profile.name, planned.name, True, f"caught by {', '.join(sorted(failed))}", run.seconds)
-
-
-def _second_run(planned: Planned, first: Verdict, runs: SuiteRuns, tests: Mapping[str, SuiteTest]) -> Verdict:
-    """A statistical breakage missed once (Targets.statistical): its targets run again, and only a second miss
-    stands (both runs missing has probability about 1e-4)."""
-    again = runs.submit(f"{planned.name}-again", planned.name, planned.profile.targets[planned.name]).result()
-    second = shipped_breakage_verdict(planned, again, tests)
-    seconds = first.seconds + second.seconds
-    if second.ok:
-        note = " (in a second run: statistical targets miss about one run in a hundred)"
-        return replace(second, detail=second.detail + note, seconds=seconds)
-    return replace(second, detail=f"{first.detail}\n  and in a second run: {second.detail}", seconds=seconds)
+        return Verdict(planned.profile.name, planned.name, False, "NOT CAUGHT: " + "\n  ".join(problems), seconds)
+    _, failed, _ = report_outcomes(final.report or {})
+    again = " (in a second run: statistical targets miss about one run in a hundred)" if final is not run else ""
+    return Verdict(planned.profile.name, planned.name, True, f"caught by {', '.join(sorted(failed))}{again}", seconds)
 
 
 def uncovered(profile: Profile, tests: Mapping[str, SuiteTest]) -> list[str]:
@@ -322,9 +314,7 @@ def check_suite(judged: Profile, planned: Sequence[Planned], *, document: Mappin
             elif item.descriptor is not None:
                 verdict = descriptor_breakage_verdict(item, run)
             else:
-                verdict = shipped_breakage_verdict(item, run, tests)
-                if not verdict.ok and judged.targets[item.name].statistical:
-                    verdict = _second_run(item, verdict, runs, tests)
+                verdict = shipped_breakage_verdict(item, run, tests, runs)
             verdicts.append(verdict)
             printer.verdict(verdict)
     finally:

@@ -507,12 +507,19 @@ def check_breakage(profile: Profile, breakage: str, runs: SuiteRuns, tests: Mapp
 
 def breakage_verdict(profile: Profile, breakage: str, runs: SuiteRuns, tests: Mapping[str, SuiteTest]
                      ) -> tuple[list[str], SuiteRun]:
-    """What is wrong with the suite's view of `breakage` (nothing: an empty list), and the run that shows it.
+    """Run the targets of `breakage` and judge them (see `confirmed`)."""
+    run = runs.submit(breakage, breakage, profile.targets[breakage]).result()
+    return confirmed(profile, breakage, run, runs, tests)
+
+
+def confirmed(profile: Profile, breakage: str, run: SuiteRun, runs: SuiteRuns, tests: Mapping[str, SuiteTest]
+              ) -> tuple[list[str], SuiteRun]:
+    """What is wrong with the suite's view of `breakage` as `run` shows it (nothing: an empty list), and the
+    run the verdict rests on.
 
     Statistical targets (Targets.statistical) that miss are run once more, and only a second miss counts.
     """
     targets = profile.targets[breakage]
-    run = runs.submit(breakage, breakage, targets).result()
     problems = judge(run, targets, tests, profile)
     if not problems or not targets.statistical:
         return problems, run

@@ -19,8 +19,10 @@ from harness.report.model import TestResult
 from harness.report.writer import build_report
 from selfcheck import command
 from selfcheck.command import Planned, descriptor_breakage_verdict, implementation_verdict
-from selfcheck.judge import SuiteRun
+from selfcheck.judge import CaseResult, SuiteRun, hand_made_run
 from selfcheck.profiles import CONSUMER
+from selfcheck.targets import SuiteTest, Targets
+from tests.prepared_runs import PreparedRuns
 
 SWAP = "CONS-REV-UNCHANGED-NO-SWAP"
 # The implementation's own run is restricted to two tests to keep this quick; the verdict says so.
@@ -120,31 +122,18 @@ def test_a_long_run_is_reported_while_it_lasts(monkeypatch: pytest.MonkeyPatch) 
 
 def test_a_statistical_breakage_missed_once_is_judged_on_a_second_run() -> None:
     """Targets.statistical: a miss stands only when a second run of the targets misses too."""
-    from concurrent.futures import Future
-
-    from selfcheck.judge import CaseResult, hand_made_run
-    from selfcheck.targets import SuiteTest, Targets
-
     tests = {"CONS-X": SuiteTest("suites.consumer.test_x", "test_x")}
     profile = dataclasses.replace(CONSUMER, targets={"b": Targets(("CONS-X",), statistical=True)})
     planned = Planned(profile, "b", "")
     missed = hand_made_run(profile, "CONS-X", "passed", CaseResult("test_x"), returncode=0)
     caught = hand_made_run(profile, "CONS-X", "failed", CaseResult("test_x", failures=["AssertionError: x"]))
 
-    class Runs:
-        def __init__(self, run: SuiteRun) -> None:
-            self.run, self.labels = run, []
-
-        def submit(self, label: str, _breakage: str, _targets: Targets) -> Future[SuiteRun]:
-            self.labels.append(label)
-            future: Future[SuiteRun] = Future()
-            future.set_result(self.run)
-            return future
-
-    first = command.shipped_breakage_verdict(planned, missed, tests)
-    assert not first.ok and "cannot see this breakage" in first.detail
-    runs = Runs(caught)
-    second = command._second_run(planned, first, runs, tests)  # type: ignore[arg-type]
-    assert second.ok and "second run" in second.detail and runs.labels == ["b-again"], second
-    both = command._second_run(planned, first, Runs(missed), tests)  # type: ignore[arg-type]
+    runs = PreparedRuns(caught)
+    verdict = command.shipped_breakage_verdict(planned, missed, tests, runs)  # type: ignore[arg-type]
+    assert verdict.ok and "second run" in verdict.detail and runs.labels == ["b-again"], verdict
+    both = command.shipped_breakage_verdict(planned, missed, tests, PreparedRuns(missed))  # type: ignore[arg-type]
     assert not both.ok and both.detail.count("cannot see this breakage") == 2, both
+    # the twin: a breakage caught at once needs no second run
+    runs = PreparedRuns()
+    first = command.shipped_breakage_verdict(planned, caught, tests, runs)  # type: ignore[arg-type]
+    assert first.ok and "second run" not in first.detail and runs.labels == [], first

@@ -12,7 +12,6 @@ judge (selfcheck/judge.py).
 from __future__ import annotations
 
 import dataclasses
-from concurrent.futures import Future
 
 import pytest
 
@@ -20,6 +19,7 @@ from selfcheck import judge as shared
 from selfcheck.judge import CaseResult, SuiteRuns, hand_made_run, judge
 from selfcheck.profiles import CONSUMER as PROFILE
 from selfcheck.targets import TARGETS, SuiteTest, Targets
+from tests.prepared_runs import PreparedRuns
 
 suite_ids, suite_runs = shared.fixtures(PROFILE)
 
@@ -82,34 +82,20 @@ def test_judge_rejects_failures_for_the_wrong_reason() -> None:
     assert any("does not mention 'DID NOT RAISE'" in p for p in unexplained), unexplained
 
 
-class _PreparedRuns:
-    """Hands out prepared runs in order, as SuiteRuns.submit starts them, and notes each label asked for."""
-
-    def __init__(self, *runs: shared.SuiteRun) -> None:
-        self.runs = list(runs)
-        self.labels: list[str] = []
-
-    def submit(self, label: str, _breakage: str, _targets: Targets) -> Future[shared.SuiteRun]:
-        self.labels.append(label)
-        future: Future[shared.SuiteRun] = Future()
-        future.set_result(self.runs.pop(0))
-        return future
-
-
 def test_a_statistical_miss_counts_only_when_a_second_run_misses_too() -> None:
     missed = hand_made_run(PROFILE, "CONS-X", "passed", CaseResult("test_x"), returncode=0)
     caught = hand_made_run(PROFILE, "CONS-X", "failed", CaseResult("test_x", failures=[_BODY_FAILURE]))
     statistical = dataclasses.replace(PROFILE, targets={"b": Targets(("CONS-X",), statistical=True)})
-    runs = _PreparedRuns(missed, caught)
+    runs = PreparedRuns(missed, caught)
     assert shared.breakage_verdict(statistical, "b", runs, _IDS)[0] == []  # type: ignore[arg-type]
     assert runs.labels == ["b", "b-again"]
-    runs = _PreparedRuns(missed, missed)
+    runs = PreparedRuns(missed, missed)
     problems = shared.breakage_verdict(statistical, "b", runs, _IDS)[0]  # type: ignore[arg-type]
     assert "cannot see this breakage" in problems[0] and any("second run" in p for p in problems), problems
     # the twin: an ordinary target's miss is reported at once, without a second run
-    runs = _PreparedRuns(missed, caught)
+    runs = PreparedRuns(missed, caught)
     plain = dataclasses.replace(PROFILE, targets={"b": Targets(("CONS-X",))})
     problems = shared.breakage_verdict(plain, "b", runs, _IDS)[0]  # type: ignore[arg-type]
     assert problems and runs.labels == ["b"], problems
-    runs = _PreparedRuns(caught)
+    runs = PreparedRuns(caught)
     assert shared.breakage_verdict(statistical, "b", runs, _IDS)[0] == [] and runs.labels == ["b"]  # type: ignore[arg-type]
