@@ -124,6 +124,9 @@ def encode(doc: Any) -> bytes:
 #: Feature names of the rules that only the public Praxis AI code gives (see harness.impl FEATURE_DESCRIPTIONS).
 STRICT = "strictOverlayValidation"
 LIMITS = "exactValueLimits"
+#: The extended selection mode whose weight rules some cases judge: a gateway that declines it refuses every
+#: weightedRandom overlay as an unknown mode, twin included, so those cases belong to the feature.
+WEIGHTED = "weightedRandom"
 
 #: What the spec documents say, quoted; a core case rests on one of these.
 DIGEST_RULE = ("overlay contract, Revision semantics: \"Praxis AI rejects an envelope when either value is malformed, "
@@ -322,10 +325,12 @@ def rejection_cases(valid: dict[str, Any]) -> list[Case]:
           statements=STRICT_IDS)
     c.add("revision-kind-wrong", _set("revision.kind", "sequence"), "revision kind", REVISION_SHAPE, reseal=False,
           statements=STRICT_IDS)
-    c.add("scope-network-mismatch", _set("scope.network", "other-net"), "scope.network differs from overlay.network",
-          SCOPE_RULE, reseal=False, statements=SCOPE_IDS)
-    c.add("scope-local-site-mismatch", _set("scope.local_site", "other-site"),
-          "scope.local_site differs from overlay.local_site", SCOPE_RULE, reseal=False, statements=SCOPE_IDS)
+    # The overlay's own network and site change (resealed), not the scope: a changed scope would also be
+    # another gateway's scope, and a changed network would also differ from provenance.source_name.
+    c.add("scope-network-mismatch", _set("overlay.network", "other-net"), "overlay.network differs from scope.network",
+          SCOPE_RULE, statements=SCOPE_IDS)
+    c.add("scope-local-site-mismatch", _set("overlay.local_site", "other-site"),
+          "overlay.local_site differs from scope.local_site", SCOPE_RULE, statements=SCOPE_IDS)
     c.add("source-generation-zero", _set("provenance.source_generation", 0), "source_generation must be positive",
           GENERATION_RULE, reseal=False, twin=_set("provenance.source_generation", 1), statements=PROVENANCE_IDS)
     c.add("candidates-not-list", _set("overlay.candidates", {"a": 1}), "candidates is a list", STRICT_PARSING,
@@ -352,15 +357,17 @@ def rejection_cases(valid: dict[str, Any]) -> list[Case]:
           MODE_RULE, twin=_set("overlay.selection_policy", {"mode": "roundRobin"}), statements=MODE_IDS)
     c.add("weighted-missing-weight", lambda d: _weighted(d, 10, drop_weight=1),
           "every weighted candidate needs a weight",
-          WEIGHT_RULE, twin=lambda d: _weighted(d, 10), statements=WEIGHT_IDS)
-    c.add("weighted-missing-group", lambda d: _weighted(d, 10, drop_group=1), "every weighted candidate needs a group",
-          WEIGHT_RULE, twin=lambda d: _weighted(d, 10), statements=WEIGHT_IDS)
+          WEIGHT_RULE, twin=lambda d: _weighted(d, 10), feature=WEIGHTED, statements=WEIGHT_IDS)
+    # no candidate keeps a group: one grouped beside an ungrouped one would also break all-or-none grouping
+    c.add("weighted-missing-group", lambda d: _weighted(d, 10, drop_group=True),
+          "every weighted candidate needs a group", WEIGHT_RULE, twin=lambda d: _weighted(d, 10), feature=WEIGHTED,
+          statements=WEIGHT_IDS)
     c.add("weight-zero", lambda d: _weighted(d, 0), "traffic_weight is 1..1000", WEIGHT_RULE,
-          twin=lambda d: _weighted(d, 1), statements=WEIGHT_IDS)
+          twin=lambda d: _weighted(d, 1), feature=WEIGHTED, statements=WEIGHT_IDS)
     c.add("weight-too-large", lambda d: _weighted(d, 1001), "traffic_weight is 1..1000", WEIGHT_RULE,
-          twin=lambda d: _weighted(d, 1000), statements=WEIGHT_IDS)
+          twin=lambda d: _weighted(d, 1000), feature=WEIGHTED, statements=WEIGHT_IDS)
     c.add("weight-not-integer", lambda d: _weighted(d, 2.5), "traffic_weight is an integer", WEIGHT_RULE,
-          twin=lambda d: _weighted(d, 2), statements=WEIGHT_IDS)
+          twin=lambda d: _weighted(d, 2), feature=WEIGHTED, statements=WEIGHT_IDS)
     c.add("group-not-from-zero", lambda d: _groups(d, [1, 2]), "groups start at 0", GROUP_RULE,
           twin=lambda d: _groups(d, [0, 1]))
     c.add("group-gap", lambda d: _groups(d, [0, 2]), "groups are contiguous", GROUP_RULE,
@@ -370,8 +377,9 @@ def rejection_cases(valid: dict[str, Any]) -> list[Case]:
     c.add("secret-ref-unknown-field", lambda d: _credential(d, ref_extra="value"), "secretRef rejects unknown fields",
           CREDENTIAL_RULE, twin=_credential, statements=CREDENTIAL_IDS)
     # rules of the public code only
-    c.add("group-decreasing", lambda d: _groups(d, [1, 0]), "groups are non-decreasing in candidate order",
-          PUBLIC_CODE, twin=lambda d: _groups(d, [0, 1]), feature=STRICT)
+    # [0, 1, 0]: starts at 0 and is contiguous, so decreasing is its only fault ([1, 0] would not start at 0)
+    c.add("group-decreasing", lambda d: _groups(_third(d), [0, 1, 0]), "groups are non-decreasing in candidate order",
+          PUBLIC_CODE, twin=lambda d: _groups(_third(d), [0, 1, 1]), feature=STRICT)
     c.add("group-mixed-with-ungrouped", _set("overlay.candidates.0.selection_group", 0),
           "a capability's candidates are all grouped or none", PUBLIC_CODE, twin=lambda d: _groups(d, [0, 0]),
           feature=STRICT)
@@ -496,15 +504,20 @@ def _padded(valid: dict[str, Any], size: int) -> bytes:
     return encode_compact(doc)
 
 
-def _weighted(doc: dict[str, Any], weight: Any, drop_weight: int | None = None, drop_group: int | None = None) -> None:
-    doc["overlay"]["selection_policy"] = {"mode": "weightedRandom"}
+def _weighted(doc: dict[str, Any], weight: Any, drop_weight: int | None = None, drop_group: bool = False) -> None:
+    doc["overlay"]["selection_policy"] = {"mode": WEIGHTED}
     for index, c in enumerate(doc["overlay"]["candidates"]):
-        c["selection_group"] = 0
+        if not drop_group:
+            c["selection_group"] = 0
         c["traffic_weight"] = weight
         if index == drop_weight:
             del c["traffic_weight"]
-        if index == drop_group:
-            del c["selection_group"]
+
+
+def _third(doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` with a third candidate: the first one's capability and cluster at another site."""
+    _append_other_site(doc["overlay"]["candidates"])
+    return doc
 
 
 def _groups(doc: dict[str, Any], numbers: list[int]) -> None:

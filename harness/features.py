@@ -87,7 +87,9 @@ FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
     "presetCluster": (
         "a cluster set by an earlier filter is preserved by intelligent_route (intelligent_route filter: Behavior); "
         "the suites set it with the Praxis core router filter (path_prefix routes, as the public "
-        "praxis-configs/credential-injection.yaml uses it), which the spec does not name"),
+        "praxis-configs/credential-injection.yaml uses it), which the spec does not name; two cluster-selecting "
+        "filters before one load_balancer need insecure_options.skip_pipeline_checks.conflicting_cluster_selectors: "
+        "true in the public Praxis (praxis-proxy/praxis pipeline checks), which the rendered config sets"),
     DYNAMIC_WEIGHTS_FEATURE: (
         "experimental pressure-driven weights (routing guide 7, Dynamic pressure-based weighting - experimental): "
         "under weightedRandom each provider's traffic_weight is its available capacity, configured capacity * "

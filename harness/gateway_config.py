@@ -137,13 +137,17 @@ def render_gateway_config(
         raise ValueError(f"variant {variant.name} has no credential_inject for a projected mount base")
     filters.append({"filter": "load_balancer", "clusters": [_cluster(name, endpoint, hop_tls.get(name))
                                                             for name, endpoint in clusters.items()]})
-    config = {
+    config: dict[str, Any] = {
         "listeners": [{"name": "consumer", "address": listen, "filter_chains": ["consumer-chain"]}],
         "filter_chains": [{"name": "consumer-chain", "filters": filters}],
         "admin": {"address": admin},
         "shutdown_timeout_secs": 5,
         "insecure_options": {"allow_private_endpoints": True},
     }
+    if variant.pinned is not None:
+        # Two cluster-selecting filters (router, intelligent_route) before one load_balancer: the public Praxis
+        # pipeline check refuses that chain unless this bypass is set, and a preset cluster needs such a chain.
+        config["insecure_options"]["skip_pipeline_checks"] = {"conflicting_cluster_selectors": True}
     if variant.filter_duration:
         config["metrics"] = {"filter_duration": True}
     return yaml.safe_dump(config, sort_keys=False)

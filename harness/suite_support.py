@@ -10,6 +10,12 @@ from harness.timeline import record_action
 from harness.waiting import WaitTimeout, poll_until, wait_until_elapsed
 
 RELOADS = "praxis_ai_intelligent_route_snapshot_reloads_total"
+#: What a wait for an empty versioned overlay's 404 says first when the gateway never answered it: most often
+#: the gateway refused the empty overlay and kept serving the previous one, which the spec does not allow.
+EMPTY_ACCEPTED = ("the spec accepts an empty versioned overlay as authoritative (intelligent-route-filter, "
+                  "Selection: \"A validated versioned overlay may have no candidates in any selection mode; "
+                  "matching requests are rejected with HTTP 404.\"); the gateway did not answer 404, so it kept "
+                  "serving the previous overlay (refused the empty one?) or answered otherwise:")
 
 
 class ReloadProbe:

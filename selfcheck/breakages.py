@@ -647,9 +647,24 @@ def _cookie_first_of_header() -> None:
     _wrap_session_key(make)
 
 
-@breakage("session-shared-across-capabilities", "one binding per session key, whatever model or tool it asks for")
-def _session_shared_across_capabilities() -> None:
+@breakage("binding-crosses-capabilities",
+          "one binding per session key, reused for any model or tool, even one its provider is no candidate of")
+def _binding_crosses_capabilities() -> None:
     _patch(intelligent_route, "binding_key", lambda kind, name, session: session)
+    original = IntelligentRouteFilter._select
+
+    def select(self: IntelligentRouteFilter, ctx: RequestContext, current: Snapshot, plan: CapabilityPlan
+               ) -> Reject | None:
+        key = intelligent_route.session_key(ctx.headers, self._session_header, self._session_cookie)
+        bound = self.table.lookup(key) if self.table is not None and key is not None else None
+        if bound is not None and bound not in plan.reusable:
+            elsewhere = next((p.reusable[bound] for p in current.plans.values() if bound in p.reusable), None)
+            if elsewhere is not None:
+                self._route(ctx, current, plan, elsewhere, "reused")
+                return None
+        return original(self, ctx, current, plan)
+
+    _patch(IntelligentRouteFilter, "_select", select)
 
 
 @breakage("session-gauge-counts-providers", "the session table gauge counts bound providers, not bindings")

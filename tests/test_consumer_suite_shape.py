@@ -35,4 +35,5 @@ def test_every_rejection_is_judged_at_cold_start_and_on_reload_under_the_same_ru
         assert set(validation.COLD_STATEMENTS) <= set(c["statements"]), name
         assert set(validation.RELOAD_STATEMENTS) <= set(r["statements"]), name
         assert set(c["statements"]) | set(r["statements"]) <= set(catalogue), name
-    assert {m["feature"] for m in cold.values() if m["level"] == "extended"} == {contract.STRICT, contract.LIMITS}
+    assert {m["feature"] for m in cold.values() if m["level"] == "extended"} == {contract.STRICT, contract.LIMITS,
+                                                                                       contract.WEIGHTED}

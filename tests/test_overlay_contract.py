@@ -75,6 +75,8 @@ def test_core_rejections_cite_the_spec_and_public_code_rules_are_extended() -> N
     for case in contract.rejection_cases(_base()):
         if case.feature is None:
             assert contract.PUBLIC_CODE not in case.spec and '"' in case.spec, f"{case.name} quotes no spec sentence"
+        elif case.feature == contract.WEIGHTED:  # the spec's weight rule, judged only where the mode is claimed
+            assert case.spec == contract.WEIGHT_RULE, case.name
         else:
             assert case.feature in (contract.STRICT, contract.LIMITS) and case.spec == contract.PUBLIC_CODE, case.name
 

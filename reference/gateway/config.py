@@ -62,6 +62,18 @@ INSECURE_OPTIONS = (
     "allow_tls_without_sni",
     "allow_private_health_checks",
 )
+#: The per-check pipeline validation bypasses of insecure_options.skip_pipeline_checks. The reference runs
+#: none of these checks, so each is accepted and recorded as `skip_pipeline_checks.<name>`.
+PIPELINE_CHECKS = (
+    "conditional_security",
+    "conflicting_cluster_selectors",
+    "duplicate_load_balancers",
+    "duplicate_rewrite_filters",
+    "duplicate_routers",
+    "lb_without_router",
+    "misaligned_clusters",
+    "unreachable_filters",
+)
 
 PARSERS: dict[str, Callable[[dict[str, Any], str], Any]] = {
     json_body_field.TYPE: json_body_field.parse,
@@ -221,10 +233,15 @@ def _insecure_options(raw: Any) -> frozenset[str]:
     allow_private_endpoints changes anything here (it silences the private-endpoint warning)."""
     if raw is None:
         return frozenset()
-    mapping(raw, "insecure_options", optional=INSECURE_OPTIONS)
-    return frozenset(
-        name for name in INSECURE_OPTIONS if boolean(raw.get(name, False), key("insecure_options", name))
-    )
+    mapping(raw, "insecure_options", optional=(*INSECURE_OPTIONS, "skip_pipeline_checks"))
+    enabled = {name for name in INSECURE_OPTIONS if boolean(raw.get(name, False), key("insecure_options", name))}
+    checks = raw.get("skip_pipeline_checks")
+    if checks is not None:
+        path = key("insecure_options", "skip_pipeline_checks")
+        mapping(checks, path, optional=PIPELINE_CHECKS)
+        enabled |= {f"skip_pipeline_checks.{name}" for name in PIPELINE_CHECKS
+                    if boolean(checks.get(name, False), key(path, name))}
+    return frozenset(enabled)
 
 
 def _chains(raw: Any) -> dict[str, ChainConfig]:

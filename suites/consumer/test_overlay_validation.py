@@ -4,7 +4,8 @@ Every rejection is judged twice, at cold start and on reload, from one list of c
 held to the same rules. Each case carries its twin, the minimally different overlay the gateway must
 accept: a refusal counts only when the same gateway takes the twin. Rules that only the public Praxis
 AI code gives are extended features (strictOverlayValidation, exactValueLimits), so a gateway that
-follows the spec alone can decline them.
+follows the spec alone can decline them; the weight rules sit under weightedRandom, whose overlays a
+gateway without that mode refuses twin and all.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ _LEVELS: dict[str | None, tuple[str, str, str]] = {
     None: ("", "core", "overlayValidation"),
     contract.STRICT: ("-STRICT", "extended", contract.STRICT),
     contract.LIMITS: ("-LIMITS", "extended", contract.LIMITS),
+    contract.WEIGHTED: ("-WEIGHTED", "extended", contract.WEIGHTED),
 }
 
 
