@@ -28,7 +28,7 @@ import httpx
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness import fastyaml, http_get, producer_oracle
+from harness import fastyaml, feature_use, http_get, producer_oracle
 from harness.backends import OperationUnsupported
 from harness.contract import ScopeSpec
 from harness.process import ManagedProcess
@@ -109,6 +109,7 @@ class ControlPlane:
 
     def apply(self, *objects: dict[str, Any]) -> None:
         """Create or replace resources (one file each, replaced atomically)."""
+        feature_use.note_resources(objects)
         for obj in objects:
             kind, name = obj["kind"], obj["metadata"]["name"]
             self._applied[(kind, name)] = copy.deepcopy(obj)

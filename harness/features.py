@@ -147,6 +147,17 @@ FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
 })
 EXTENDED_FEATURES: frozenset[str] = frozenset(FEATURE_DESCRIPTIONS)
 
+#: Extended features whose tests cannot exercise them without another extended feature: claiming the first
+#: means having the second. A management cluster is where *skipped* paths go; the sidecar's series are the
+#: sidecar's; tool discovery probes AgentToolProviders; the routing guide gives the generated consumer config
+#: in its MCP tool section, by what it leaves out of tool candidates.
+REQUIRES: Mapping[str, frozenset[str]] = MappingProxyType({
+    "managementCluster": frozenset({"skipPaths"}),
+    OVERLAY_SYNC_METRICS_FEATURE: frozenset({OVERLAY_SYNC_FEATURE}),
+    "toolDiscovery": frozenset({"toolCandidates"}),
+    "generatedConsumerConfig": frozenset({"toolCandidates"}),
+})
+
 #: Core features per profile, each with what its tests judge. Every implementation of the profile must have
 #: them: they are always tested, and a descriptor cannot decline them.
 CORE_FEATURES: Mapping[str, Mapping[str, str]] = MappingProxyType({

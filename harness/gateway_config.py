@@ -46,6 +46,23 @@ class Variant:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
+def variant_features(variant: Variant) -> dict[str, str]:
+    """The extended features a variant's config asks of a gateway, by the keys it renders (harness.feature_use)."""
+    keys = {
+        "cookieAffinity": variant.affinity == "cookie",
+        "skipPaths": variant.skip_paths is not None,
+        "managementCluster": variant.management,
+        "clustersAllowlist": variant.allowlist,
+        "mcpToolRouting": variant.mcp,
+        "prometheusMetrics": variant.filter_duration,
+        "presetCluster": variant.pinned is not None,
+    }
+    used = {feature: f"a gateway config of variant {variant.name}" for feature, on in keys.items() if on}
+    if variant.feature is not None:
+        used.setdefault(variant.feature, f"a gateway config of variant {variant.name}")
+    return used
+
+
 VARIANTS: dict[str, Variant] = {
     v.name: v
     for v in (

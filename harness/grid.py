@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness import contract, http_get, traffic
+from harness import contract, feature_use, http_get, traffic
 from harness.backends import Backend, OperationUnsupported
 from harness.backends.local import GatewayProcess, GatewayStartFailed, ProviderProcess
 from harness.control import ControlPlane, SyncFeed
@@ -34,6 +34,7 @@ from harness.gateway_config import (
     render_gateway_config,
     render_hop_consumer_config,
     render_provider_gateway_config,
+    variant_features,
 )
 from harness.pki import ClientFiles, GridPKI, ServerFiles, client_context
 from harness.projection import project
@@ -50,6 +51,8 @@ REQUEST_ID_HEADER = "x-ai-routing-request-id"
 #: What a provider gateway sets for its backend from the revision the edge sent.
 PROVIDER_REVISION_HEADER = "x-ai-provider-routing-revision"
 PLACEHOLDER_MODEL = "agn-placeholder"
+#: The extended feature of each credential_inject token source other than a file.
+_SOURCE_FEATURES = {"value": "credentialValueSource", "env_var": "credentialEnvSource"}
 #: Log words that mark a line about the overlay a gateway read, in any log format.
 _OVERLAY_WORDS = re.compile(r"overlay|reload|snapshot|revision|digest|reject|invalid|scope", re.IGNORECASE)
 
@@ -107,10 +110,14 @@ class Gateway:
     #: credential_inject's projected_credential_mount_base (None: the gateway has none).
     credential_mount_base: Path | None = None
 
-    def __init__(self, site: Site, variant: str, proc: GatewayProcess) -> None:
+    def __init__(self, site: Site, variant: str, proc: GatewayProcess,
+                 features: Mapping[str, str] | None = None) -> None:
         self.site = site
         self.variant = variant
         self.proc = proc
+        #: The extended features this gateway's config asks for (feature -> by what), noted for every test
+        #: that uses the gateway (harness.feature_use).
+        self.features: Mapping[str, str] = MappingProxyType(dict(features or {}))
         self.client = httpx.Client(base_url=proc.url, timeout=10.0, verify=http_get.default_tls())
         self.last_overlay: bytes | None = None
 
@@ -135,7 +142,14 @@ class Gateway:
         """The gateway's log as written, byte for byte (for secrets that must never reach it)."""
         return self.proc.process.log_path.read_bytes()
 
+    def _used(self) -> None:
+        """Note this gateway's extended features for the running test (harness.feature_use)."""
+        for feature, how in self.features.items():
+            feature_use.note(feature, how)
+
     def write_overlay(self, doc: bytes | Mapping[str, Any]) -> None:
+        self._used()
+        feature_use.note_overlay(doc)
         data = doc if isinstance(doc, bytes) else contract.encode(doc)
         self.last_overlay = data
         project(self.proc.overlay_dir, {OVERLAY_FILE: data})
@@ -187,6 +201,7 @@ class Gateway:
     def request(self, model: str | None, *, headers: Mapping[str, str] | None = None,
                 cookies: Mapping[str, str] | None = None, path: str = "/v1/chat/completions",
                 body: Any = None, method: str = "POST", raw_body: bytes | None = None) -> Reply:
+        self._used()
         send_headers = dict(headers or {})
         if cookies:
             send_headers["cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
@@ -290,8 +305,9 @@ class ProviderGateway(Gateway):
     """A provider gateway under test: an mTLS listener in front of its site's backends."""
 
     def __init__(self, site: Site, proc: GatewayProcess, routes: Sequence[ProviderRoute],
-                 tokens: Mapping[CredentialRef, str], sni: str, server_digest: str = "") -> None:
-        super().__init__(site, "provider", proc)
+                 tokens: Mapping[CredentialRef, str], sni: str, server_digest: str = "",
+                 features: Mapping[str, str] | None = None) -> None:
+        super().__init__(site, "provider", proc, features)
         self.routes = tuple(routes)
         self.tokens = dict(tokens)
         self.sni = sni
@@ -321,6 +337,7 @@ class ProviderGateway(Gateway):
         failure or a connection closed without an answer is a Refused; a refused TCP connection (nothing
         listening) raises, since that is a dead gateway rather than a refusal.
         """
+        self._used()
         content = json.dumps(body if body is not None else traffic.chat_body(model)).encode()
         send_headers: Any
         if headers is None or isinstance(headers, Mapping):
@@ -432,6 +449,12 @@ class Site:
         mount_base = self.grid.credentials_dir / workdir.name / "projected" if projected else None
         if mount_base is not None:
             mount_base.mkdir(parents=True)
+        features = variant_features(VARIANTS[variant])
+        if projected:
+            features["projectedCredentials"] = "a credential_inject with projected_credential_mount_base"
+        for feature, how in features.items():
+            feature_use.note(feature, how)
+        feature_use.note_overlay(overlay)
         config = render_gateway_config(
             VARIANTS[variant], listen=listen, admin=admin, overlay_file=str(overlay_dir / OVERLAY_FILE),
             scope=scope or self.scope, clusters=clusters,
@@ -442,7 +465,7 @@ class Site:
         )
         proc = backend.start_gateway(f"gateway-{self.spec.name}-{variant}", listen, admin, workdir, config,
                                      overlay_dir, env=env)
-        gateway = Gateway(self, variant, proc)
+        gateway = Gateway(self, variant, proc, features)
         gateway.hop_client = client
         gateway.last_overlay = overlay
         gateway.credential_files = MappingProxyType({c.ref: Path(c.file) for c in credentials if c.file})
@@ -477,6 +500,7 @@ class Site:
     def start_overlay_sync(self, scope: contract.ScopeSpec, first: bytes | str) -> SyncFeed:
         """The overlay-sync under test following a ConfigMap of its own that first holds `first`; stop it
         with `stop_overlay_sync`. OperatorUnsupported where the backend cannot start one on its own."""
+        feature_use.note("overlaySync", "an overlay-sync of the implementation's own")
         self._sync_feeds += 1
         directory = self.grid.workdir / f"sync-feed-{self.spec.name}-{self._sync_feeds}"
         directory.mkdir(parents=True)
@@ -618,6 +642,10 @@ class Site:
         listener_tls = ListenerTls(str(server.cert), str(server.key), str(backend.pki.ca_path),
                                    client_cert_mode) if tls else None
         credentials, env = self._credential_sources(workdir.name, tokens, source)
+        features = {feature: f"a credential_inject with a {source} token source"
+                    for feature in (_SOURCE_FEATURES.get(source),) if feature is not None}
+        for feature, how in features.items():
+            feature_use.note(feature, how)
         config = render_provider_gateway_config(
             listen=listen, admin=admin, tls=listener_tls, trusted_peers=trusted_peers,
             provider_id=f"{self.spec.name}-{self.spec.provider_gateway}", routes=routes, credentials=credentials,
@@ -626,7 +654,7 @@ class Site:
         )
         proc = backend.start_gateway(f"provider-{self.spec.name}-{workdir.name}", listen, admin, workdir, config,
                                      workdir, env=env, scheme="https")
-        gateway = ProviderGateway(self, proc, routes, tokens, sni, server.digest)
+        gateway = ProviderGateway(self, proc, routes, tokens, sni, server.digest, features)
         self.grid.track(gateway)
         return gateway
 
@@ -669,12 +697,16 @@ class Site:
         clusters.update({name: peer.proc.listen for name, peer in reached})
         hop_tls = {name: UpstreamTls(str(backend.pki.ca_path), str(client.cert), str(client.key), peer.sni)
                    for name, peer in reached}
+        features = variant_features(VARIANTS[variant])
+        for feature, how in features.items():
+            feature_use.note(feature, how)
+        feature_use.note_overlay(overlay)
         config = render_hop_consumer_config(VARIANTS[variant], listen=listen, admin=admin,
                                             overlay_file=str(overlay_dir / OVERLAY_FILE), scope=scope or self.scope,
                                             clusters=clusters, hop_tls=hop_tls)
         proc = backend.start_gateway(f"gateway-{self.spec.name}-hop-{workdir.name}", listen, admin, workdir,
                                      config, overlay_dir)
-        gateway = Gateway(self, variant, proc)
+        gateway = Gateway(self, variant, proc, features)
         gateway.revision_header = PROVIDER_REVISION_HEADER
         gateway.last_overlay = overlay
         self.grid.track(gateway)

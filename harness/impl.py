@@ -28,6 +28,7 @@ from harness.features import (
     OVERLAY_SYNC_FEATURE,
     OVERLAY_SYNC_METRICS_FEATURE,
     PROFILES,
+    REQUIRES,
     SIGNALS_RELAY_FEATURE,
 )
 from harness.run_as import RunAs, parse_run_as
@@ -327,6 +328,11 @@ def parse_impl(data: Any, *, source: str = "<memory>") -> ImplDescriptor:
     if SIGNALS_RELAY_FEATURE in features and (operator is None or operator.signals_args is None):
         raise ImplError("features", f"{SIGNALS_RELAY_FEATURE} is claimed but operator.signals_args does not say how "
                                     "the operator serves its signals endpoint")
+    for feature in sorted(features):
+        missing = sorted(REQUIRES.get(feature, frozenset()) - features)
+        if missing:
+            raise ImplError("features", f"{feature} is claimed without {', '.join(missing)}, which its tests "
+                                        "cannot do without: claim both, or neither")
     breakages = _parse_breakages(top, source) if top.get("breakages") is not None else ()
     return ImplDescriptor(implementation=implementation, gateway=gateway, features=features, source=source,
                           operator=operator, overlay_sync=overlay_sync, breakages=breakages)

@@ -278,6 +278,21 @@ def timeline(request: pytest.FixtureRequest) -> Any:
     return _test_timeline(request.node)
 
 
+_FEATURES_KEY = pytest.StashKey[dict[str, str]]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """While a conformance test's phases run, the Grid API notes the extended features its inputs ask for
+    (harness.feature_use); the teardown report carries them."""
+    if item.get_closest_marker("conformance") is None:
+        return (yield)
+    from harness import feature_use
+
+    with feature_use.recording(item.stash.setdefault(_FEATURES_KEY, {})):
+        return (yield)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
     """A conformance test asking the backend for something it cannot do is skipped with the backend's reason.
@@ -318,6 +333,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     recorded = item.stash.get(_TIMELINE_KEY, None)
     if recorded is not None and report.when == "teardown" and recorded.events:
         tagged["timeline"] = recorded.records()  # once, complete, and only when it holds evidence
+    used = item.stash.get(_FEATURES_KEY, None)
+    if used and report.when == "teardown":
+        tagged["featuresUsed"] = sorted(used)
     report.user_properties.append((_PROPERTY, tagged))
     if report.when == "teardown" and hasattr(item.config, "workerinput"):
         _send_new_demo_records(item.config, report)
@@ -352,6 +370,8 @@ def _record(config: pytest.Config, meta: dict[str, Any], report: pytest.TestRepo
     entry["duration"] += report.duration
     if meta.get("timeline"):
         entry["timeline"] = meta["timeline"]
+    if meta.get("featuresUsed"):
+        entry["featuresUsed"] = meta["featuresUsed"]
     if report.failed:
         entry["outcome"] = "failed"
         entry["message"] = str(report.longreprtext)[-4000:]
@@ -401,7 +421,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         TestResult(id=test_id, profile=e["meta"]["profile"], level=e["meta"]["level"],
                    feature=e["meta"]["feature"], spec=e["meta"]["spec"], outcome=e["outcome"],
                    duration_s=round(e["duration"], 3), message=e["message"],
-                   statements=tuple(e["meta"].get("statements", ())), timeline=tuple(e.get("timeline", ())))
+                   statements=tuple(e["meta"].get("statements", ())), timeline=tuple(e.get("timeline", ())),
+                   features_used=tuple(e.get("featuresUsed", ())))
         for test_id, e in sorted(config.stash[_RESULTS_KEY].items())
     ]
     profiles_opt = config.getoption("--conformance-profiles")

@@ -153,7 +153,7 @@ TARGETS: dict[str, Targets] = {
     "admission-kept-across-restart": must_fail("PROD-ADM-STAB-RESTART-RESETS-COUNT",
                                                expect="forced reconcile after the restart"),
     "periodic-ignored": must_fail("PROD-RECONCILE-PERIODIC[*]"),
-    "providers-across-networks": must_fail("PROD-RENDER-PER-NETWORK[*]"),
+    "providers-across-networks": must_fail("PROD-RENDER-PER-NETWORK[*]", "PROD-RENDER-PER-NETWORK-TOOLS[*]"),
     "signal-name-falls-back": must_fail("PROD-METRICS-SIGNAL-NAME-UNMATCHED"),
     "kv-scored-squared": must_fail("PROD-SCORE-KV-FORMULA"),
     "admission-reads-queue": must_fail("PROD-ADM-KV-SIGNAL"),

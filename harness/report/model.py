@@ -36,6 +36,7 @@ class TestResult:
     message: str = ""
     statements: tuple[str, ...] = ()  # ids of the catalogued spec statements the test enforces
     timeline: tuple[dict[str, Any], ...] = ()  # what the test observed over time (demo tests record one)
+    features_used: tuple[str, ...] = ()  # extended features its inputs asked of the implementation (feature_use)
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:

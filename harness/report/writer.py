@@ -132,14 +132,18 @@ def build_report(
 REASON_LIMIT = 500
 
 
-def per_test_results(results: Iterable[TestResult]) -> list[dict[str, str]]:
+def per_test_results(results: Iterable[TestResult]) -> list[dict[str, Any]]:
     """One row per test (id, profile, level, feature, outcome), sorted by id; a test skipped, unsupported or
-    not applicable gives its reason. Failure messages stay in the levels' ``failures``, not repeated here."""
-    rows: list[dict[str, str]] = []
+    not applicable gives its reason, and a test whose inputs asked for extended features lists them
+    (``featuresUsed``). Failure messages stay in the levels' ``failures``, not repeated here."""
+    rows: list[dict[str, Any]] = []
     for r in sorted(results, key=lambda r: r.id):
-        row = {"id": r.id, "profile": r.profile, "level": r.level, "feature": r.feature, "outcome": r.outcome}
+        row: dict[str, Any] = {"id": r.id, "profile": r.profile, "level": r.level, "feature": r.feature,
+                               "outcome": r.outcome}
         if r.outcome not in ("passed", "failed") and r.message:
             row["reason"] = truncate_message(_reason(r.message), REASON_LIMIT)
+        if r.features_used:
+            row["featuresUsed"] = list(r.features_used)
         rows.append(row)
     return rows
 

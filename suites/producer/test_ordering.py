@@ -764,12 +764,17 @@ def test_local_providers_ignore_their_gridsite_phase(scenario: Scenario, phase: 
     _assert_groups_valid(env)
 
 
-@pytest.mark.conformance(id="PROD-RENDER-PER-NETWORK", profile="producer", level="core", feature="ordering",
-                         spec="routing-architecture-and-overlay-contract, Rendering: \"Lists local "
-                              "InferenceProvider resources for the network.\"; routing-guide, MCP tool discovery: "
-                              "\"An AgentToolProvider references a GridNetwork and an MCP endpoint.\"",
-                         statements=["OC-RENDER-LIST-LOCAL-PROVIDERS", "RG-TOOLS-REFERENCES"])
-@pytest.mark.parametrize("kind", ["inference", "tool"])
+@pytest.mark.parametrize("kind", [
+    pytest.param("inference", marks=pytest.mark.conformance(
+        id="PROD-RENDER-PER-NETWORK", profile="producer", level="core", feature="ordering",
+        spec="routing-architecture-and-overlay-contract, Rendering: \"Lists local InferenceProvider resources for "
+             "the network.\"", statements=["OC-RENDER-LIST-LOCAL-PROVIDERS"])),
+    # AgentToolProviders rendered as candidates are the extended toolCandidates feature
+    pytest.param("tool", marks=pytest.mark.conformance(
+        id="PROD-RENDER-PER-NETWORK-TOOLS", profile="producer", level="extended", feature="toolCandidates",
+        spec="routing-guide, MCP tool discovery: \"An AgentToolProvider references a GridNetwork and an MCP "
+             "endpoint.\"", statements=["RG-TOOLS-REFERENCES"])),
+])
 def test_each_network_lists_only_its_own_providers(scenario: Scenario, kind: str) -> None:
     """Two networks on one operator, one provider each: each overlay holds its own provider only.
 

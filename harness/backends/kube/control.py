@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from harness import feature_use
 from harness.backends.kube.handles import KubeOverlaySync, SiteCluster
 from harness.backends.kube.install_plan import kube_outputs
 from harness.backends.kube.names import FIELD_MANAGER, NAMESPACE, OPERATOR_DEPLOYMENT
@@ -174,6 +175,7 @@ class KubeControlPlane(ControlPlane):
 
     def apply(self, *objects: dict[str, Any]) -> None:
         """Server-side apply each object, then write its `status` (if any) through the status subresource."""
+        feature_use.note_resources(objects)
         for obj in objects:
             kind, name = obj["kind"], obj["metadata"]["name"]
             self._applied[(kind, name)] = copy.deepcopy(obj)
