@@ -56,17 +56,20 @@ def wrap(owner: Any, attribute: str, wrapper: Callable[..., Any]) -> None:
 
 
 def apply_from_argv(prog: str, component: str, command: str, breakages: Mapping[str, Breakage],
-                    argv: list[str] | None) -> list[str] | None:
-    """Parse ``--break NAME`` off `argv`, apply that breakage and return the other arguments (for
-    `command`); None, after one stderr line listing the known breakages, when NAME is unknown."""
+                    argv: list[str] | None, *, flag: str = "--break", what: str = "breakage") -> list[str] | None:
+    """Parse ``--break NAME`` (or `flag`) off `argv`, apply that breakage (or conformant variant: `what`) and
+    return the other arguments (for `command`); None, after one stderr line listing the known ones, when
+    NAME is unknown."""
+    description = (f"Run the reference {component} with one behaviour deliberately broken." if what == "breakage"
+                   else f"Run the reference {component} built another way the spec allows.")
     parser = argparse.ArgumentParser(
-        prog=prog, description=f"Run the reference {component} with one behaviour deliberately broken.",
-        epilog=f"Arguments other than --break go to {command} unchanged.", allow_abbrev=False)
-    parser.add_argument("--break", dest="breakage", required=True, metavar="NAME",
-                        help="the breakage to apply: " + ", ".join(sorted(breakages)))
+        prog=prog, description=description, epilog=f"Arguments other than {flag} go to {command} unchanged.",
+        allow_abbrev=False)
+    parser.add_argument(flag, dest="breakage", required=True, metavar="NAME",
+                        help=f"the {what} to apply: " + ", ".join(sorted(breakages)))
     args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     if args.breakage not in breakages:
-        print(f"{parser.prog}: unknown breakage {args.breakage!r}; known breakages: "
+        print(f"{parser.prog}: unknown {what} {args.breakage!r}; known {what}s: "
               + ", ".join(sorted(breakages)), file=sys.stderr)
         return None
     breakages[args.breakage].apply()

@@ -1,0 +1,63 @@
+"""Judging a suite with conformant variants: every core test must pass each of them.
+
+A variant (selfcheck/variants.py) is plugged in the way a vendor's gateway is, through a descriptor that
+claims only the variant's own extended features, and the whole suite runs against it at full deadlines.
+The verdict lists every test that did not pass and every test that used an extended feature it may not
+(harness.feature_use): both are the harness's faults, never the variant's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from harness.feature_use import violations
+from selfcheck.judge import ROOT, SuiteRun, SuiteRuns, reference_gateway, report_outcomes, tail
+from selfcheck.variants import VARIANTS
+
+__all__ = ["submit_variant", "variant_document", "variant_gateway", "variant_verdict"]
+
+LAUNCHER = "selfcheck.variant_launch"
+
+
+def variant_gateway(name: str) -> dict[str, Any]:
+    """A gateway section starting the reference built as variant `name`, warm-started like the reference."""
+    reference = reference_gateway()
+    source = {"PYTHONPATH": str(ROOT)}
+    launcher = {"command": [*reference["launcher"]["command"], "--preload", "selfcheck.variants"], "env": source}
+    command = ["{python}", "-m", "reference.warm_start", "run", "{launcher}", "-m", LAUNCHER, "--variant", name,
+               "-c", "{config}"]
+    return {"command": command, "env": source, "startup_timeout_s": 20, "launcher": launcher}
+
+
+def variant_document(name: str) -> dict[str, Any]:
+    """The descriptor a run of variant `name` starts from: its gateway and only the features it claims."""
+    return {
+        "implementation": {"organization": "agn-conformance", "project": f"variant-gateway-{name}",
+                           "version": "0.0.0", "contact": ["selfcheck"]},
+        "gateway": variant_gateway(name),
+        "features": list(VARIANTS[name].claims),
+    }
+
+
+def submit_variant(runs: SuiteRuns, name: str) -> Any:
+    """Start (once) the run of the whole suite against variant `name`; the future of its SuiteRun."""
+    return runs.submit_descriptor(f"variant-{name}", variant_document(name))
+
+
+def variant_verdict(run: SuiteRun, may_skip: frozenset[str] = frozenset()) -> list[str]:
+    """Why `run` does not show the suite passing the variant (empty when it does)."""
+    if run.report is None:
+        return [f"no conformance report ({run.report_problem})"]
+    total, failed, skipped = report_outcomes(run.report)
+    problems = [f"{test_id} failed: {tail(message, 8)}" for test_id, message in sorted(failed.items())]
+    unexcused = [test_id for test_id in skipped if test_id.split("[", 1)[0] not in may_skip]
+    if unexcused:
+        problems.append(f"core tests were skipped, so the variant was not judged by them: {unexcused}")
+    if total == 0:
+        problems.append("no conformance test ran")
+    rows: list[Mapping[str, Any]] = list(run.report.get("results") or [])
+    problems += [f"feature use: {problem}" for problem in violations(rows)]
+    if not problems and run.returncode != 0:
+        problems.append(f"pytest ended with exit code {run.returncode}, not 0")
+    return problems

@@ -1,0 +1,213 @@
+"""Conformant variants of the reference gateway: each makes the other choice where the spec leaves one open.
+
+The breakages (selfcheck/breakages.py) show that every test *can* fail. A variant shows the other direction:
+a gateway built differently, in a way the spec allows, still passes every core test. Each variant is a
+monkeypatch of the reference, applied before the gateway starts (``python -m selfcheck.variant_launch
+--variant NAME``), and names the sentence, or the silence, that leaves its choice open. A failure a real
+implementation once showed that turned out to be the harness's becomes a variant, so it cannot come back.
+
+A variant also says which extended features its descriptor claims: most claim none, so every extended test
+is unsupported and the run judges the core alone, as it would judge a gateway that has no extended feature.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from reference.gateway import cli, proxy, server
+from reference.gateway import config as gateway_config
+from reference.gateway.affinity import session_key
+from reference.gateway.context import Reject, RequestContext
+from reference.gateway.filters import intelligent_route
+from reference.gateway.filters.intelligent_route import IntelligentRouteFilter
+from reference.gateway.schema import ConfigError
+from reference.gateway.snapshot import CapabilityPlan, Snapshot
+from reference.overlay import SELECTION_MODES, validate
+from selfcheck.registry import Breakage, patch
+
+__all__ = ["VARIANTS", "Variant"]
+
+
+@dataclass(frozen=True)
+class Variant(Breakage):
+    """A conformant way to build the gateway: what it does and why the spec allows it (`summary`), applied
+    like a breakage, and the extended features its descriptor claims."""
+
+    claims: tuple[str, ...] = ()
+    #: The gateway profiles whose core tests the choice can touch (each is judged on all of their core tests).
+    profiles: tuple[str, ...] = ("consumer",)
+
+
+VARIANTS: dict[str, Variant] = {}
+
+
+def variant(name: str, summary: str, *, claims: tuple[str, ...] = (), profiles: tuple[str, ...] = ("consumer",)
+            ) -> Callable[[Callable[[], None]], Callable[[], None]]:
+    def register(func: Callable[[], None]) -> Callable[[], None]:
+        if name in VARIANTS:
+            raise ValueError(f"variant {name!r} is registered twice")
+        VARIANTS[name] = Variant(name, summary, func, claims, profiles)
+        return func
+
+    return register
+
+
+# ------------------------------------------------------------------------------ no extended feature
+
+#: Config keys and filters of extended features, refused as a gateway without them refuses unknown keys.
+_EXTENDED_ROUTE_KEYS = {"skip_paths": "skipPaths", "management_cluster": "managementCluster",
+                        "clusters": "clustersAllowlist"}
+_EXTENDED_FILTERS = {"mcp": "mcpToolRouting", "router": "presetCluster"}
+
+
+def _declined(raw: Any) -> str | None:
+    """Why a raw Praxis config asks for an extended feature (None: it does not)."""
+    if not isinstance(raw, Mapping):
+        return None
+    if (raw.get("metrics") or {}).get("filter_duration"):
+        return "metrics.filter_duration (prometheusMetrics)"
+    for chain in raw.get("filter_chains") or ():
+        for spec in (chain or {}).get("filters") or ():
+            kind = spec.get("filter") if isinstance(spec, Mapping) else None
+            if kind in _EXTENDED_FILTERS:
+                return f"filter {kind} ({_EXTENDED_FILTERS[kind]})"
+            if kind == "intelligent_route":
+                for key, feature in _EXTENDED_ROUTE_KEYS.items():
+                    if key in spec:
+                        return f"intelligent_route.{key} ({feature})"
+                if "cookie" in (spec.get("session_affinity") or {}):
+                    return "intelligent_route.session_affinity.cookie (cookieAffinity)"
+            if kind == "credential_inject":
+                if "projected_credential_mount_base" in spec:
+                    return "credential_inject.projected_credential_mount_base (projectedCredentials)"
+                for entry in spec.get("credentials") or ():
+                    source = next((k for k in ("value", "env_var") if k in (entry or {})), None)
+                    if source is not None:
+                        return f"credential_inject credentials[].{source} (a token source it declines)"
+    return None
+
+
+@variant("decline-extended",
+         "has no extended feature: a weightedRandom overlay is an unknown selection mode, and the config keys and "
+         "filters of the other extended features are unknown keys (the spec's core asks none of them)",
+         profiles=("consumer", "provider"))
+def _decline_extended() -> None:
+    patch(validate, "SELECTION_MODES", SELECTION_MODES - {"weightedRandom"})
+    original = gateway_config.parse_config
+
+    def parse_config(raw: Any) -> gateway_config.GatewayConfig:
+        declined = _declined(raw)
+        if declined is not None:
+            raise ConfigError("filter_chains", f"unknown key: {declined} is not supported by this gateway")
+        return original(raw)
+
+    patch(gateway_config, "parse_config", parse_config)
+
+
+# ----------------------------------------------------------------------------------- session bindings
+
+
+def _bound(self: IntelligentRouteFilter, ctx: RequestContext) -> str | None:
+    key = session_key(ctx.headers, self._session_header, self._session_cookie)
+    return self.table.lookup(key) if self.table is not None and key is not None else None
+
+
+@variant("binding-per-key-rebind",
+         "one session binding per key, not per capability: a binding whose candidate is not one of the requested "
+         "capability is a failover and is replaced (routing guide 8 says to reuse an existing permitted binding "
+         "and record a new one after normal selection, not how bindings are keyed)")
+def _binding_per_key_rebind() -> None:
+    patch(intelligent_route, "binding_key", lambda kind, name, session: session)
+
+
+@variant("binding-per-key-reuse",
+         "one session binding per key, reused for another capability when the bound provider (site and cluster) "
+         "is also an eligible candidate of it; otherwise a fresh selection replaces it (routing guide 8: "
+         "\"Existing permitted binding: reuse the provider\")")
+def _binding_per_key_reuse() -> None:
+    patch(intelligent_route, "binding_key", lambda kind, name, session: session)
+    original = IntelligentRouteFilter._select
+
+    def select(self: IntelligentRouteFilter, ctx: RequestContext, current: Snapshot, plan: CapabilityPlan
+               ) -> Reject | None:
+        bound = _bound(self, ctx)
+        if bound is not None and bound not in plan.reusable:
+            held = next((p.reusable[bound] for p in current.plans.values() if bound in p.reusable), None)
+            same = next((c for c in plan.reusable.values()
+                         if held is not None and (c.site, c.cluster) == (held.site, held.cluster)), None)
+            if same is not None:
+                self._route(ctx, current, plan, same, "reused")
+                return None
+        return original(self, ctx, current, plan)
+
+    patch(IntelligentRouteFilter, "_select", select)
+
+
+# ------------------------------------------------------------------------------------------ answers
+
+
+@variant("empty-error-bodies",
+         "every answer the gateway makes itself (400, 404, 413, 5xx) has an empty body: the spec gives the statuses, "
+         "never a body", profiles=("consumer", "provider"))
+def _empty_error_bodies() -> None:
+    def reject_response(rejection: Reject) -> web.Response:
+        return web.Response(status=rejection.status, body=b"", headers=rejection.headers or None)
+
+    def text_response(status: int, body: str) -> web.Response:
+        return web.Response(status=status, body=b"")
+
+    patch(server, "reject_response", reject_response)
+    patch(server, "text_response", text_response)
+    patch(proxy, "text_response", text_response)
+
+
+@variant("refuse-conflicting-selectors",
+         "refuses, as the public Praxis pipeline check does, two cluster-selecting filters (router, intelligent_route) "
+         "before one load_balancer unless insecure_options.skip_pipeline_checks.conflicting_cluster_selectors is "
+         "set; the spec says nothing of such chains", claims=("presetCluster",))
+def _refuse_conflicting_selectors() -> None:
+    original = gateway_config.parse_config
+
+    def parse_config(raw: Any) -> gateway_config.GatewayConfig:
+        config = original(raw)
+        if "skip_pipeline_checks.conflicting_cluster_selectors" in config.insecure_options:
+            return config
+        for chain in config.chains.values():
+            selectors = [f.type for f in chain.filters if f.type in ("router", "intelligent_route")]
+            if len(selectors) > 1 and any(f.type == "load_balancer" for f in chain.filters):
+                raise ConfigError(chain.path, f"conflicting cluster selectors before load_balancer: {selectors}")
+        return config
+
+    patch(gateway_config, "parse_config", parse_config)
+
+
+# --------------------------------------------------------------------------------------------- logs
+
+
+class _JsonLines(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return json.dumps({"timestamp": self.formatTime(record), "level": record.levelname,
+                           "target": record.name, "fields": {"message": record.getMessage()}})
+
+
+@variant("json-logs",
+         "logs one JSON object per line (timestamp, level, target, fields), as tracing's JSON output does, instead "
+         "of key=value text: the spec names no log format", profiles=("consumer", "provider"))
+def _json_logs() -> None:
+    def configure(level: str) -> None:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_JsonLines())
+        for name in ("agn.gateway", "aiohttp"):
+            logger = logging.getLogger(name)
+            logger.handlers[:] = [handler]
+            logger.setLevel(level.upper() if name == "agn.gateway" else logging.WARNING)
+            logger.propagate = False
+
+    patch(cli, "configure", configure)

@@ -1,0 +1,83 @@
+"""Every core test passes what the spec allows: the consumer and provider suites, run against conformant
+variants of the reference gateway (selfcheck/variants.py), each making another choice the spec leaves open.
+
+Each variant runs the whole suite of each profile its choice can touch, through a descriptor claiming only
+the variant's own extended features; every test that ran must pass, and none may use an extended feature it
+does not judge (harness.feature_use). A failure here is the harness's: a test asserts what the spec does not.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from selfcheck import judge as shared
+from selfcheck.judge import SuiteRuns
+from selfcheck.profiles import CONSUMER, PROVIDER
+from selfcheck.variant_judge import submit_variant, variant_document, variant_verdict
+from selfcheck.variants import VARIANTS, _declined
+
+PROFILES = {"consumer": CONSUMER, "provider": PROVIDER}
+CASES = [(name, profile) for name, v in VARIANTS.items() for profile in v.profiles]
+
+
+@pytest.fixture(scope="module")
+def variant_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, SuiteRuns]]:
+    """One SuiteRuns per profile, every variant's run started at once (they mostly wait on gateways)."""
+    jobs = max(1, int(os.environ.get(shared.JOBS_ENV, 2)))
+    runs = {name: SuiteRuns(profile, tmp_path_factory.mktemp(f"{name}-variants"),
+                            shared.collect_suite_ids(profile), jobs)
+            for name, profile in PROFILES.items()}
+    for variant, profile in CASES:
+        submit_variant(runs[profile], variant)
+    try:
+        yield runs
+    finally:
+        for one in runs.values():
+            one.close()
+
+
+@pytest.mark.parametrize(("variant", "profile"), CASES, ids=[f"{v}-{p}" for v, p in CASES])
+def test_every_core_test_passes_the_variant(variant: str, profile: str, variant_runs: dict[str, SuiteRuns]) -> None:
+    run = submit_variant(variant_runs[profile], variant).result()
+    problems = variant_verdict(run, PROFILES[profile].may_skip)
+    assert not problems, f"variant {variant} ({VARIANTS[variant].summary}):\n" + "\n".join(problems) + \
+        "\n" + run.describe()
+
+
+def test_every_variant_names_the_choice_the_spec_leaves_open() -> None:
+    for name, v in VARIANTS.items():
+        assert v.summary and ("spec" in v.summary or "guide" in v.summary), f"{name} names no sentence or silence"
+        assert set(v.profiles) <= set(PROFILES), name
+        assert variant_document(name)["features"] == list(v.claims)
+
+
+def test_unknown_variant_is_refused() -> None:
+    done = subprocess.run([sys.executable, "-m", "selfcheck.variant_launch", "--variant", "no-such-variant",
+                           "-c", "praxis.yaml"], cwd=shared.run_dir(Path.cwd()), env=shared.env(),
+                          capture_output=True, timeout=60, check=False)
+    stderr = done.stderr.decode(errors="replace")
+    assert done.returncode == 2 and "unknown variant 'no-such-variant'" in stderr, stderr
+    assert all(name in stderr for name in VARIANTS), stderr
+
+
+def test_declining_gateway_refuses_exactly_the_extended_config_keys() -> None:
+    """The decline-extended variant refuses a config asking for an extended feature, and takes its twin."""
+    def chain(*filters: dict[str, object]) -> dict[str, object]:
+        return {"filter_chains": [{"name": "c", "filters": list(filters)}]}
+
+    route = {"filter": "intelligent_route", "session_affinity": {"enabled": True, "header": "x-session-id"}}
+    assert _declined(chain(route)) is None
+    assert "cookie" in str(_declined(chain({**route, "session_affinity": {"enabled": True, "cookie": "c"}})))
+    assert "skip_paths" in str(_declined(chain({**route, "skip_paths": ["/x"]})))
+    assert "router" in str(_declined(chain({"filter": "router", "routes": []}, route)))
+    assert "value" in str(_declined(chain({"filter": "credential_inject", "credentials": [{"value": "t"}]})))
+    assert _declined(chain({"filter": "credential_inject", "credentials": [{"file": "/t"}]})) is None
+    assert _declined({"metrics": {"filter_duration": True}}) is not None
+    assert _declined({"metrics": {"filter_duration": False}}) is None
+
