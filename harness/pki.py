@@ -16,10 +16,12 @@ import re
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import trustme
 from cryptography import x509
-from cryptography.hazmat.primitives.serialization import Encoding
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.serialization import Encoding, load_pem_private_key
 
 #: The organization consumer gateways carry in their client certificates; provider gateways trust it.
 GRID_ORGANIZATION = "ai-grid"
@@ -89,11 +91,16 @@ class GridPKI:
         self._foreign_ca()
         return self.directory / "foreign-ca.pem"
 
-    def server(self, name: str, *hosts: str) -> ServerFiles:
-        """A server certificate for `hosts` (IP addresses or DNS names), stored under `name`."""
+    def server(self, name: str, *hosts: str, uris: tuple[str, ...] = ()) -> ServerFiles:
+        """A server certificate for `hosts` (IP addresses or DNS names), stored under `name`; `uris` are
+        further URI names (a SPIFFE ID, say) it carries beside them."""
         cert = self.ca.issue_cert(*hosts)
-        cert_path, key_path = self._write(name, cert)
-        files = ServerFiles(cert_path, key_path, leaf_digest(cert.cert_chain_pems[0].bytes()))
+        if uris:
+            cert_path, key_path = self._write_pems(name, [_with_uris(cert, self.ca, uris), *(
+                blob.bytes() for blob in cert.cert_chain_pems[1:])], cert.private_key_pem.bytes())
+        else:
+            cert_path, key_path = self._write(name, cert)
+        files = ServerFiles(cert_path, key_path, file_digest(cert_path))
         self._issued[name] = files
         return files
 
@@ -164,6 +171,15 @@ class GridPKI:
             self._foreign.cert_pem.write_to_path(str(self.directory / "foreign-ca.pem"))
         return self._foreign
 
+    def _write_pems(self, name: str, chain: list[bytes], key: bytes) -> tuple[Path, Path]:
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"certificate name {name!r} must be 1-100 of [A-Za-z0-9._-]")
+        cert_path, key_path = self.directory / f"{name}.crt", self.directory / f"{name}.key"
+        cert_path.write_bytes(b"".join(chain))
+        key_path.touch(mode=0o600)
+        key_path.write_bytes(key)
+        return cert_path, key_path
+
     def _write(self, name: str, cert: trustme.LeafCert) -> tuple[Path, Path]:
         if not _NAME.fullmatch(name):
             raise ValueError(f"certificate name {name!r} must be 1-100 of [A-Za-z0-9._-]")
@@ -178,3 +194,19 @@ class GridPKI:
 
 __all__ = ["GRID_ORGANIZATION", "ClientFiles", "GridPKI", "ServerFiles", "client_context", "file_digest",
            "leaf_digest"]
+
+
+def _with_uris(cert: trustme.LeafCert, ca: trustme.CA, uris: tuple[str, ...]) -> bytes:
+    """`cert`'s leaf signed again by `ca` with `uris` added to its subject alternative names (trustme issues
+    DNS, IP and e-mail names only); everything else, its key included, stays as trustme made it."""
+    leaf = x509.load_pem_x509_certificate(cert.cert_chain_pems[0].bytes())
+    ca_key: Any = load_pem_private_key(ca.private_key_pem.bytes(), password=None)
+    builder = (x509.CertificateBuilder().subject_name(leaf.subject).issuer_name(leaf.issuer)
+               .public_key(leaf.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(leaf.not_valid_before_utc).not_valid_after(leaf.not_valid_after_utc))
+    for extension in leaf.extensions:
+        value: Any = extension.value
+        if isinstance(value, x509.SubjectAlternativeName):
+            value = x509.SubjectAlternativeName([*value, *(x509.UniformResourceIdentifier(u) for u in uris)])
+        builder = builder.add_extension(value, extension.critical)
+    return builder.sign(ca_key, hashes.SHA256()).public_bytes(Encoding.PEM)

@@ -34,6 +34,40 @@ def test_server_certificate_keeps_its_api(pki: GridPKI) -> None:
     assert files.digest == file_digest(files.cert)
 
 
+def test_server_certificate_may_carry_uri_names_and_still_verifies(pki: GridPKI) -> None:
+    """A SPIFFE ID rides beside the DNS and IP names; the grid CA still verifies the certificate for its
+    address, and the plain twin carries no URI."""
+    files = pki.server("relay", "127.0.0.1", "site-a.signals", uris=("spiffe://grid.internal/site/site-a",))
+    sans = _leaf(files.cert).extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.UniformResourceIdentifier) == ["spiffe://grid.internal/site/site-a"]
+    assert "site-a.signals" in sans.get_values_for_type(x509.DNSName)
+    assert files.digest == file_digest(files.cert) and files.key.stat().st_mode & 0o777 == 0o600
+    plain = pki.server("plain", "127.0.0.1")
+    assert not _leaf(plain.cert).extensions.get_extension_for_class(x509.SubjectAlternativeName).value \
+        .get_values_for_type(x509.UniformResourceIdentifier)
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(str(files.cert), str(files.key))  # the key still matches the re-signed leaf
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        accepted: list[str] = []
+
+        def serve() -> None:
+            conn, _ = listener.accept()
+            with server_ctx.wrap_socket(conn, server_side=True) as tls:
+                tls.sendall(b"x")
+                accepted.append("ok")
+
+        thread = threading.Thread(target=serve)
+        thread.start()
+        with socket.create_connection(("127.0.0.1", port)) as raw, \
+                client_context(pki.ca_path).wrap_socket(raw, server_hostname="site-a.signals") as tls:
+            assert tls.recv(1) == b"x"
+        thread.join(10)
+    assert accepted == ["ok"]
+
+
 def test_client_certificate_has_grid_organization_and_digest(pki: GridPKI) -> None:
     client = pki.client("consumer-a")
     leaf = _leaf(client.cert)

@@ -28,7 +28,15 @@ from harness.serving import config as serving_config
 from harness.serving.config import PeerSite
 from harness.serving.load import Batch, LoadRun, PromptFn, Shot, distinct_prompt, send_batch
 from harness.serving.metrics import RouteMetrics, parse_route_metrics
-from harness.serving.relay import CONCLUSIONS_PREFIX, RelayProcess, RelaySource, select, server_name, start_relay
+from harness.serving.relay import (
+    CONCLUSIONS_PREFIX,
+    RelayProcess,
+    RelaySource,
+    select,
+    server_name,
+    site_spiffe_id,
+    start_relay,
+)
 from harness.timeline import current, record_action
 from harness.timeouts import timeouts
 from harness.waiting import WaitTimeout, poll_until
@@ -98,7 +106,7 @@ class ServingGrid:
             for name, site in grid.sites.items():
                 provider = next(iter(site.providers.values()))
                 host, port = backend.plan.allocate(site.index, SIGNALS_PORT)
-                files = backend.pki.server(f"relay-{name}", host, server_name(name))
+                files = backend.pki.server(f"relay-{name}", host, server_name(name), uris=(site_spiffe_id(name),))
                 relay = start_relay(backend.supervisor, name=f"relay-{name}", site=name, listen=f"{host}:{port}",
                                     sources=[RelaySource(provider.spec.cluster, provider.address, provider.spec.name)],
                                     cert=files.cert, key=files.key, client_ca=backend.pki.ca_path)

@@ -77,6 +77,13 @@ def server_name(site: str) -> str:
     return f"{site}.signals"
 
 
+def site_spiffe_id(site: str) -> str:
+    """The SPIFFE ID a site's signals certificate also carries, as a URI name: the public grid gateway's signals
+    poller writes a peer's readings only when its certificate names spiffe://grid.internal/site/<site>
+    (praxis-proxy/grid, the signals polling docs); the routing guide names no peer identity."""
+    return f"spiffe://grid.internal/site/{site}"
+
+
 @dataclass(frozen=True)
 class RelaySource:
     """One cluster of the site and the fake backend (host:port of its plain listener) whose EPP it relays;

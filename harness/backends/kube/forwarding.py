@@ -23,10 +23,10 @@ class PortForwardPKI(GridPKI):
     peers in the clusters verify the SNI name the certificate also carries.
     """
 
-    def server(self, name: str, *hosts: str) -> ServerFiles:
+    def server(self, name: str, *hosts: str, uris: tuple[str, ...] = ()) -> ServerFiles:
         if "0.0.0.0" in hosts and "127.0.0.1" not in hosts:
             hosts = (*hosts, "127.0.0.1")
-        return super().server(name, *hosts)
+        return super().server(name, *hosts, uris=uris)
 
 
 def port_forward(runner: Runner, supervisor: Supervisor, site: SiteCluster, target: str, ports: Sequence[int],
