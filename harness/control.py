@@ -28,7 +28,7 @@ import httpx
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness import fastyaml, feature_use, http_get, producer_oracle
+from harness import fastyaml, feature_use, http_get, producer_oracle, status_shapes
 from harness.backends import OperationUnsupported
 from harness.contract import ScopeSpec
 from harness.process import ManagedProcess
@@ -204,13 +204,12 @@ class ControlPlane:
 
     def status_entry(self, network: str, gateway: str = DEFAULT_GATEWAY,
                      namespace: str = DEFAULT_NAMESPACE) -> dict[str, Any]:
-        for entry in self.status(network).get("overlayStatus") or []:
-            if isinstance(entry, dict) and (entry.get("gatewayName"), entry.get("gatewayNamespace")) == (
-                    gateway, namespace):
-                self._saw("rendered", entry.get("renderedRevision"), network, gateway)
-                self._saw("distributed", entry.get("distributedRevision"), network, gateway)
-                return entry
-        return {}
+        entry = status_shapes.find_entry(self.status(network), gateway, namespace)
+        if entry is None:
+            return {}
+        self._saw("rendered", entry.get("renderedRevision"), network, gateway)
+        self._saw("distributed", entry.get("distributedRevision"), network, gateway)
+        return entry
 
     def status_stamp(self, network: str) -> Hashable | None:
         """A value that changes whenever the status is written again (None before the first write)."""

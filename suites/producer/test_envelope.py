@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import shutil
 from collections.abc import Callable
@@ -30,7 +29,6 @@ ARCH = "routing-architecture-and-overlay-contract"
 GUIDE = "routing-guide"
 GATEWAY = resources.DEFAULT_GATEWAY
 NAMESPACE = resources.DEFAULT_NAMESPACE
-RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
 
 
 def _scope(scenario: Scenario, gateway: str = GATEWAY, local: str | None = None) -> ScopeSpec:
@@ -441,16 +439,14 @@ def test_status_reports_rendered_and_distributed_revision(scenario: Scenario) ->
 
 
 def _check_status(scenario: Scenario, envelope: dict[str, Any]) -> None:
+    """The gateway's entry records the envelope's revision as rendered and distributed. The spec gives no other
+    status field (digest, schema version, ConfigMap name, phase, timestamps are the reference's), so none is
+    judged; the entry is found in any known status shape (harness.status_shapes)."""
     revision = _revision(envelope)
     entry = scenario.control.wait_status(scenario.net, lambda e: e.get("distributedRevision") == revision,
                                          what=f"distributed revision {revision[:12]}")
     assert entry.get("renderedRevision") == revision, entry
-    assert entry.get("contentDigest") == envelope["content_digest"]["value"], entry
-    assert entry.get("schemaVersion") == SCHEMA_VERSION, entry
     assert entry.get("gatewayName") == GATEWAY and entry.get("gatewayNamespace") == NAMESPACE, entry
-    assert entry.get("configMapName") == oracle.configmap_name(scenario.net, GATEWAY), entry
-    assert entry.get("phase") == "Distributed", entry
-    assert isinstance(entry.get("renderedAt"), str) and RFC3339.fullmatch(entry["renderedAt"]), entry
 
 
 @pytest.mark.conformance(id="PROD-STATUS-CANDIDATE-COUNT", profile="producer", level="core", feature="status",

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from harness import feature_use
+from harness import feature_use, status_shapes
 from harness.backends.kube.handles import KubeOverlaySync, SiteCluster
 from harness.backends.kube.install_plan import kube_outputs
 from harness.backends.kube.names import FIELD_MANAGER, NAMESPACE, OPERATOR_DEPLOYMENT
@@ -297,8 +297,8 @@ class KubeControlPlane(ControlPlane):
     def _last_rendered(self, network: str) -> float | None:
         """The latest renderedAt of the network's status entries, as epoch seconds (None: none readable)."""
         stamps = []
-        for entry in self.status(network).get("overlayStatus") or []:
-            value = entry.get("renderedAt") if isinstance(entry, dict) else None
+        for entry in status_shapes.entries(self.status(network)):
+            value = entry.get("renderedAt")
             with contextlib.suppress(TypeError, ValueError):
                 stamps.append(datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp())
         return max(stamps) if stamps else None
