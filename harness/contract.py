@@ -333,8 +333,9 @@ def rejection_cases(valid: dict[str, Any]) -> list[Case]:
           "overlay.local_site differs from scope.local_site", SCOPE_RULE, statements=SCOPE_IDS)
     c.add("source-generation-zero", _set("provenance.source_generation", 0), "source_generation must be positive",
           GENERATION_RULE, reseal=False, twin=_set("provenance.source_generation", 1), statements=PROVENANCE_IDS)
+    # resealed, so the digest matches and the shape is the only fault
     c.add("candidates-not-list", _set("overlay.candidates", {"a": 1}), "candidates is a list", STRICT_PARSING,
-          reseal=False, statements=STRICT_IDS)
+          statements=STRICT_IDS)
     c.add("huge-integer", _set("overlay.candidates.0.future_counter", 2**64),
           "an unknown candidate field whose integer RFC 8785 cannot carry exactly, under the base's digest",
           DIGEST_RULE, reseal=False, twin=_set("overlay.candidates.0.future_counter", 7), statements=RECOMPUTED_IDS)
