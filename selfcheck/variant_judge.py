@@ -12,12 +12,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.feature_use import violations
+from harness.impl import reference_document
 from selfcheck.judge import ROOT, SuiteRun, SuiteRuns, reference_gateway, report_outcomes, tail
+from selfcheck.operator_variants import VARIANTS as OPERATOR_VARIANTS
 from selfcheck.variants import VARIANTS
 
-__all__ = ["submit_variant", "variant_document", "variant_gateway", "variant_verdict"]
+__all__ = ["ALL_VARIANTS", "submit_variant", "variant_document", "variant_gateway", "variant_verdict"]
 
 LAUNCHER = "selfcheck.variant_launch"
+OPERATOR_LAUNCHER = "selfcheck.operator_variant_launch"
+#: Every variant by name: the gateway's and the operator's (names are unique across both).
+ALL_VARIANTS = {**VARIANTS, **OPERATOR_VARIANTS}
 
 
 def variant_gateway(name: str) -> dict[str, Any]:
@@ -30,13 +35,28 @@ def variant_gateway(name: str) -> dict[str, Any]:
     return {"command": command, "env": source, "startup_timeout_s": 20, "launcher": launcher}
 
 
+def variant_operator(name: str) -> dict[str, Any]:
+    """An operator section starting the reference operator built as variant `name` (the reference's arguments)."""
+    operator = dict(reference_document()["operator"])
+    operator["command"] = ["{python}", "-m", OPERATOR_LAUNCHER, "--variant", name,
+                           *operator["command"][operator["command"].index("run"):]]
+    operator["env"] = {"PYTHONPATH": str(ROOT)}
+    return operator
+
+
 def variant_document(name: str) -> dict[str, Any]:
-    """The descriptor a run of variant `name` starts from: its gateway and only the features it claims."""
+    """The descriptor a run of variant `name` starts from: the variant's gateway or operator (the reference
+    for the other parts) and only the features it claims."""
+    if name in OPERATOR_VARIANTS:
+        parts = {"gateway": reference_gateway(), "operator": variant_operator(name),
+                 "overlay_sync": reference_document()["overlay_sync"]}
+    else:
+        parts = {"gateway": variant_gateway(name)}
     return {
-        "implementation": {"organization": "agn-conformance", "project": f"variant-gateway-{name}",
+        "implementation": {"organization": "agn-conformance", "project": f"variant-{name}",
                            "version": "0.0.0", "contact": ["selfcheck"]},
-        "gateway": variant_gateway(name),
-        "features": list(VARIANTS[name].claims),
+        **parts,
+        "features": list(ALL_VARIANTS[name].claims),
     }
 
 

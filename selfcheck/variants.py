@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,9 +26,11 @@ from reference.gateway import cli, proxy, server
 from reference.gateway import config as gateway_config
 from reference.gateway.affinity import session_key
 from reference.gateway.context import Reject, RequestContext
-from reference.gateway.filters import intelligent_route
+from reference.gateway.filters import grid_site_route, intelligent_route
 from reference.gateway.filters.intelligent_route import IntelligentRouteFilter
 from reference.gateway.schema import ConfigError
+from reference.gateway.site_route import pick
+from reference.gateway.site_route.availability import SiteView
 from reference.gateway.snapshot import CapabilityPlan, Snapshot
 from reference.overlay import SELECTION_MODES, validate
 from selfcheck.registry import Breakage, patch
@@ -211,3 +214,34 @@ def _json_logs() -> None:
             logger.propagate = False
 
     patch(cli, "configure", configure)
+
+
+# ------------------------------------------------------------------------------- grid_site_route
+
+
+@variant("two-draws-with-replacement",
+         "two choices at three or more sites with room are two weighted draws with replacement, the lower rho "
+         "winning (routing guide 7b says \"two choices\", not that the draws differ)", profiles=("serving",))
+def _two_draws_with_replacement() -> None:
+    def two_choices(room: Sequence[SiteView], rng: random.Random) -> SiteView:
+        weights = [pick.weight_of(s) for s in room]
+        a = room[pick.weighted_draw(room, weights, rng)]
+        b = room[pick.weighted_draw(room, weights, rng)]
+        return b if (b.rho or 0.0) < (a.rho or 0.0) else a
+
+    patch(pick, "two_choices", two_choices)
+
+
+@variant("no-site-headers",
+         "a routed response names no site or cluster (no x-grid-site or x-grid-backend): the routing guide names no "
+         "response header", profiles=("serving",))
+def _no_site_headers() -> None:
+    original = grid_site_route.GridSiteRouteFilter.on_request
+    named = {grid_site_route.SITE_HEADER, grid_site_route.BACKEND_HEADER}
+
+    def on_request(self: grid_site_route.GridSiteRouteFilter, ctx: RequestContext) -> Reject | None:
+        answer = original(self, ctx)
+        ctx.response_headers[:] = [(k, v) for k, v in ctx.response_headers if k.lower() not in named]
+        return answer
+
+    patch(grid_site_route.GridSiteRouteFilter, "on_request", on_request)

@@ -1,5 +1,6 @@
-"""Every core test passes what the spec allows: the consumer and provider suites, run against conformant
-variants of the reference gateway (selfcheck/variants.py), each making another choice the spec leaves open.
+"""Every core test passes what the spec allows: the consumer, provider, serving and producer suites, run
+against conformant variants of the reference gateway and operator (selfcheck/variants.py,
+selfcheck/operator_variants.py), each making another choice the spec leaves open.
 
 Each variant runs the whole suite of each profile its choice can touch, through a descriptor claiming only
 the variant's own extended features; every test that ran must pass, and none may use an extended feature it
@@ -18,18 +19,19 @@ import pytest
 
 from selfcheck import judge as shared
 from selfcheck.judge import SuiteRuns
-from selfcheck.profiles import CONSUMER, PROVIDER
+from selfcheck.profiles import CONSUMER, PRODUCER, PROVIDER, SERVING
+from selfcheck.variant_judge import ALL_VARIANTS as VARIANTS
 from selfcheck.variant_judge import submit_variant, variant_document, variant_verdict
-from selfcheck.variants import VARIANTS, _declined
+from selfcheck.variants import _declined
 
-PROFILES = {"consumer": CONSUMER, "provider": PROVIDER}
+PROFILES = {"consumer": CONSUMER, "provider": PROVIDER, "serving": SERVING, "producer": PRODUCER}
 CASES = [(name, profile) for name, v in VARIANTS.items() for profile in v.profiles]
 
 
 @pytest.fixture(scope="module")
 def variant_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, SuiteRuns]]:
     """One SuiteRuns per profile, every variant's run started at once (they mostly wait on gateways)."""
-    jobs = max(1, int(os.environ.get(shared.JOBS_ENV, 2)))
+    jobs = max(1, int(os.environ.get(shared.JOBS_ENV, 3)))
     runs = {name: SuiteRuns(profile, tmp_path_factory.mktemp(f"{name}-variants"),
                             shared.collect_suite_ids(profile), jobs)
             for name, profile in PROFILES.items()}

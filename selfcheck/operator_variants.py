@@ -1,0 +1,44 @@
+"""Conformant variants of the reference operator: each makes the other choice where the spec leaves one open.
+
+Like the gateway variants (selfcheck/variants.py), each is a monkeypatch applied before the operator starts
+(``python -m selfcheck.operator_variant_launch --variant NAME run ...``) and names the sentence, or the
+silence, that leaves its choice open; every core producer test must pass it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reference.operator import sinks
+from selfcheck.registry import patch
+from selfcheck.variants import Variant
+
+__all__ = ["VARIANTS"]
+
+VARIANTS: dict[str, Variant] = {}
+
+
+def _rename(entry: Mapping[str, Any], old: str, new: str) -> dict[str, Any]:
+    return {(new if key == old else key): value for key, value in entry.items()}
+
+
+def _status_public_shape() -> None:
+    def status_body(network: Any, entries: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"observedGeneration": network.generation,
+                "routingMapStatus": [_rename(e, "gatewayNamespace", "namespace") for e in entries]}
+
+    def entries_by_gateway(status: Mapping[str, Any] | None) -> dict[tuple[Any, Any], dict[str, Any]]:
+        listed = (status or {}).get("routingMapStatus") or []
+        return {(e.get("gatewayName"), e.get("namespace")): _rename(e, "namespace", "gatewayNamespace")
+                for e in listed if isinstance(e, dict)}
+
+    patch(sinks, "status_body", status_body)
+    patch(sinks, "entries_by_gateway", entries_by_gateway)
+
+
+VARIANTS["status-public-shape"] = Variant(
+    "status-public-shape",
+    "records each gateway's revisions in status.routingMapStatus, naming the gateway's namespace `namespace`, as the "
+    "public grid operator's newest release does: the spec says only that the operator \"records rendered/distributed "
+    "revision status\"", _status_public_shape, profiles=("producer",))
