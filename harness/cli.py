@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import importlib.util
 import io
+import os
 import shutil
 import subprocess
 import sys
@@ -31,13 +32,14 @@ from harness.options_file import OptionsFileError, load_options
 from harness.plugin_loading import only_needed_plugins
 from harness.report.compare import add_compare_parser, run_compare
 from harness.report.html import write_html
+from harness.report.verdict import FAILED, NOT_JUDGED, PASSED
 from harness.report.writer import (
     ReportError,
     build_report,
-    core_passed,
     failures_by_feature,
     harness_version,
     load_report,
+    report_verdict,
     write_yaml,
 )
 from harness.run_options import OPTIONS, RUN_KEYS, add_run_arguments
@@ -72,6 +74,7 @@ SELF_CHECK = "self-check"
 EXIT_PASSED = 0
 EXIT_CORE_FAILED = 1
 EXIT_UNJUDGED = 2
+_EXIT_BY_VERDICT = {PASSED: 0, FAILED: 1, NOT_JUDGED: 2}
 
 _UNJUDGED_PYTEST_CODES = frozenset({
     int(pytest.ExitCode.INTERRUPTED),
@@ -259,17 +262,14 @@ def list_pytest_args(suite_profiles: Sequence[str], extra: Sequence[str] = (),
 def run_exit_code(pytest_rc: int, report: Mapping[str, Any] | None) -> int:
     """Exit status of ``run`` from pytest's exit code and the report it left (``None``: no report).
 
-    Failed extended tests make pytest exit 1 but do not fail conformance; the report decides.
+    The report's verdict decides (harness.report.verdict): a failed core test or a failed test of a claimed
+    extended feature is 1, a run that judged nothing (or a selected profile none of whose core tests ran) 2.
     """
     if int(pytest_rc) in _UNJUDGED_PYTEST_CODES or int(pytest_rc) not in _JUDGED_PYTEST_CODES:
         return EXIT_UNJUDGED
-    if report is None or _tests_judged(report) == 0:
+    if report is None:
         return EXIT_UNJUDGED  # a run that judged nothing must never read as a pass
-    if not core_passed(report):
-        return EXIT_CORE_FAILED
-    if _not_judged(report):
-        return EXIT_UNJUDGED  # a selected profile ran no core test (no cluster, no Docker, ...)
-    return EXIT_PASSED
+    return _EXIT_BY_VERDICT[report_verdict(report).outcome]
 
 
 def _not_judged(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -277,28 +277,17 @@ def _not_judged(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [row for row in rows if isinstance(row, Mapping)]
 
 
-def _tests_judged(report: Mapping[str, Any]) -> int:
-    total = 0
-    for profile in report.get("profiles") or []:
-        for level in ("core", "extended", DEMO_LEVEL):
-            stats = (profile.get(level) or {}).get("statistics") or {}
-            total += sum(int(stats.get(key, 0)) for key in ("passed", "failed", "skipped"))
-            total += len((profile.get(level) or {}).get("unsupportedFeatures") or [])
-    return total
-
-
 def summary_lines(report: Mapping[str, Any], report_path: str, html_path: str | None = None) -> list[str]:
     """A few lines for the terminal: the verdict, one line per profile with its failures grouped by
     feature (the feature with most failures first), where the reports are."""
     impl = report.get("implementation") or {}
     unjudged = _not_judged(report)
-    nothing_ran = _tests_judged(report) == 0
-    verdict = "FAILED" if not core_passed(report) else "NOT JUDGED" if unjudged or nothing_ran else "PASSED"
-    lines = [f"{PROG}: {verdict} for {impl.get('project', '?')} {impl.get('version', '')}".rstrip()
+    verdict = report_verdict(report)
+    lines = [f"{PROG}: {verdict.headline} for {impl.get('project', '?')} {impl.get('version', '')}".rstrip()
              + f" (backend {report.get('backend', '?')})"]
     lines += [f"  {row.get('profile', '?')}: no core test ran: {row.get('reason', '')}" for row in unjudged]
-    if nothing_ran and not unjudged:
-        lines.append("  no test ran (interrupted, or nothing was collected)")
+    if verdict.outcome == NOT_JUDGED and not unjudged:
+        lines.append("  no test passed or failed (interrupted, deselected, or nothing was collected)")
     for profile in report.get("profiles") or []:
         parts = [f"  {str(profile.get('name', '?')):<9}"]
         for level in _shown_levels(profile):
@@ -403,11 +392,17 @@ def _command_run(args: argparse.Namespace) -> int:
         except submission.SubmissionError as exc:
             _error(f"--submission: {exc}")
             return EXIT_UNJUDGED
-        folder = submission.paths(Path(args.submission).absolute(), args.profiles,
-                                  descriptor.implementation.version, args.backend)
+        final = Path(args.submission).absolute()
+        if final.exists() and (not final.is_dir() or any(final.iterdir())) and not args.force:
+            _error(f"--submission: {final} exists and is not empty; give --force to replace it")
+            return EXIT_UNJUDGED
+        # The run writes into a staging folder beside it, moved into place only when the run judged something:
+        # a run that judged nothing leaves an earlier submission as it was.
+        staging = final.with_name(f".{final.name}.staging-{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        folder = submission.paths(staging, args.profiles, descriptor.implementation.version, args.backend)
         report_path, html_path, junit_path = folder.report, str(folder.html), str(folder.junit)
         diagnostics_dir = str(folder.diagnostics)
-        shutil.rmtree(folder.diagnostics, ignore_errors=True)  # an earlier run's failures are not this run's
 
     present, missing = find_profile_packages(args.profiles, SUITES_PACKAGE)
     if args.command == "demo":
@@ -457,7 +452,19 @@ def _command_run(args: argparse.Namespace) -> int:
     except ReportError as exc:
         _error(f"{exc} (pytest exit code {rc}: {_pytest_code_name(rc)})")
     code = run_exit_code(rc, report)
-    if report is not None and folder is not None:
+    if folder is not None:
+        final = Path(args.submission).absolute()
+        if report is None or code == EXIT_UNJUDGED:
+            shutil.rmtree(folder.root, ignore_errors=True)
+            why = "; ".join(report_verdict(report).reasons) if report is not None else "no report"
+            _error(f"--submission: refused, the run was not judged ({why}); {final} was left as it was")
+            if report is not None:
+                print("\n".join(summary_lines(report, "(not kept)")))
+            return EXIT_UNJUDGED
+        shutil.rmtree(final, ignore_errors=True)
+        folder.root.rename(final)
+        folder = submission.paths(final, args.profiles, descriptor.implementation.version, args.backend)
+        report_path, html_path = folder.report, str(folder.html)
         digest = submission.write_descriptor(descriptor_text(descriptor.source), folder.descriptor)
         submission.write_readme(folder, report, command=[PROG, *getattr(args, "argv", [])],
                                 descriptor_sha256=digest, implementation_descriptor=args.impl)
@@ -465,9 +472,8 @@ def _command_run(args: argparse.Namespace) -> int:
         print("\n".join(summary_lines(report, str(report_path), html_path)))
         if folder is not None:
             print(f"  submission: {folder.root} (start with {folder.readme.name})")
-        if code == EXIT_UNJUDGED and _not_judged(report) and core_passed(report):
-            names = ", ".join(str(row.get("profile", "?")) for row in _not_judged(report))
-            _error(f"no core test of {names} ran (reasons above); the run cannot be judged")
+        if code == EXIT_UNJUDGED and report_verdict(report).outcome == NOT_JUDGED and int(rc) in _JUDGED_PYTEST_CODES:
+            _error(f"{'; '.join(report_verdict(report).reasons)}: the run cannot be judged")
         elif code == EXIT_UNJUDGED:
             _error(f"pytest stopped with exit code {rc} ({_pytest_code_name(rc)}); the run cannot be judged")
     return code

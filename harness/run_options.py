@@ -80,7 +80,10 @@ OPTIONS: tuple[RunOption, ...] = (
     RunOption("submission", "--submission", None, "text",
               "write a certification submission into DIR: the report named <profiles>-<version>-<backend>-report.yaml,"
               " README.md with a Reproduce section, the descriptor, JUnit XML, the HTML page and diagnostics of "
-              "failures; the implementation version must name a release, not a branch", metavar="DIR"),
+              "failures; the implementation version must name a release, not a branch; a run that judged nothing "
+              "writes none", metavar="DIR"),
+    RunOption("force", "--force", None, "flag",
+              "replace a --submission folder that exists and is not empty (refused otherwise)"),
     RunOption("workers", "--workers", None, "text",
               "spread the run over N pytest-xdist workers, each with its own grid; auto (default): up to 4 on "
               "the local backend (most of a run is waiting), two more with the producer or mesh profile, 1 on "

@@ -138,8 +138,7 @@ def write_readme(target: SubmissionPaths, report: Mapping[str, Any], *, command:
     """The README a reviewer reads first: contents, verdicts, features, failures and how to reproduce."""
     impl = _mapping(report.get("implementation"))
     summary = _mapping(report.get("summary"))
-    verdict = "PASSED" if summary.get("passed") is True and not summary.get("notJudged") else (
-        "NOT JUDGED" if summary.get("passed") is True else "FAILED")
+    verdict = {"passed": "PASSED", "notJudged": "NOT JUDGED"}.get(str(summary.get("verdict")), "FAILED")
     version = str(report.get("harnessVersion", "?"))
     lines = [
         f"# Conformance submission: {impl.get('organization', '?')} {impl.get('project', '?')} "

@@ -105,7 +105,7 @@ def _report(*outcomes: tuple[str, str]) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("pytest_rc", "outcomes", "expected"), [
     (0, [("core", "passed")], 0),
-    (1, [("core", "passed"), ("extended", "failed")], 0),   # extended failures do not fail conformance
+    (1, [("core", "passed"), ("extended", "failed")], 1),   # a claimed feature's failure fails the run
     (1, [("core", "failed")], 1),
     (0, [("core", "failed")], 1),                           # the report decides, not pytest's code
     (5, [], 2),                                             # nothing ran: never a pass
@@ -118,7 +118,7 @@ def _report(*outcomes: tuple[str, str]) -> dict[str, Any]:
     (0, [("core", "skipped"), ("core", "skipped")], 2),     # a profile that ran no core test: not judged
     (0, [("core", "skipped"), ("extended", "passed")], 2),  # ... whatever its extended tests did
     (0, [("core", "passed"), ("core", "skipped")], 0),      # some core tests skipped: judged, partial
-    (0, [("core", "unsupported")], 0),                      # judged: the implementation lacks the profile
+    (0, [("core", "unsupported")], 2),                      # nothing passed or failed: nothing judged
     (0, [("core", "failed"), ("core", "skipped")], 1),
 ])
 def test_run_exit_code(pytest_rc: int, outcomes: list[tuple[str, str]] | None, expected: int) -> None:
@@ -168,8 +168,10 @@ def test_summary_lines_name_a_profile_that_ran_no_core_test() -> None:
                for i in range(3)]
     report = build_report(results, Implementation("o", "p", "1"), backend="kind", harness_version="0.1.0",
                           profiles=["mesh"], features_claimed=[])
-    assert report["summary"] == {"passed": True, "notJudged": [
-        {"profile": "mesh", "reason": "`docker info` failed (exit 1): no Docker engine"}]}
+    assert report["summary"] == {
+        "verdict": "notJudged", "passed": False,
+        "reasons": ["mesh: no core test ran (`docker info` failed (exit 1): no Docker engine)"],
+        "notJudged": [{"profile": "mesh", "reason": "`docker info` failed (exit 1): no Docker engine"}]}
     lines = cli.summary_lines(report, "/r.yaml")
     assert lines[0] == "agn-conformance: NOT JUDGED for p 1 (backend kind)"
     assert lines[1] == "  mesh: no core test ran: `docker info` failed (exit 1): no Docker engine"
@@ -397,7 +399,7 @@ def test_summary_lines_of_a_run_where_no_test_ran() -> None:
                           profiles=["consumer"], features_claimed=[])
     lines = cli.summary_lines(report, "/r.yaml")
     assert lines[0] == "agn-conformance: NOT JUDGED for p 1 (backend kind)"
-    assert lines[1] == "  no test ran (interrupted, or nothing was collected)"
+    assert lines[1] == "  no test passed or failed (interrupted, deselected, or nothing was collected)"
     assert cli.run_exit_code(2, report) == cli.EXIT_UNJUDGED
     passed = cli.summary_lines(_report(("core", "passed")), "/r.yaml")
     assert passed[0].startswith("agn-conformance: PASSED for p 1")

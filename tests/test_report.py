@@ -86,7 +86,8 @@ def test_any_failure_is_failure_and_lists_ids_sorted() -> None:
     assert core["failuresByFeature"] == {"overlayValidation": ["c-1", "c-3"]}
     assert core["failures"] == [{"id": "c-1", "feature": "overlayValidation", "message": ""},
                                 {"id": "c-3", "feature": "overlayValidation", "message": "boom"}]
-    assert report["summary"] == {"passed": False, "failuresByFeature": [
+    assert report["summary"] == {"verdict": "failed", "passed": False, "reasons": ["consumer: 2 core test(s) failed"],
+                                 "failuresByFeature": [
         {"profile": "consumer", "level": "core", "feature": "overlayValidation", "failed": 2,
          "tests": ["c-1", "c-3"]}]}
     assert not core_passed(report)
@@ -123,15 +124,30 @@ def test_failures_by_feature_reads_reports_without_the_key() -> None:
     assert failures_by_feature({"failuresByFeature": {"ttl": ["c-9"]}, "failedTests": ["c-9"]}) == {"ttl": ["c-9"]}
 
 
-def test_extended_failure_does_not_fail_the_summary() -> None:
+def test_a_failing_test_of_a_claimed_feature_fails_the_run() -> None:
+    """Core passed, but the implementation claimed weightedRandom and its test failed: the verdict is failed
+    (Gateway API conformance fails a supported feature's failure too); core_passed still tells core apart."""
     results = [result("c-1", "passed"),
                result("e-1", "failed", level="extended", feature="weightedRandom", message="share off")]
     report = report_for(results, claimed=frozenset({"weightedRandom"}))
     extended = profile(report, "consumer")["extended"]
     assert extended["result"] == "failure" and extended["failedTests"] == ["e-1"]
-    assert report["summary"] == {"passed": True, "failuresByFeature": [
-        {"profile": "consumer", "level": "extended", "feature": "weightedRandom", "failed": 1, "tests": ["e-1"]}]}
+    assert report["summary"] == {"verdict": "failed", "passed": False,
+                                 "reasons": ["consumer: 1 claimed extended feature test(s) failed"],
+                                 "failuresByFeature": [{"profile": "consumer", "level": "extended",
+                                                        "feature": "weightedRandom", "failed": 1, "tests": ["e-1"]}]}
     assert core_passed(report)
+    twin = report_for([result("c-1", "passed"), result("e-1", "passed", level="extended", feature="weightedRandom")],
+                      claimed=frozenset({"weightedRandom"}))
+    assert twin["summary"] == {"verdict": "passed", "passed": True}
+
+
+def test_a_run_that_judged_nothing_is_never_passed() -> None:
+    """No result at all, or only skipped and unsupported ones: not judged, and summary.passed is false."""
+    for results in ([], [result("e-1", "unsupported", level="extended", feature="cookieAffinity")]):
+        summary = report_for(results)["summary"]
+        assert summary["verdict"] == "notJudged" and summary["passed"] is False, summary
+    assert report_for([result("c-1", "passed")])["summary"]["verdict"] == "passed"
 
 
 def test_unsupported_features_are_reported_not_counted() -> None:

@@ -78,3 +78,29 @@ def test_a_failing_vendor_run_gives_a_folder_to_review_and_reproduce(tmp_path: P
     names = [case.get("name") for case in ET.parse(out / "junit.xml").getroot().iter("testcase")]
     assert sorted(names) == sorted(["CONS-404-UNKNOWN-MODEL", SWAP])
     assert (out / "consumer-v2.4.1-local-report.html").is_file()
+
+
+def test_a_run_that_judged_nothing_leaves_an_earlier_submission_alone(tmp_path: Path) -> None:
+    """A -k matching nothing judges nothing: no submission is written (exit 2, saying why) and the folder an
+    earlier run left keeps every file. A non-empty folder needs --force even for a run that judges something."""
+    descriptor = _vendor(tmp_path, "v2.4.1")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "README.md").write_text("an earlier run's submission\n")
+    refused = _run(tmp_path, descriptor, "test_unknown_model_gets_404")
+    assert refused.returncode == 2 and "exists and is not empty; give --force" in refused.stderr, refused.stderr
+    nothing = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--profile", "consumer", "--impl",
+                              str(descriptor), "--submission", str(out), "--force", "--", "-k", "no_such_test_here",
+                              "-p", "no:xdist"], capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
+    assert nothing.returncode == 2 and "--submission: refused, the run was not judged" in nothing.stderr, \
+        nothing.stdout + nothing.stderr
+    assert "NOT JUDGED" in nothing.stdout and "PASSED" not in nothing.stdout, nothing.stdout
+    assert [p.name for p in out.iterdir()] == ["README.md"] and "earlier" in (out / "README.md").read_text()
+    assert not [p for p in tmp_path.iterdir() if ".staging-" in p.name]
+    judged = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--profile", "consumer", "--impl",
+                             str(descriptor), "--submission", str(out), "--force", "--", "-k",
+                             "test_unknown_model_gets_404", "-p", "no:xdist"],
+                            capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
+    assert judged.returncode == 0, judged.stdout + judged.stderr
+    assert "Verdict: **PASSED**" in (out / "README.md").read_text()
+    assert load_report(next(out.glob("*-report.yaml")))["summary"]["verdict"] == "passed"

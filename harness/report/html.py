@@ -264,13 +264,14 @@ class _Page:
 
 
 def _verdict(summary: Mapping[str, Any]) -> tuple[str, str]:
-    passed = summary.get("passed") is True
-    unjudged = [str(_mapping(row).get("profile", "?")) for row in summary.get("notJudged") or []]
-    if passed and unjudged:
-        return "fail", f"NOT JUDGED: no core test of {', '.join(unjudged)} ran (see the skip reasons)"
-    if passed:
-        return "pass", "PASSED: no core test of the selected profiles failed"
-    return "fail", "FAILED: at least one core test failed"
+    """The banner: the report's one verdict (harness.report.verdict) and why it is not a pass."""
+    verdict = summary.get("verdict")
+    reasons = "; ".join(str(r) for r in summary.get("reasons") or [])
+    if verdict == "passed" and summary.get("passed") is True:
+        return "pass", "PASSED: no core test and no test of a claimed feature failed"
+    if verdict == "notJudged":
+        return "fail", f"NOT JUDGED: {reasons or 'nothing was judged'}"
+    return "fail", f"FAILED: {reasons or 'a core test or a test of a claimed feature failed'}"
 
 
 def _meta_table(report: Mapping[str, Any], impl: Mapping[str, Any]) -> str:

@@ -5,7 +5,8 @@ demo section, which judges a demo's claims as core judges conformance), each wit
 (``success`` / ``partial`` / ``failure``), counts, the failed and skipped test ids, the failed ids grouped
 by the feature they test (``failuresByFeature``), and short failure messages; the extended section also
 says which features were claimed and exercised and which the implementation does not support.
-``summary.passed`` is the one bit CI cares about: no core test failed. ``summary.failuresByFeature``
+``summary.verdict`` is the one word CI cares about (harness.report.verdict: passed, failed or notJudged), and
+``summary.passed`` is true only when it is passed. ``summary.failuresByFeature``
 lists every failing feature of the run, so many failures of one missing feature read as one problem.
 ``results`` lists every test with its outcome (passed ones included, which the sections only count), so
 two reports can be compared test by test (harness.report.compare); a test that did not pass gives its
@@ -29,6 +30,8 @@ from harness.impl import Implementation
 from harness.report.html import write_html as _write_html
 from harness.report.model import TestResult
 from harness.report.text import MESSAGE_LIMIT, failures_by_feature, truncate_message, write_text_atomic
+from harness.report.verdict import PASSED, of_report
+from harness.report.verdict import judge as judge_verdict
 from harness.statements import Statement, by_document, coverage
 
 __all__ = [
@@ -38,6 +41,7 @@ __all__ = [
     "ReportError",
     "build_report",
     "core_passed",
+    "report_verdict",
     "failures_by_feature",
     "format_date",
     "harness_version",
@@ -109,16 +113,19 @@ def build_report(
         "harnessVersion": harness_version,
         "backend": backend,
         "profiles": sections,
-        "summary": {"passed": True},
+        "summary": {},
     }
     timelines = {r.id: events for r in results if (events := _evidence(r.timeline))}
     if timelines:
         report["timelines"] = timelines
-    report["summary"]["passed"] = _no_core_failure(sections)
     grouped = _summary_failures(sections)
+    unjudged = not_judged(results, names)
+    outcome = judge_verdict(sections, unjudged)
+    report["summary"] = {"verdict": outcome.outcome, "passed": outcome.outcome == PASSED}
+    if outcome.reasons:
+        report["summary"]["reasons"] = list(outcome.reasons)
     if grouped:
         report["summary"]["failuresByFeature"] = grouped
-    unjudged = not_judged(results, names)
     if unjudged:
         report["summary"]["notJudged"] = unjudged
     if statements is not None:
@@ -253,17 +260,23 @@ def _no_core_failure(sections: Iterable[Mapping[str, Any]]) -> bool:
 
 
 def core_passed(report: Mapping[str, Any]) -> bool:
-    """True when the report says it passed and no profile's core section records a failure.
+    """True when no profile's core section records a failure and the summary does not say otherwise.
 
     Both are checked so that a hand-edited or truncated report cannot claim a pass it does not show.
     """
     summary = report.get("summary")
     profiles = report.get("profiles")
-    if not isinstance(summary, Mapping) or summary.get("passed") is not True:
+    if not isinstance(summary, Mapping) or not isinstance(profiles, list) or \
+            not all(isinstance(p, Mapping) for p in profiles):
         return False
-    if not isinstance(profiles, list) or not all(isinstance(p, Mapping) for p in profiles):
+    if summary.get("verdict") is None and summary.get("passed") is not True:  # a report without a verdict
         return False
     return _no_core_failure(profiles)
+
+
+def report_verdict(report: Mapping[str, Any]) -> Any:
+    """The run's verdict as the report carries it (harness.report.verdict.of_report)."""
+    return of_report(report)
 
 
 def write_yaml(report: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
