@@ -31,7 +31,8 @@ import yaml
 from harness.features import CONFORMANCE_PROFILES, PROFILES, parse_profiles
 from harness.impl import REFERENCE, DescriptorBreakage, ImplDescriptor, ImplError, descriptor_text, load_impl
 from harness.options_file import OptionsFileError, load_self_check_options
-from harness.report.writer import core_passed
+from harness.report.verdict import NOT_JUDGED, PASSED
+from harness.report.writer import report_verdict
 from selfcheck.judge import (
     DEFAULT_JOBS,
     Profile,
@@ -172,10 +173,11 @@ def implementation_verdict(profile: str, run: SuiteRun, restricted: Sequence[str
                        run.seconds)
     total, failed, skipped = report_outcomes(run.report)
     counts = f"{total - len(failed) - len(skipped)} passed, {len(failed)} failed, {len(skipped)} skipped{scope}"
-    unjudged = run.report.get("summary", {}).get("notJudged")
-    if unjudged:
-        return Verdict(profile, "implementation", False, f"not judged: {unjudged} ({counts})", run.seconds)
-    if not core_passed(run.report) or total == 0:
+    verdict = report_verdict(run.report)
+    if verdict.outcome == NOT_JUDGED or total == 0:
+        return Verdict(profile, "implementation", False, f"not judged: {'; '.join(verdict.reasons)} ({counts})",
+                       run.seconds)
+    if verdict.outcome != PASSED:
         return Verdict(profile, "implementation", False, f"failed: {counts}; failing: {sorted(failed)}", run.seconds)
     return Verdict(profile, "implementation", True, f"passed: {counts}", run.seconds)
 

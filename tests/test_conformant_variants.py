@@ -19,9 +19,11 @@ import pytest
 
 from selfcheck import judge as shared
 from selfcheck.judge import SuiteRuns
+from selfcheck.operator_variants import VARIANTS as OPERATOR_VARIANTS
 from selfcheck.profiles import CONSUMER, PRODUCER, PROVIDER, SERVING
 from selfcheck.variant_judge import ALL_VARIANTS as VARIANTS
 from selfcheck.variant_judge import submit_variant, variant_document, variant_verdict
+from selfcheck.variants import VARIANTS as GATEWAY_VARIANTS
 from selfcheck.variants import _declined
 
 PROFILES = {"consumer": CONSUMER, "provider": PROVIDER, "serving": SERVING, "producer": PRODUCER}
@@ -59,13 +61,17 @@ def test_every_variant_names_the_choice_the_spec_leaves_open() -> None:
         assert variant_document(name)["features"] == list(v.claims)
 
 
-def test_unknown_variant_is_refused() -> None:
-    done = subprocess.run([sys.executable, "-m", "selfcheck.variant_launch", "--variant", "no-such-variant",
-                           "-c", "praxis.yaml"], cwd=shared.run_dir(Path.cwd()), env=shared.env(),
-                          capture_output=True, timeout=60, check=False)
+@pytest.mark.parametrize(("launcher", "table", "args"), [
+    ("selfcheck.variant_launch", GATEWAY_VARIANTS, ["-c", "praxis.yaml"]),
+    ("selfcheck.operator_variant_launch", OPERATOR_VARIANTS, ["run"]),
+])
+def test_unknown_variant_is_refused(launcher: str, table: dict[str, object], args: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-m", launcher, "--variant", "no-such-variant", *args],
+                          cwd=shared.run_dir(Path.cwd()), env=shared.env(), capture_output=True, timeout=60,
+                          check=False)
     stderr = done.stderr.decode(errors="replace")
     assert done.returncode == 2 and "unknown variant 'no-such-variant'" in stderr, stderr
-    assert all(name in stderr for name in VARIANTS), stderr
+    assert all(name in stderr for name in table), stderr
 
 
 def test_declining_gateway_refuses_exactly_the_extended_config_keys() -> None:
