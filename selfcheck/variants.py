@@ -32,7 +32,7 @@ from reference.gateway.schema import ConfigError
 from reference.gateway.site_route import pick
 from reference.gateway.site_route.availability import SiteView
 from reference.gateway.snapshot import CapabilityPlan, Snapshot
-from reference.overlay import SELECTION_MODES, validate
+from reference.overlay import SELECTION_MODES, OverlayRejected, validate
 from selfcheck.registry import Breakage, patch
 
 __all__ = ["VARIANTS", "Variant"]
@@ -112,6 +112,26 @@ def _decline_extended() -> None:
         return original(raw)
 
     patch(gateway_config, "parse_config", parse_config)
+
+
+@variant("scope-and-candidates-first",
+         "checks an envelope's expected scope and then its candidates before its digests, the reverse of the "
+         "reference's order: the spec lists what is rejected, never in which order it is checked",
+         profiles=("consumer",))
+def _scope_and_candidates_first() -> None:
+    original = validate._parse_envelope
+
+    def parse_envelope(doc: dict[str, Any], expected_scope: Mapping[str, str] | None) -> Any:
+        scope, payload = doc.get("scope"), doc.get("overlay")
+        if expected_scope and isinstance(scope, dict):
+            for key, want in expected_scope.items():
+                if scope.get(key) != want:
+                    raise OverlayRejected("scope_mismatch", f"scope.{key} {scope.get(key)!r} != expected {want!r}")
+        if isinstance(payload, dict) and isinstance(payload.get("candidates"), list):
+            validate._parse_candidates(payload["candidates"])
+        return original(doc, expected_scope)
+
+    patch(validate, "_parse_envelope", parse_envelope)
 
 
 # ----------------------------------------------------------------------------------- session bindings
