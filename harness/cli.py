@@ -27,6 +27,7 @@ import pytest
 from harness import submission
 from harness.backends.registry import backend_names
 from harness.features import CONFORMANCE_PROFILES, DEMO_LEVEL, DEMOS, DEMOS_PROFILE, PROFILES, parse_profiles
+from harness.id_select import nearest, unmatched
 from harness.impl import REFERENCE, ImplDescriptor, ImplError, descriptor_text, load_impl
 from harness.options_file import OptionsFileError, load_options
 from harness.plugin_loading import only_needed_plugins
@@ -224,6 +225,7 @@ def build_pytest_args(
     slow: bool = False,
     timeouts: Sequence[str] = (),
     seed: int | None = None,
+    ids: Sequence[str] = (),
     extra: Sequence[str] = (),
     package: str = SUITES_PACKAGE,
     image: str | None = None,
@@ -243,7 +245,8 @@ def build_pytest_args(
     args += run_pytest_args({"backend": backend, "impl": impl, "report": report})
     args += ["--conformance-profiles", ",".join(profiles)]
     args += run_pytest_args({"html": html, "junit": junit, "diagnostics": diagnostics, "keep": keep, "slow": slow,
-                             "timeout": list(timeouts), "seed": seed, "image": image, "kube_contexts": kube_contexts,
+                             "timeout": list(timeouts), "id": list(ids), "seed": seed, "image": image,
+                             "kube_contexts": kube_contexts,
                              "wait_scale": wait_scale,
                              "kind_node_image": kind_node_image, "demo_dir": demo_dir})
     return args + list(extra)
@@ -425,6 +428,8 @@ def _command_run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         _error(f"--timeout: {exc}")
         return EXIT_UNJUDGED
+    if args.id and _unknown_ids(args) is not None:
+        return EXIT_UNJUDGED
     try:
         workers = workers_for(args.workers, args.backend, args.extra, present)
     except ValueError as exc:
@@ -438,7 +443,7 @@ def _command_run(args: argparse.Namespace) -> int:
     pytest_args = build_pytest_args(
         suite_profiles=present, profiles=args.profiles, backend=args.backend, impl=impl_arg,
         report=str(report_path), html=html_path, junit=junit_path, diagnostics=diagnostics_dir, keep=args.keep,
-        slow=args.slow, timeouts=args.timeout,
+        slow=args.slow, timeouts=args.timeout, ids=args.id or (),
         seed=args.seed, wait_scale=args.wait_scale, extra=[*worker_args(workers), *args.extra], package=SUITES_PACKAGE,
         image=args.image,
         kube_contexts=args.kube_contexts, kind_node_image=args.kind_node_image,
@@ -520,6 +525,7 @@ class ConformanceCollector:
     """pytest plugin object that records the ``conformance`` marker of every collected test."""
 
     rows: list[dict[str, str]] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)  # each test's conformance id with its case, as the report names it
     unmarked: list[str] = field(default_factory=list)
     statements: dict[str, set[str]] = field(default_factory=dict)  # conformance id -> statement ids
 
@@ -532,6 +538,9 @@ class ConformanceCollector:
             kwargs = marker.kwargs
             self.rows.append({key: str(kwargs.get(key, "-"))
                               for key in ("id", "profile", "level", "feature", "spec")})
+            callspec = getattr(item, "callspec", None)
+            self.ids.append(f"{kwargs.get('id', '-')}[{callspec.id}]" if callspec is not None
+                            else str(kwargs.get("id", "-")))
             self.statements.setdefault(str(kwargs.get("id", "-")), set()).update(kwargs.get("statements", ()))
 
 
@@ -547,6 +556,19 @@ def _command_list(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_UNJUDGED
     out.write(_format_rows(collector.rows))
     return 0
+
+
+def _unknown_ids(args: argparse.Namespace) -> str | None:
+    """Why --id cannot select what it asks for (said on stderr), or None when every pattern selects a test."""
+    collector = _collect(args)
+    if collector is None:
+        return "collecting the suites failed"
+    missing = unmatched(args.id, collector.ids)
+    for pattern in missing:
+        near = nearest(pattern, collector.ids)
+        _error(f"--id {pattern}: no conformance test of {', '.join(args.profiles)} has this id"
+               + (f"; did you mean {', '.join(near)}?" if near else f" (see {PROG} list)"))
+    return "unknown id" if missing else None
 
 
 def _collect(args: argparse.Namespace) -> ConformanceCollector | None:

@@ -121,7 +121,7 @@ _READERS: Mapping[str, Callable[[str, Any], Any]] = {
 }
 #: File key -> (the run's argparse destination, how the value is read): every run option, and the profiles.
 KEYS: Mapping[str, tuple[str, Callable[[str, Any], Any]]] = {
-    **{option.key: (option.key, {"kube_contexts": _contexts, "workers": _workers}.get(option.key)
+    **{option.key: (option.key, {"kube_contexts": _contexts, "workers": _workers, "id": _names}.get(option.key)
                     or _READERS[option.kind]) for option in OPTIONS if option.run_flag},
     "profile": ("profile", _profiles),
     "self_check": ("self_check", _self_check),

@@ -135,6 +135,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(f"duplicate conformance id {test_id}: {seen[test_id]} and {item.nodeid}")
         seen[test_id] = item.nodeid
         item.stash[_ID_KEY] = test_id
+    patterns = config.getoption("--conformance-id", None) or []
+    if patterns:  # --id: keep the conformance tests whose id a pattern selects (harness.id_select)
+        from harness.id_select import matches
+
+        kept = [item for item in items if _ID_KEY in item.stash and any(matches(p, item.stash[_ID_KEY])
+                                                                          for p in patterns)]
+        if len(kept) < len(items):
+            keep = set(kept)
+            config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+            items[:] = kept
     lengths = [_lasts_s(item) for item in items]  # checked in every run, used where there are workers
     workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
     if workers > 1:

@@ -89,6 +89,9 @@ OPTIONS: tuple[RunOption, ...] = (
               "the local backend (most of a run is waiting), two more with the producer or mesh profile, 1 on "
               "cluster backends", metavar="N|auto",
               run_default="auto"),
+    RunOption("id", "--id", "--conformance-id", "repeated",
+              "run only this conformance test, repeatable: an id as `list` and the report name it, with or without its "
+              "case (CONS-SEL-WEIGHTED[70-30]); * is the only wildcard", metavar="ID"),
     RunOption("keep", "--keep", "--grid-keep", "flag",
               "keep the grid's working directories (configs, overlays, logs) after the run"),
     RunOption("timeout", "--timeout", "--grid-timeout", "repeated",
