@@ -384,7 +384,7 @@ def _record(config: pytest.Config, meta: dict[str, Any], report: pytest.TestRepo
         entry["featuresUsed"] = meta["featuresUsed"]
     if report.failed:
         entry["outcome"] = "failed"
-        entry["message"] = str(report.longreprtext)[-4000:]
+        entry["message"] = failure_message(report)
         _write_diagnostics(config, meta["id"], report)
     elif report.skipped and entry["outcome"] != "failed":
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
@@ -396,6 +396,23 @@ def _record(config: pytest.Config, meta: dict[str, Any], report: pytest.TestRepo
                             else "notApplicable" if reason.removeprefix("Skipped: ").startswith(NOT_APPLICABLE)
                             else "skipped")
         entry["message"] = reason
+
+
+#: Characters kept of a failure's message (its assertion's own words and table; the diagnostics keep it all).
+FAILURE_MESSAGE_LIMIT = 4000
+
+
+def failure_message(report: pytest.TestReport) -> str:
+    """What a failure says, as its assertion said it: the exception's own message (first line, then any table
+    it carries), never a source excerpt or a traceback tail; `AssertionError: ` is left off, other exception
+    names are kept (a timed-out wait says it was one). Without a crash message, the long representation's
+    last lines."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = str(getattr(crash, "message", "") or "").strip()
+    if not text:
+        return str(report.longreprtext)[-FAILURE_MESSAGE_LIMIT:]
+    text = text.removeprefix("AssertionError: ").removeprefix("AssertionError")
+    return text.strip()[:FAILURE_MESSAGE_LIMIT] or "assertion failed"
 
 
 def _write_diagnostics(config: pytest.Config, test_id: str, report: pytest.TestReport) -> None:

@@ -124,7 +124,7 @@ def _failure_lines(report: Mapping[str, Any], diagnostics: Path, root: Path) -> 
                 found = True
                 test_id = str(failure.get("id", "?"))
                 message = str(failure.get("message", "")).strip().splitlines()
-                last = message[-1] if message else ""
+                last = message[0] if message else ""  # the assertion's own first line
                 file = diagnostics / diagnostics_name(test_id)
                 link = f" ([diagnostics]({file.relative_to(root).as_posix()}))" if file.is_file() else ""
                 yield (f"- `{test_id}` ({profile.get('name', '?')}, {level}, feature "

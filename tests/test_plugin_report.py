@@ -109,3 +109,41 @@ def test_slow_tests_not_selected_are_left_out_of_the_report(tmp_path: Path, work
     assert "1 slow test(s) not selected and not reported (T-SLOW)" in out, out
     core, _ = run("--grid-slow")
     assert core["statistics"] == {"passed": 2, "failed": 0, "skipped": 0}, core
+
+
+MESSAGE_SUITE = '''
+import pytest
+
+def helper(count):
+    assert count < 10, f"'provider-a' count {count} outside [3156, 3473]\\n  provider-a | 3774 | 0.5"
+
+@pytest.mark.conformance(id="T-ASSERT", profile="consumer", level="core", feature="groups", spec="s")
+def test_assert():
+    helper(3774)
+
+class WaitTimeout(AssertionError):
+    pass
+
+@pytest.mark.conformance(id="T-WAIT", profile="consumer", level="core", feature="groups", spec="s")
+def test_wait():
+    raise WaitTimeout("waited 10.0s for revision abc; last seen: def")
+'''
+
+
+def test_a_failure_message_is_the_assertion_not_a_traceback(tmp_path: Path) -> None:
+    """The report's message is what the assertion said, first line first, with no source excerpt; the
+    diagnostics file keeps the whole failure."""
+    (tmp_path / "test_messages.py").write_text(MESSAGE_SUITE)
+    (tmp_path / "conftest.py").write_text((ROOT / "conftest.py").read_text())
+    report, diagnostics = tmp_path / "report.yaml", tmp_path / "diagnostics"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path),
+                           "--conformance-report", str(report), "--conformance-profiles", "consumer",
+                           "--conformance-diagnostics", str(diagnostics)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    messages = {f["id"]: f["message"] for f in load_report(report)["profiles"][0]["core"]["failures"]}
+    assert messages["T-ASSERT"].splitlines()[0] == "'provider-a' count 3774 outside [3156, 3473]"
+    assert "provider-a | 3774 | 0.5" in messages["T-ASSERT"] and "def helper" not in messages["T-ASSERT"]
+    assert messages["T-WAIT"].startswith("test_messages.WaitTimeout: waited 10.0s for revision abc")
+    assert "def helper" in (diagnostics / "T-ASSERT.txt").read_text()

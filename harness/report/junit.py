@@ -32,10 +32,10 @@ def _clean(text: str) -> str:
     return _NOT_XML.sub("\N{REPLACEMENT CHARACTER}", text)
 
 
-def _last_line(text: str) -> str:
-    """The failure's summary for the message attribute: pytest ends a failure with the line that says it."""
+def _first_line(text: str) -> str:
+    """The failure's summary for the message attribute: the first line of its assertion's message."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return _clean(lines[-1] if lines else "")[:500]
+    return _clean(lines[0] if lines else "")[:500]
 
 
 def _case(result: TestResult) -> ET.Element:
@@ -50,7 +50,7 @@ def _case(result: TestResult) -> ET.Element:
     for name, value in fields.items():
         ET.SubElement(properties, "property", {"name": name, "value": _clean(str(value))})
     if result.outcome == "failed":
-        failure = ET.SubElement(case, "failure", {"message": _last_line(result.message), "type": "AssertionError"})
+        failure = ET.SubElement(case, "failure", {"message": _first_line(result.message), "type": "AssertionError"})
         failure.text = _clean(result.message)
     elif result.outcome != "passed":
         reason = result.message.removeprefix("Skipped: ") or result.outcome
