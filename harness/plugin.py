@@ -94,9 +94,10 @@ def conformance_meta(item: pytest.Item) -> dict[str, str] | None:
 
 
 SLOW_OPTION = "--grid-slow"
-#: The skip reason of a slow test a run did not ask for: it was not selected, so the report leaves it out
-#: (as pytest's -k does) rather than counting it as a skip that makes the profile partial.
-_NOT_SELECTED = "slow test not selected"
+#: The skip reason of a slow test a run did not ask for: reported as skipped with this reason in every file,
+#: so a reader sees what the run left out and how to run it.
+NOT_SELECTED = "slow test not selected"
+_NOT_SELECTED = NOT_SELECTED
 _NOT_SELECTED_KEY = pytest.StashKey[set[str]]()
 
 
@@ -374,8 +375,6 @@ class _Recorder:
 
 def _record(config: pytest.Config, meta: dict[str, Any], report: pytest.TestReport) -> None:
     results = config.stash[_RESULTS_KEY]
-    if meta["id"] in config.stash.get(_NOT_SELECTED_KEY, set()):
-        return  # its setup was skipped as not selected; its teardown is no result either
     entry = results.setdefault(meta["id"], {"meta": meta, "outcome": "passed", "duration": 0.0, "message": ""})
     entry["duration"] += report.duration
     if meta.get("timeline"):
@@ -389,9 +388,7 @@ def _record(config: pytest.Config, meta: dict[str, Any], report: pytest.TestRepo
     elif report.skipped and entry["outcome"] != "failed":
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         if reason.startswith(_NOT_SELECTED) or reason.startswith(f"Skipped: {_NOT_SELECTED}"):
-            results.pop(meta["id"], None)
             config.stash.setdefault(_NOT_SELECTED_KEY, set()).add(meta["id"])
-            return
         entry["outcome"] = ("unsupported" if _UNSUPPORTED in reason
                             else "notApplicable" if reason.removeprefix("Skipped: ").startswith(NOT_APPLICABLE)
                             else "skipped")
@@ -477,8 +474,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     """Say how many slow tests this run left out, and how to run them."""
     left_out = config.stash.get(_NOT_SELECTED_KEY, set())
     if left_out:
-        terminalreporter.write_line(f"agn-conformance: {len(left_out)} slow test(s) not selected and not reported "
+        terminalreporter.write_line(f"agn-conformance: {len(left_out)} slow test(s) not selected, reported as skipped "
                                     f"({', '.join(sorted(left_out))}); run them with --slow")
 
 
-__all__ = ["NOT_APPLICABLE", "PROFILES", "conformance_meta", "demo_inputs"]
+__all__ = ["NOT_APPLICABLE", "NOT_SELECTED", "PROFILES", "conformance_meta", "demo_inputs"]

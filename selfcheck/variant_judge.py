@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.feature_use import violations
 from harness.impl import reference_document
+from harness.plugin import NOT_SELECTED as SLOW_NOT_SELECTED
 from selfcheck.judge import ROOT, SuiteRun, SuiteRuns, reference_gateway, report_outcomes, tail
 from selfcheck.operator_variants import VARIANTS as OPERATOR_VARIANTS
 from selfcheck.variants import VARIANTS
@@ -71,12 +72,14 @@ def variant_verdict(run: SuiteRun, may_skip: frozenset[str] = frozenset()) -> li
         return [f"no conformance report ({run.report_problem})"]
     total, failed, skipped = report_outcomes(run.report)
     problems = [f"{test_id} failed: {tail(message, 8)}" for test_id, message in sorted(failed.items())]
-    unexcused = [test_id for test_id in skipped if test_id.split("[", 1)[0] not in may_skip]
+    rows: list[Mapping[str, Any]] = list(run.report.get("results") or [])
+    slow = {str(row.get("id")) for row in rows if str(row.get("reason", "")).removeprefix("Skipped: ")
+            .startswith(SLOW_NOT_SELECTED)}  # slow tests run only when asked for (--slow)
+    unexcused = [test_id for test_id in skipped if test_id.split("[", 1)[0] not in may_skip and test_id not in slow]
     if unexcused:
         problems.append(f"core tests were skipped, so the variant was not judged by them: {unexcused}")
     if total == 0:
         problems.append("no conformance test ran")
-    rows: list[Mapping[str, Any]] = list(run.report.get("results") or [])
     problems += [f"feature use: {problem}" for problem in violations(rows)]
     if not problems and run.returncode != 0:
         problems.append(f"pytest ended with exit code {run.returncode}, not 0")

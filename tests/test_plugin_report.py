@@ -87,9 +87,9 @@ def test_slow():
 
 
 @pytest.mark.parametrize("workers", [None, "2"], ids=["serial", "xdist"])
-def test_slow_tests_not_selected_are_left_out_of_the_report(tmp_path: Path, workers: str | None) -> None:
-    """Without --grid-slow a slow test is not run and not reported (the profile stays a success, as with -k);
-    with it, it runs and is reported like any other."""
+def test_slow_tests_not_selected_are_reported_as_skipped_saying_why(tmp_path: Path, workers: str | None) -> None:
+    """Without --grid-slow a slow test is not run and is reported as skipped with its reason (the profile is
+    partial, not failed); with it, it runs and is reported like any other."""
     (tmp_path / "test_slow_suite.py").write_text(SLOW_SUITE)
     (tmp_path / "conftest.py").write_text((ROOT / "conftest.py").read_text())
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
@@ -105,8 +105,9 @@ def test_slow_tests_not_selected_are_left_out_of_the_report(tmp_path: Path, work
         return load_report(report)["profiles"][0]["core"], done.stdout
 
     core, out = run()
-    assert core["result"] == "success" and core["statistics"] == {"passed": 1, "failed": 0, "skipped": 0}, core
-    assert "1 slow test(s) not selected and not reported (T-SLOW)" in out, out
+    assert core["result"] == "partial" and core["statistics"] == {"passed": 1, "failed": 0, "skipped": 1}, core
+    assert core["skippedTests"] == ["T-SLOW"], core
+    assert "1 slow test(s) not selected, reported as skipped (T-SLOW)" in out, out
     core, _ = run("--grid-slow")
     assert core["statistics"] == {"passed": 2, "failed": 0, "skipped": 0}, core
 
