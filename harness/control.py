@@ -34,6 +34,7 @@ from harness.contract import ScopeSpec
 from harness.process import ManagedProcess
 from harness.projection import write_atomic
 from harness.resources import DEFAULT_GATEWAY, DEFAULT_NAMESPACE
+from harness.spelling import spelled
 from harness.timeline import current, record_action, record_revision
 from harness.timeouts import timeouts
 from harness.waiting import WaitTimeout, poll_until
@@ -92,12 +93,17 @@ class ControlPlane:
 
     process: OperatorProcess
 
+    #: how the operator spells a provider's metrics URL (harness.spelling); resources are written that way
+    metrics_endpoint_key = "endpoint"
+
     def __init__(self, site: Site, process: ManagedProcess, manifests: Path, out: Path,
-                 respawn: Callable[[], ManagedProcess] | None = None) -> None:
+                 respawn: Callable[[], ManagedProcess] | None = None, *,
+                 metrics_endpoint_key: str = "endpoint") -> None:
         self.site = site
         self.process = process
         self.manifests = manifests
         self.out = out
+        self.metrics_endpoint_key = metrics_endpoint_key
         self._respawn = respawn  # starts the operator again on these directories
         self._applied: dict[tuple[str, str], dict[str, Any]] = {}
         self.chains: list[Chain] = []
@@ -113,7 +119,8 @@ class ControlPlane:
         for obj in objects:
             kind, name = obj["kind"], obj["metadata"]["name"]
             self._applied[(kind, name)] = copy.deepcopy(obj)
-            self._write(self._path(kind, name), yaml.safe_dump(obj, sort_keys=False))
+            written = spelled(obj, self.metrics_endpoint_key)
+            self._write(self._path(kind, name), yaml.safe_dump(written, sort_keys=False))
 
     def apply_raw(self, filename: str, text: str) -> Path:
         """Write a resource file verbatim, e.g. one that breaks its CRD schema."""

@@ -32,6 +32,7 @@ from harness.features import (
     SIGNALS_RELAY_FEATURE,
 )
 from harness.run_as import RunAs, parse_run_as
+from harness.spelling import METRICS_ENDPOINT_KEYS
 
 if TYPE_CHECKING:
     from harness.impl_kube import KubeComponent
@@ -102,7 +103,7 @@ _IMPLEMENTATION_KEYS = {"organization": True, "project": True, "version": True, 
 _GATEWAY_KEYS = {"command": True, "env": False, "startup_timeout_s": False, "run_as": False, "launcher": False}
 _LAUNCHER_KEYS = {"command": True, "env": False}
 _OPERATOR_KEYS = {"command": False, "env": False, "mesh_args": False, "dynamic_weights": False, "kubernetes": False,
-                  "signals_args": False}
+                  "signals_args": False, "metrics_endpoint_key": False}
 #: A descriptor breakage: its name, what it breaks, the profile whose suite must notice, the tests that must
 #: fail (default: any test of that profile) and the component sections that replace the descriptor's.
 _BREAKAGE_KEYS = {"name": True, "summary": False, "profile": True, "must_fail": False, "gateway": False,
@@ -199,6 +200,8 @@ class OperatorCommand:
     kubernetes: KubeComponent | None = None
     #: appended to serve the signals endpoint (signalsRelay); None: the operator serves none
     signals_args: tuple[str, ...] | None = None
+    #: the spelling of a provider's metrics URL inside metricsConfig this operator reads (harness.spelling)
+    metrics_endpoint_key: str = "endpoint"
 
     def render(self, manifests: Path, out: Path, workdir: Path, metrics_ca: Path,
                mesh: Mapping[str, str] | None = None,
@@ -488,9 +491,14 @@ def _parse_operator(data: Any, base: Path) -> OperatorCommand:
                                 or not all(isinstance(key, str) for key in dynamic)):
         raise ImplError("operator.dynamic_weights", f"must be a non-empty mapping of GridNetwork spec fields, got "
                                                     f"{_kind(dynamic)}")
+    spelling = block.get("metrics_endpoint_key", "endpoint")
+    if spelling not in METRICS_ENDPOINT_KEYS:
+        raise ImplError("operator.metrics_endpoint_key", f"must be one of {', '.join(METRICS_ENDPOINT_KEYS)} (the "
+                                                         f"metricsConfig field the operator reads), got {spelling!r}")
     return OperatorCommand(argv_template=argv, env=env, mesh_args=_parse_mesh_args(block.get("mesh_args")),
                            dynamic_weights=MappingProxyType(dict(dynamic)) if dynamic is not None else None,
-                           kubernetes=kubernetes, signals_args=_parse_signals_args(block.get("signals_args")))
+                           kubernetes=kubernetes, signals_args=_parse_signals_args(block.get("signals_args")),
+                           metrics_endpoint_key=spelling)
 
 
 def parse_overlay_sync(data: Any) -> OverlaySyncCommand:

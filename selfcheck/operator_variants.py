@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reference.operator import sinks
+from reference.operator import scrape, sinks
 from selfcheck.registry import patch
 from selfcheck.variants import Variant
 
-__all__ = ["VARIANTS"]
+__all__ = ["DESCRIPTOR_FIELDS", "VARIANTS"]
 
 VARIANTS: dict[str, Variant] = {}
+#: What a variant's descriptor says of it in its operator section, beyond its command.
+DESCRIPTOR_FIELDS: dict[str, dict[str, Any]] = {}
 
 
 def _rename(entry: Mapping[str, Any], old: str, new: str) -> dict[str, Any]:
@@ -42,3 +44,24 @@ VARIANTS["status-public-shape"] = Variant(
     "records each gateway's revisions in status.routingMapStatus, naming the gateway's namespace `namespace`, as the "
     "public grid operator's newest release does: the spec says only that the operator \"records rendered/distributed "
     "revision status\"", _status_public_shape, profiles=("producer",))
+
+
+def _metrics_endpoint_spelling() -> None:
+    original = scrape.ScrapeTarget.from_resource.__func__  # type: ignore[attr-defined]
+
+    def from_resource(cls: type[scrape.ScrapeTarget], obj: Mapping[str, Any]) -> scrape.ScrapeTarget | None:
+        spec = obj.get("spec") or {}
+        config = spec.get("metricsConfig")
+        if isinstance(config, Mapping) and "endpoint" in config:  # this operator knows only metricsEndpoint
+            obj = {**obj, "spec": {**spec, "metricsConfig": {k: v for k, v in config.items() if k != "endpoint"}}}
+        return original(cls, obj)  # type: ignore[no-any-return]
+
+    patch(scrape.ScrapeTarget, "from_resource", classmethod(from_resource))
+
+
+VARIANTS["metrics-endpoint-spelling"] = Variant(
+    "metrics-endpoint-spelling",
+    "reads a provider's metrics URL only as metricsConfig.metricsEndpoint, the spelling of the routing guide's "
+    "examples (provider-scoring's prose writes metricsConfig.endpoint); its descriptor says so "
+    "(operator.metrics_endpoint_key)", _metrics_endpoint_spelling, profiles=("producer",))
+DESCRIPTOR_FIELDS["metrics-endpoint-spelling"] = {"metrics_endpoint_key": "metricsEndpoint"}

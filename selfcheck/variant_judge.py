@@ -15,6 +15,7 @@ from harness.feature_use import violations
 from harness.impl import reference_document
 from harness.plugin import NOT_SELECTED as SLOW_NOT_SELECTED
 from selfcheck.judge import ROOT, SuiteRun, SuiteRuns, reference_gateway, report_outcomes, tail
+from selfcheck.operator_variants import DESCRIPTOR_FIELDS as OPERATOR_DESCRIPTOR_FIELDS
 from selfcheck.operator_variants import VARIANTS as OPERATOR_VARIANTS
 from selfcheck.variants import VARIANTS
 
@@ -42,6 +43,7 @@ def variant_operator(name: str) -> dict[str, Any]:
     operator["command"] = ["{python}", "-m", OPERATOR_LAUNCHER, "--variant", name,
                            *operator["command"][operator["command"].index("run"):]]
     operator["env"] = {"PYTHONPATH": str(ROOT)}
+    operator.update(OPERATOR_DESCRIPTOR_FIELDS.get(name, {}))
     return operator
 
 

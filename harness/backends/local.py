@@ -251,7 +251,8 @@ class LocalBackend:
             assert (same_manifests, same_out) == (manifests, out), "an operator restarted elsewhere"
             return again
 
-        return ControlPlane(site, process, manifests, out, respawn)
+        return ControlPlane(site, process, manifests, out, respawn,
+                            metrics_endpoint_key=self.impl.operator.metrics_endpoint_key)
 
     def partition(self, group_a: Iterable[int], group_b: Iterable[int]) -> None:
         raise OperationUnsupported("the local backend cuts no links itself: a mesh in network namespaces does")

@@ -55,6 +55,7 @@ from harness.contract import ScopeSpec
 from harness.control import FORCE_REFRESH, MESH_STATE, Chain, ControlPlane, OperatorExited
 from harness.projection import write_atomic
 from harness.resources import API_VERSION, DEFAULT_GATEWAY, DEFAULT_NAMESPACE
+from harness.spelling import spelled
 from harness.timeouts import timeouts
 from harness.waiting import poll_until
 
@@ -238,8 +239,10 @@ class KubeControlPlane(ControlPlane):
         self._kubectl("patch", GRID_RESOURCES["GridNetwork"], network, "--type=merge", "-p", json.dumps(patch))
 
     def _for_cluster(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """The object as the cluster should hold it: fake backend URLs as pods reach them."""
-        text = json.dumps(obj)
+        """The object as the cluster should hold it: fake backend URLs as pods reach them, fields spelled as the
+        operator reads them (harness.spelling)."""
+        operator = self.backend.impl.operator
+        text = json.dumps(spelled(obj, operator.metrics_endpoint_key if operator is not None else "endpoint"))
         translated: dict[str, Any] = json.loads(self.backend.cluster_url(text))
         return translated
 
