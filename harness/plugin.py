@@ -106,6 +106,9 @@ def skip_unless_slow(config: pytest.Config, item: pytest.Item) -> None:
     marker = item.get_closest_marker("slow")
     if marker is None or config.getoption(SLOW_OPTION, False):
         return
+    meta = conformance_meta(item)
+    if meta is not None and meta["level"] == "extended" and meta["feature"] not in _load_impl(config).features:
+        return  # unsupported, not skipped: pytest_runtest_setup says so
     seconds = marker.args[0] if marker.args else marker.kwargs.get("seconds", "?")
     item.add_marker(pytest.mark.skip(reason=f"{_NOT_SELECTED}: waits out a default cadence (about {seconds} s); run "
                                             f"with {SLOW_OPTION} (agn-conformance run --slow)"))
