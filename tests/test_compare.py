@@ -165,7 +165,9 @@ def test_terminal_output_names_both_runs_counts_and_each_difference(reports: tup
                        f"harness 0.1.0 ({reports[0]})"
     assert lines[1] == "   7 tests listed (3 passed, 2 failed, 1 skipped, 1 unsupported)"
     assert lines[2].startswith("B: Example Corp/example-gateway 2.0.0, 2026-04-01T09:00:00Z")
-    assert "5 test(s) differ: " in text and "1 passed -> failed" in text and "1 passed -> absent" in text
+    assert "3 test(s) differ: " in text and "1 passed -> failed" in text and "absent" not in text.split(
+        "test(s) differ")[1]  # a test in one report only is counted apart, not listed as a difference
+    assert "2 test(s) in one report only, not compared (1 only in A: PROD-GONE; 1 only in B: PROD-NEW)" in text
     row = next(line for line in lines if line.startswith("CONS-B "))
     assert row.split() == ["CONS-B", "consumer", "core", "passed", "failed"]
     assert "    B: AssertionError: <b>bold</b> answer 503" in lines
@@ -246,3 +248,17 @@ def test_compare_from_the_command_line(reports: tuple[Path, Path], tmp_path: Pat
     assert cli(str(reports[0]), str(reports[0])).returncode == 0
     missing = cli(str(reports[0]), str(tmp_path / "nope.yaml"))
     assert missing.returncode == 2 and "nope.yaml" in missing.stderr
+
+
+def test_profile_narrows_both_sides(reports: tuple[Path, Path]) -> None:
+    """--profile consumer leaves the producer tests (and so the one-sided ones) out of the comparison."""
+    out = io.StringIO()
+    assert run_compare(compare_args(str(reports[0]), str(reports[1]), "--profile", "consumer"), out) == 1
+    text = out.getvalue()
+    assert "3 test(s) differ" in text and "PROD-" not in text and "in one report only" not in text
+    found = differences(load_report(reports[0]), load_report(reports[1]), ["producer"])
+    assert [(d.id, d.outcome_a, d.outcome_b) for d in found] == [("PROD-GONE", "passed", ABSENT),
+                                                                 ("PROD-NEW", ABSENT, "passed")]
+    only_one_sided = io.StringIO()
+    assert run_compare(compare_args(str(reports[0]), str(reports[1]), "--profile", "producer"),
+                       only_one_sided) == 0  # nothing both judged went another way

@@ -5,10 +5,12 @@ handful of tests that went another way, with both sides' messages, not two repor
 outcome comes from the report's ``results`` list (every test, passed ones included); a report written
 before that list existed gives only the ids of its failed, skipped and not-applicable tests and its
 unsupported features, so a test it does not list reads as ``unlisted`` (passed, or not run). A test
-present in one report only is a difference too: the other side reads ``absent``.
+present in one report only (``absent`` on the other side) is counted apart, not listed among the differences:
+comparing a one-profile run with a full run is not hundreds of differences. ``--profile`` compares only the
+tests of the profiles named.
 
-Exit status: 0 the reports agree on every test, 1 at least one test differs, 2 a report could not be read
-(the message names the file) or the HTML page could not be written.
+Exit status: 0 the reports agree on every test both judged, 1 at least one such test differs, 2 a report could
+not be read (the message names the file) or the HTML page could not be written.
 """
 
 from __future__ import annotations
@@ -177,9 +179,14 @@ def has_results(report: Mapping[str, Any]) -> bool:
 # ------------------------------------------------------------------------------------------ comparing
 
 
-def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Difference]:
-    """The tests whose outcome differs between reports `a` and `b`, by profile, level and id."""
+def differences(a: Mapping[str, Any], b: Mapping[str, Any],
+                profiles: Sequence[str] | None = None) -> list[Difference]:
+    """The tests whose outcome differs between reports `a` and `b` (only those of `profiles`, when given), by
+    profile, level and id; a test in one report only is among them, its other side None (see `split`)."""
     side_a, side_b = outcomes(a), outcomes(b)
+    if profiles:
+        side_a = {k: v for k, v in side_a.items() if v.profile in profiles}
+        side_b = {k: v for k, v in side_b.items() if v.profile in profiles}
     found: list[Difference] = []
     for test_id in sorted(side_a.keys() | side_b.keys()):
         one, other = side_a.get(test_id), side_b.get(test_id)
@@ -187,9 +194,27 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Difference]:
         other = other or _inferred(b, one)
         if one is None or other is None or one.outcome != other.outcome:
             found.append(Difference(test_id, one, other))
-    profiles = _profile_order(a, b)
-    return sorted(found, key=lambda d: (profiles.get(d.where("profile").split("->")[0], len(profiles)),
+    order = _profile_order(a, b)
+    return sorted(found, key=lambda d: (order.get(d.where("profile").split("->")[0], len(order)),
                                         _LEVEL_ORDER.get(d.where("level").split("->")[0], 2), d.id))
+
+
+def split(found: Sequence[Difference]) -> tuple[list[Difference], list[Difference]]:
+    """(tests both reports judged differently, tests only one report has)."""
+    changed = [d for d in found if d.a is not None and d.b is not None]
+    return changed, [d for d in found if d.a is None or d.b is None]
+
+
+def _one_sided(absent: Sequence[Difference], limit: int = 10) -> str:
+    """One line for the tests one report lacks: how many on each side, and their ids when few."""
+    only_a = [d.id for d in absent if d.b is None]
+    only_b = [d.id for d in absent if d.a is None]
+    parts = []
+    for label, ids in (("A", only_a), ("B", only_b)):
+        if ids:
+            named = f": {', '.join(ids)}" if len(ids) <= limit else ""
+            parts.append(f"{len(ids)} only in {label}{named}")
+    return f"{len(absent)} test(s) in one report only, not compared ({'; '.join(parts)})"
 
 
 def _inferred(report: Mapping[str, Any], known: Outcome | None) -> Outcome | None:
@@ -252,6 +277,9 @@ def text_lines(a: Mapping[str, Any], b: Mapping[str, Any], found: Sequence[Diffe
     """The terminal report: both runs, their counts, then one row per differing test with both messages."""
     lines = [f"A: {describe(a)} ({names[0]})", f"   {_count_text(a)}",
              f"B: {describe(b)} ({names[1]})", f"   {_count_text(b)}"]
+    found, absent = split(found)
+    if absent:
+        lines.append(_one_sided(absent))
     if not found:
         lines.append("no test's outcome differs")
         return lines
@@ -303,6 +331,9 @@ def render_compare_html(a: Mapping[str, Any], b: Mapping[str, Any], found: Seque
              f"<style>{_STYLE}</style></head><body>", "<h1>AGN conformance: two runs compared</h1>",
              f"<table><tr><th></th><th>Implementation, date, backend, harness</th><th>Report</th>"
              f"<th>Tests</th></tr>{runs}</table>"]
+    found, absent = split(found)
+    if absent:
+        parts.append(f'<p class="muted">{_e(_one_sided(absent))}</p>')
     if not found:
         parts.append("<p>No test's outcome differs.</p>")
     else:
@@ -337,6 +368,8 @@ def add_compare_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
     )
     compare.add_argument("report_a", metavar="A", help="the first report (YAML, as `run --report` writes it)")
     compare.add_argument("report_b", metavar="B", help="the second report")
+    compare.add_argument("--profile", default=None, metavar="P[,P...]",
+                         help="compare only the tests of these profiles (comma-separated)")
     compare.add_argument("--html", default=None, metavar="FILE",
                          help="also write the comparison as one self-contained HTML page, messages in full")
 
@@ -349,7 +382,9 @@ def run_compare(args: argparse.Namespace, out: TextIO) -> int:
         print(f"{_PROG}: error: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
     names = (str(args.report_a), str(args.report_b))
-    found = differences(a, b)
+    selected = getattr(args, "profile", None)
+    profiles = [p.strip() for p in selected.split(",") if p.strip()] if selected else None
+    found = differences(a, b, profiles)
     out.write("".join(line + "\n" for line in text_lines(a, b, found, names)))
     html_path: str | None = getattr(args, "html", None)
     if html_path:
@@ -359,7 +394,7 @@ def run_compare(args: argparse.Namespace, out: TextIO) -> int:
             print(f"{_PROG}: error: cannot write {html_path}: {exc}", file=sys.stderr)
             return EXIT_UNREADABLE
         out.write(f"html: {html_path}\n")
-    return EXIT_DIFFERENT if found else EXIT_SAME
+    return EXIT_DIFFERENT if split(found)[0] else EXIT_SAME
 
 
 def _load(path: str) -> dict[str, Any]:
