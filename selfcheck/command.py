@@ -203,10 +203,15 @@ def shipped_breakage_verdict(planned: Planned, run: SuiteRun, tests: Mapping[str
                              runs: SuiteRuns) -> Verdict:
     """Caught when every target failed for the right reason; a statistical breakage's targets that missed
     are run once more first (selfcheck.judge.confirmed)."""
+    first = run
+    if run.cut_off_after is not None:  # the machine, not the suite: once more with twice the budget
+        run = runs.submit(f"{planned.name}-longer", planned.name, planned.profile.targets[planned.name],
+                          budget_scale=2.0).result()
     problems, final = confirmed(planned.profile, planned.name, run, runs, tests)
-    seconds = run.seconds + (final.seconds if final is not run else 0.0)
+    seconds = first.seconds + (run.seconds if run is not first else 0.0) + (final.seconds if final is not run else 0.0)
     if problems:
-        return Verdict(planned.profile.name, planned.name, False, "NOT CAUGHT: " + "\n  ".join(problems), seconds)
+        label = "NOT JUDGED: " if final.cut_off_after is not None else "NOT CAUGHT: "
+        return Verdict(planned.profile.name, planned.name, False, label + "\n  ".join(problems), seconds)
     _, failed, _ = report_outcomes(final.report or {})
     again = " (in a second run: statistical targets miss about one run in a hundred)" if final is not run else ""
     return Verdict(planned.profile.name, planned.name, True, f"caught by {', '.join(sorted(failed))}{again}", seconds)

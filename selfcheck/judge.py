@@ -167,6 +167,8 @@ class SuiteRun:
     report: dict[str, Any] | None
     report_problem: str
     cases: dict[str, CaseResult]
+    #: The budget the run was cut off at (None: it ended by itself); such a run judged nothing.
+    cut_off_after: float | None = None
 
     def describe(self) -> str:
         return (f"run {self.label}: pytest exit {self.returncode} after {self.seconds:.1f}s, -k {self.keyword!r}\n"
@@ -252,10 +254,11 @@ class SuiteRuns:
         self._closed = False
         self._server: ForkServer | None = None
 
-    def submit(self, label: str, breakage: str, targets: Targets) -> Future[SuiteRun]:
-        """Start (once per label) a run of `targets` against the implementation broken by `breakage`."""
+    def submit(self, label: str, breakage: str, targets: Targets, budget_scale: float = 1.0) -> Future[SuiteRun]:
+        """Start (once per label) a run of `targets` against the implementation broken by `breakage`, cut off
+        after its budget times `budget_scale`."""
         scale = 1.0 if targets.slow else JUDGE_WAIT_SCALE
-        timeout = SLOW_RUN_TIMEOUT_S if targets.slow else RUN_TIMEOUT_S
+        timeout = (SLOW_RUN_TIMEOUT_S if targets.slow else RUN_TIMEOUT_S) * budget_scale
         return self._submit(label, lambda d: write_descriptor(self.profile, d / "impl.yaml", breakage),
                             targets.ids, scale=scale, slow=targets.slow, timeout=timeout)
 
@@ -345,7 +348,7 @@ class SuiteRuns:
         except ReportError as exc:
             problem = str(exc)
         return SuiteRun(label, expected, keyword, returncode, out, time.monotonic() - started, loaded, problem,
-                        junit_cases(junit))
+                        junit_cases(junit), cut_off_after=timeout if stopped else None)
 
 
 # ------------------------------------------------------------------------------------------- judging
@@ -370,6 +373,9 @@ def report_outcomes(report: Mapping[str, Any]) -> tuple[int, dict[str, str], lis
 
 def judge(run: SuiteRun, targets: Targets, tests: Mapping[str, SuiteTest], profile: Profile) -> list[str]:
     """Why `run` does not show that every target fails for the right reason; empty when it does."""
+    if run.cut_off_after is not None:  # the environment, not the suite: say so first
+        return [f"not judged: cut off after {run.cut_off_after:.0f} s (the machine was too slow or too busy for "
+                "the run's budget); nothing is known of the suite's view of this breakage"]
     if run.report is None:
         return [f"no conformance report ({run.report_problem})"]
     total, failed, skipped = report_outcomes(run.report)
@@ -507,8 +513,11 @@ def check_breakage(profile: Profile, breakage: str, runs: SuiteRuns, tests: Mapp
 
 def breakage_verdict(profile: Profile, breakage: str, runs: SuiteRuns, tests: Mapping[str, SuiteTest]
                      ) -> tuple[list[str], SuiteRun]:
-    """Run the targets of `breakage` and judge them (see `confirmed`)."""
+    """Run the targets of `breakage` and judge them (see `confirmed`); a run cut off by its budget is run once
+    more with twice the budget before anything is said of the suite."""
     run = runs.submit(breakage, breakage, profile.targets[breakage]).result()
+    if run.cut_off_after is not None:
+        run = runs.submit(f"{breakage}-longer", breakage, profile.targets[breakage], budget_scale=2.0).result()
     return confirmed(profile, breakage, run, runs, tests)
 
 

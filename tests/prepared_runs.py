@@ -15,7 +15,7 @@ class PreparedRuns:
         self.runs = list(runs)
         self.labels: list[str] = []
 
-    def submit(self, label: str, _breakage: str, _targets: Targets) -> Future[SuiteRun]:
+    def submit(self, label: str, _breakage: str, _targets: Targets, budget_scale: float = 1.0) -> Future[SuiteRun]:
         self.labels.append(label)
         future: Future[SuiteRun] = Future()
         future.set_result(self.runs.pop(0))

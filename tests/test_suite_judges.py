@@ -99,3 +99,21 @@ def test_a_statistical_miss_counts_only_when_a_second_run_misses_too() -> None:
     assert problems and runs.labels == ["b"], problems
     runs = PreparedRuns(caught)
     assert shared.breakage_verdict(statistical, "b", runs, _IDS)[0] == [] and runs.labels == ["b"]  # type: ignore[arg-type]
+
+
+def test_a_run_cut_off_by_its_budget_is_not_judged_and_is_retried_with_a_longer_one() -> None:
+    """The environment first: a cut-off run says so (never that the suite cannot see the breakage), and one
+    run with twice the budget decides; its twin, a run that ended by itself, is judged at once."""
+    caught = hand_made_run(PROFILE, "CONS-X", "failed", CaseResult("test_x", failures=[_BODY_FAILURE]))
+    cut = dataclasses.replace(hand_made_run(PROFILE, "CONS-X", "passed", CaseResult("test_x"), returncode=0),
+                              cut_off_after=240.0)
+    assert judge(cut, _TARGETS, _IDS, PROFILE)[0].startswith("not judged: cut off after 240 s")
+    plain = dataclasses.replace(PROFILE, targets={"b": Targets(("CONS-X",))})
+    runs = PreparedRuns(cut, caught)
+    assert shared.breakage_verdict(plain, "b", runs, _IDS)[0] == []  # type: ignore[arg-type]
+    assert runs.labels == ["b", "b-longer"]
+    runs = PreparedRuns(cut, cut)
+    problems = shared.breakage_verdict(plain, "b", runs, _IDS)[0]  # type: ignore[arg-type]
+    assert problems[0].startswith("not judged: cut off") and not any("cannot see" in p for p in problems)
+    runs = PreparedRuns(caught)
+    assert shared.breakage_verdict(plain, "b", runs, _IDS)[0] == [] and runs.labels == ["b"]  # type: ignore[arg-type]
