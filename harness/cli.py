@@ -14,6 +14,9 @@ import contextlib
 import importlib.util
 import io
 import os
+import platform
+import secrets
+import shlex
 import shutil
 import subprocess
 import sys
@@ -404,6 +407,8 @@ def _command_run(args: argparse.Namespace) -> int:
         staging = final.with_name(f".{final.name}.staging-{os.getpid()}")
         shutil.rmtree(staging, ignore_errors=True)
         folder = submission.paths(staging, args.profiles, descriptor.implementation.version, args.backend)
+        if args.seed is None:  # chosen here so the submission can say which, and a rerun can use it
+            args.seed = secrets.randbelow(2**31)
         report_path, html_path, junit_path = folder.report, str(folder.html), str(folder.junit)
         diagnostics_dir = str(folder.diagnostics)
 
@@ -471,8 +476,17 @@ def _command_run(args: argparse.Namespace) -> int:
         folder = submission.paths(final, args.profiles, descriptor.implementation.version, args.backend)
         report_path, html_path = folder.report, str(folder.html)
         digest = submission.write_descriptor(descriptor_text(descriptor.source), folder.descriptor)
-        submission.write_readme(folder, report, command=[PROG, *getattr(args, "argv", [])],
-                                descriptor_sha256=digest, implementation_descriptor=args.impl)
+        # Run from the folder's parent, the command uses the folder's own copy of the descriptor and the seed
+        # this run used, so it needs nothing of the submitter's machine.
+        again = [PROG, "run", "--profile", ",".join(args.profiles), "--backend", args.backend,
+                 "--impl", f"{final.name}/{folder.descriptor.name}", "--seed", str(args.seed),
+                 "--workers", str(workers), *(f"--id={i}" for i in args.id or ()), "--submission", final.name,
+                 "--force", *(["--", *args.extra] if args.extra else [])]
+        submission.write_readme(folder, report, command=again, descriptor_sha256=digest,
+                                implementation_descriptor=args.impl, environment={
+                                    "Seed": str(args.seed), "Workers": str(workers), "Backend": args.backend,
+                                    "Python": platform.python_version(), "OS": platform.platform(),
+                                    "Command as given": shlex.join([PROG, *getattr(args, "argv", [])])})
     if report is not None:
         print("\n".join(summary_lines(report, str(report_path), html_path)))
         if folder is not None:

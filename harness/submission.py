@@ -25,8 +25,9 @@ from harness.report.text import write_text_atomic
 __all__ = ["BRANCH_NAMES", "SubmissionError", "SubmissionPaths", "check_version",
            "diagnostics_name", "paths", "write_descriptor", "write_readme"]
 
-#: Versions that name a moving branch, not a release (compared without case).
-BRANCH_NAMES: frozenset[str] = frozenset({"main", "master", "head", "trunk", "develop", "development", "dev"})
+#: Versions that name a moving branch or a floating tag, not a release (compared without case).
+BRANCH_NAMES: frozenset[str] = frozenset({"main", "master", "head", "trunk", "develop", "development", "dev",
+                                          "latest", "stable", "nightly", "edge", "canary"})
 
 
 class SubmissionError(ValueError):
@@ -40,8 +41,8 @@ def check_version(version: str) -> None:
         raise SubmissionError("implementation.version is empty: a submission names the release it certifies "
                               "(a tag such as v1.4.0 or a commit)")
     if text.lower() in BRANCH_NAMES:
-        raise SubmissionError(f"implementation.version {version!r} is a branch name: a branch moves, so the result "
-                              "could not be reproduced; give a release tag (v1.4.0) or a commit SHA")
+        raise SubmissionError(f"implementation.version {version!r} is a branch name or a floating tag: it moves, so "
+                              "the result could not be reproduced; give a release tag (v1.4.0) or a commit SHA")
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,8 @@ def _failure_lines(report: Mapping[str, Any], diagnostics: Path, root: Path) -> 
 
 
 def write_readme(target: SubmissionPaths, report: Mapping[str, Any], *, command: Sequence[str],
-                 descriptor_sha256: str, implementation_descriptor: str) -> Path:
+                 descriptor_sha256: str, implementation_descriptor: str,
+                 environment: Mapping[str, str] | None = None) -> Path:
     """The README a reviewer reads first: contents, verdicts, features, failures and how to reproduce."""
     impl = _mapping(report.get("implementation"))
     summary = _mapping(report.get("summary"))
@@ -183,6 +185,7 @@ def write_readme(target: SubmissionPaths, report: Mapping[str, Any], *, command:
               f"- Harness version: `{version}`",
               f"- Descriptor: `{implementation_descriptor}`, SHA-256 `{descriptor_sha256}` "
               f"(a copy is [`{target.descriptor.name}`]({target.descriptor.name}))",
-              f"- Implementation version: `{impl.get('version', '?')}`", ""]
+              f"- Implementation version: `{impl.get('version', '?')}`",
+              *(f"- {name}: `{value}`" for name, value in (environment or {}).items()), ""]
     write_text_atomic(target.readme, "\n".join(lines))
     return target.readme

@@ -39,7 +39,7 @@ def _run(tmp_path: Path, descriptor: Path, *tests: str) -> subprocess.CompletedP
                           capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
 
 
-@pytest.mark.parametrize("version", ["main", "master", "HEAD", "", "  "])
+@pytest.mark.parametrize("version", ["main", "master", "HEAD", "", "  ", "latest", "stable", "nightly", "dev"])
 def test_a_branch_name_is_not_a_version(version: str) -> None:
     check_version("v2.4.1")  # the twin: a release tag is accepted
     check_version("3f2c1e9")
@@ -72,6 +72,9 @@ def test_a_failing_vendor_run_gives_a_folder_to_review_and_reproduce(tmp_path: P
     digest = hashlib.sha256(descriptor.read_bytes()).hexdigest()
     assert digest in readme and (out / "descriptor.yaml").read_bytes() == descriptor.read_bytes()
     assert f"--submission {out}" in readme and "pip install 'agn-conformance==" in readme
+    # the command to run again uses the folder's own descriptor and the seed this run chose, and says where it ran
+    assert "--impl out/descriptor.yaml --seed " in readme and "--submission out --force" in readme
+    assert all(f"- {name}: `" in readme for name in ("Seed", "Workers", "Backend", "Python", "OS"))
     diagnostics = (out / "diagnostics" / diagnostics_name(SWAP)).read_text()
     assert "last overlay written" in diagnostics and "log tail" in diagnostics, diagnostics[:2000]
     assert sorted(p.name for p in (out / "diagnostics").iterdir()) == [diagnostics_name(SWAP)]  # failures only
