@@ -560,10 +560,15 @@ class ConformanceCollector:
 
 def _command_list(args: argparse.Namespace, out: TextIO) -> int:
     if getattr(args, "features", False):
+        from harness.features import EXTENDED_BY_PROFILE
         from harness.impl import FEATURE_DESCRIPTIONS
 
         width = max(len(name) for name in FEATURE_DESCRIPTIONS)
-        out.write("".join(f"{name.ljust(width)}  {text}\n" for name, text in sorted(FEATURE_DESCRIPTIONS.items())))
+        profiles = {name: ",".join(p for p, features in EXTENDED_BY_PROFILE.items() if name in features)
+                    for name in FEATURE_DESCRIPTIONS}
+        column = max(len(p) for p in profiles.values())
+        out.write("".join(f"{name.ljust(width)}  {profiles[name].ljust(column)}  {text}\n"
+                          for name, text in sorted(FEATURE_DESCRIPTIONS.items())))
         return 0
     collector = _collect(args)
     if collector is None:

@@ -10,6 +10,7 @@ of the problem, so a vendor finds the mistake before a run rather than in a conf
 
 from __future__ import annotations
 
+import difflib
 import string
 import sys
 from collections.abc import Mapping, Sequence
@@ -565,8 +566,10 @@ def _parse_features(data: Any) -> frozenset[str]:
         key = f"features[{i}]"
         name = _string(item, key)
         if name not in EXTENDED_FEATURES:
+            near = difflib.get_close_matches(name, sorted(EXTENDED_FEATURES), n=1, cutoff=0.6)
+            hint = f"did you mean {near[0]!r}? " if near else ""
             known = ", ".join(sorted(EXTENDED_FEATURES))
-            raise ImplError(key, f"unknown extended feature {name!r} (known: {known})")
+            raise ImplError(key, f"unknown extended feature {name!r} ({hint}known: {known})")
         if name in seen:
             raise ImplError(key, f"feature {name!r} is listed twice")
         seen.add(name)

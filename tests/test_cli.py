@@ -352,6 +352,8 @@ def test_list_features_names_the_source_of_public_code_rules(capsys: pytest.Capt
     for name in ("strictOverlayValidation", "exactValueLimits", "providerRouteStatus", "credentialFailClosed"):
         (line,) = [line for line in lines if line.startswith(name + " ")]
         assert "praxis-proxy/ai" in line, line
+    assert [line.split()[1] for line in lines if line.startswith("toolCandidates ")] == ["producer,mesh"]
+    assert [line.split()[1] for line in lines if line.startswith("weightedRandom ")] == ["consumer"]
 
 
 def test_an_options_file_sets_run_options_and_flags_override_it(tmp_path: Path) -> None:

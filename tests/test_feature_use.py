@@ -122,3 +122,11 @@ def test_the_report_lists_what_each_test_used(tmp_path: Path) -> None:
                            capture_output=True, text=True, timeout=60)
     assert check.returncode == 1 and "T-CORE (core groups) used the extended feature weightedRandom" in check.stderr, \
         check.stdout + check.stderr
+
+
+def test_a_misspelt_feature_gets_a_did_you_mean() -> None:
+    document = {"implementation": {"organization": "o", "project": "p", "version": "1", "contact": ["c"]},
+                "gateway": {"command": ["gw", "-c", "{config}"]}, "features": ["weightedRandm"]}
+    with pytest.raises(ImplError, match="did you mean 'weightedRandom'"):
+        parse_impl(document)
+    assert parse_impl({**document, "features": ["weightedRandom"]}).features == {"weightedRandom"}
