@@ -475,6 +475,10 @@ def _command_run(args: argparse.Namespace) -> int:
         folder.root.rename(final)
         folder = submission.paths(final, args.profiles, descriptor.implementation.version, args.backend)
         report_path, html_path = folder.report, str(folder.html)
+        for asked, made in ((args.html, folder.html), (args.junit, folder.junit)):  # also where the flags said
+            if asked and made.is_file():
+                Path(asked).absolute().parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(made, Path(asked).absolute())
         digest = submission.write_descriptor(descriptor_text(descriptor.source), folder.descriptor)
         # Run from the folder's parent, the command uses the folder's own copy of the descriptor and the seed
         # this run used, so it needs nothing of the submitter's machine.

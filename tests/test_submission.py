@@ -101,9 +101,12 @@ def test_a_run_that_judged_nothing_leaves_an_earlier_submission_alone(tmp_path: 
     assert [p.name for p in out.iterdir()] == ["README.md"] and "earlier" in (out / "README.md").read_text()
     assert not [p for p in tmp_path.iterdir() if ".staging-" in p.name]
     judged = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--profile", "consumer", "--impl",
-                             str(descriptor), "--submission", str(out), "--force", "--", "-k",
-                             "test_unknown_model_gets_404", "-p", "no:xdist"],
+                             str(descriptor), "--submission", str(out), "--force", "--html", "page.html",
+                             "--junit", "ci/junit.xml", "--", "-k", "test_unknown_model_gets_404", "-p", "no:xdist"],
                             capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
     assert judged.returncode == 0, judged.stdout + judged.stderr
     assert "Verdict: **PASSED**" in (out / "README.md").read_text()
+    # --html and --junit with --submission write where asked as well as into the folder
+    assert (tmp_path / "page.html").read_bytes() == next(out.glob("*-report.html")).read_bytes()
+    assert (tmp_path / "ci" / "junit.xml").read_bytes() == (out / "junit.xml").read_bytes()
     assert load_report(next(out.glob("*-report.yaml")))["summary"]["verdict"] == "passed"
