@@ -78,7 +78,7 @@ OPERATOR_RULES: tuple[dict[str, Any], ...] = (
 @pytest.fixture
 def kube(tools: Tools, root: Path, parts: SimpleNamespace) -> Iterator[SimpleNamespace]:  # noqa: F811
     """A started single-site kind backend and grid on the stand-ins, the operator answering as available."""
-    parts.impl.operator = SimpleNamespace()
+    parts.impl.operator = SimpleNamespace(metrics_endpoint_key="endpoint")  # as OperatorCommand defaults it
     backend = make_kind(parts, root, "single-site", image="img:1")
     backend.start()
     grid = Grid(load_topology("single-site"), backend, frozenset())
