@@ -41,6 +41,7 @@ from reference.gateway.snapshot_store import ReplaceResult, SnapshotStore
 from reference.overlay import CANDIDATE_KINDS, Candidate, Overlay, OverlayRejected, canonical_digest
 from reference.overlay.validate import default_stable_id
 from selfcheck.registry import Breakage, patch, registrar, wrap
+from selfcheck.session_bindings import bound_elsewhere, one_binding_per_key
 
 __all__ = ["BREAKAGES", "Breakage", "apply"]
 
@@ -650,18 +651,15 @@ def _cookie_first_of_header() -> None:
 @breakage("binding-crosses-capabilities",
           "one binding per session key, reused for any model or tool, even one its provider is no candidate of")
 def _binding_crosses_capabilities() -> None:
-    _patch(intelligent_route, "binding_key", lambda kind, name, session: session)
+    one_binding_per_key()
     original = IntelligentRouteFilter._select
 
     def select(self: IntelligentRouteFilter, ctx: RequestContext, current: Snapshot, plan: CapabilityPlan
                ) -> Reject | None:
-        key = intelligent_route.session_key(ctx.headers, self._session_header, self._session_cookie)
-        bound = self.table.lookup(key) if self.table is not None and key is not None else None
-        if bound is not None and bound not in plan.reusable:
-            elsewhere = next((p.reusable[bound] for p in current.plans.values() if bound in p.reusable), None)
-            if elsewhere is not None:
-                self._route(ctx, current, plan, elsewhere, "reused")
-                return None
+        elsewhere = bound_elsewhere(self, ctx, current, plan)
+        if elsewhere is not None:
+            self._route(ctx, current, plan, elsewhere, "reused")
+            return None
         return original(self, ctx, current, plan)
 
     _patch(IntelligentRouteFilter, "_select", select)

@@ -24,9 +24,8 @@ from aiohttp import web
 
 from reference.gateway import cli, proxy, server
 from reference.gateway import config as gateway_config
-from reference.gateway.affinity import session_key
 from reference.gateway.context import Reject, RequestContext
-from reference.gateway.filters import grid_site_route, intelligent_route
+from reference.gateway.filters import grid_site_route
 from reference.gateway.filters.intelligent_route import IntelligentRouteFilter
 from reference.gateway.schema import ConfigError
 from reference.gateway.site_route import pick
@@ -34,6 +33,7 @@ from reference.gateway.site_route.availability import SiteView
 from reference.gateway.snapshot import CapabilityPlan, Snapshot
 from reference.overlay import SELECTION_MODES, OverlayRejected, validate
 from selfcheck.registry import Breakage, patch
+from selfcheck.session_bindings import bound_elsewhere, one_binding_per_key
 
 __all__ = ["VARIANTS", "Variant"]
 
@@ -137,17 +137,12 @@ def _scope_and_candidates_first() -> None:
 # ----------------------------------------------------------------------------------- session bindings
 
 
-def _bound(self: IntelligentRouteFilter, ctx: RequestContext) -> str | None:
-    key = session_key(ctx.headers, self._session_header, self._session_cookie)
-    return self.table.lookup(key) if self.table is not None and key is not None else None
-
-
 @variant("binding-per-key-rebind",
          "one session binding per key, not per capability: a binding whose candidate is not one of the requested "
          "capability is a failover and is replaced (routing guide 8 says to reuse an existing permitted binding "
          "and record a new one after normal selection, not how bindings are keyed)")
 def _binding_per_key_rebind() -> None:
-    patch(intelligent_route, "binding_key", lambda kind, name, session: session)
+    one_binding_per_key()
 
 
 @variant("binding-per-key-reuse",
@@ -155,16 +150,14 @@ def _binding_per_key_rebind() -> None:
          "is also an eligible candidate of it; otherwise a fresh selection replaces it (routing guide 8: "
          "\"Existing permitted binding: reuse the provider\")")
 def _binding_per_key_reuse() -> None:
-    patch(intelligent_route, "binding_key", lambda kind, name, session: session)
+    one_binding_per_key()
     original = IntelligentRouteFilter._select
 
     def select(self: IntelligentRouteFilter, ctx: RequestContext, current: Snapshot, plan: CapabilityPlan
                ) -> Reject | None:
-        bound = _bound(self, ctx)
-        if bound is not None and bound not in plan.reusable:
-            held = next((p.reusable[bound] for p in current.plans.values() if bound in p.reusable), None)
-            same = next((c for c in plan.reusable.values()
-                         if held is not None and (c.site, c.cluster) == (held.site, held.cluster)), None)
+        held = bound_elsewhere(self, ctx, current, plan)
+        if held is not None:
+            same = next((c for c in plan.reusable.values() if (c.site, c.cluster) == (held.site, held.cluster)), None)
             if same is not None:
                 self._route(ctx, current, plan, same, "reused")
                 return None
