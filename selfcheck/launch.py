@@ -14,19 +14,12 @@ import sys
 from collections.abc import Mapping
 
 from selfcheck.breakages import BREAKAGES, Breakage
-from selfcheck.registry import apply_from_argv
-
-EXIT_USAGE = 2
+from selfcheck.registry import run_applied
 
 
 def launch(breakages: Mapping[str, Breakage], prog: str, argv: list[str] | None = None) -> int:
     """Apply the breakage ``--break`` names from `breakages`, then run the gateway with the other arguments."""
-    rest = apply_from_argv(prog, "gateway", "agn-gateway", breakages, argv)
-    if rest is None:
-        return EXIT_USAGE
-    from reference.gateway.cli import main as gateway_main
-
-    return gateway_main(rest)
+    return run_applied(prog, "gateway", "agn-gateway", "reference.gateway.cli:main", breakages, argv)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,20 +14,13 @@ import sys
 
 from selfcheck.mesh_breakages import BREAKAGES as MESH_BREAKAGES
 from selfcheck.operator_breakages import BREAKAGES as PRODUCER_BREAKAGES
-from selfcheck.registry import apply_from_argv
+from selfcheck.registry import run_applied
 
 BREAKAGES = {**PRODUCER_BREAKAGES, **MESH_BREAKAGES}
 
-EXIT_USAGE = 2
-
-
 def main(argv: list[str] | None = None) -> int:
-    rest = apply_from_argv("python -m selfcheck.operator_launch", "operator", "agn-operator", BREAKAGES, argv)
-    if rest is None:
-        return EXIT_USAGE
-    from reference.operator.cli import main as operator_main
-
-    return operator_main(rest)
+    return run_applied("python -m selfcheck.operator_launch", "operator", "agn-operator", "reference.operator.cli:main",
+                       BREAKAGES, argv)
 
 
 if __name__ == "__main__":

@@ -11,19 +11,12 @@ from __future__ import annotations
 import sys
 
 from selfcheck.operator_variants import VARIANTS
-from selfcheck.registry import apply_from_argv
-
-EXIT_USAGE = 2
+from selfcheck.registry import run_applied
 
 
 def main(argv: list[str] | None = None) -> int:
-    rest = apply_from_argv("python -m selfcheck.operator_variant_launch", "operator", "agn-operator", VARIANTS, argv,
-                           flag="--variant", what="variant")
-    if rest is None:
-        return EXIT_USAGE
-    from reference.operator.cli import main as operator_main
-
-    return operator_main(rest)
+    return run_applied("python -m selfcheck.operator_variant_launch", "operator", "agn-operator",
+                       "reference.operator.cli:main", VARIANTS, argv, flag="--variant", what="variant")
 
 
 if __name__ == "__main__":

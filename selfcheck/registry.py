@@ -7,12 +7,16 @@ modules (and the other way round).
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Breakage", "apply_from_argv", "patch", "registrar", "wrap"]
+__all__ = ["EXIT_USAGE", "Breakage", "apply_from_argv", "patch", "registrar", "run_applied", "wrap"]
+
+#: The exit status of a launcher given an unknown breakage or variant.
+EXIT_USAGE = 2
 
 
 @dataclass(frozen=True)
@@ -74,3 +78,16 @@ def apply_from_argv(prog: str, component: str, command: str, breakages: Mapping[
         return None
     breakages[args.breakage].apply()
     return rest
+
+
+def run_applied(prog: str, component: str, command: str, entry: str, table: Mapping[str, Breakage],
+                argv: list[str] | None, *, flag: str = "--break", what: str = "breakage") -> int:
+    """What every launcher does: apply the breakage (or variant) `flag` names from `table`, then run `entry`,
+    the component's command-line main as ``module:function`` (imported only then), with the other arguments;
+    EXIT_USAGE for an unknown name."""
+    rest = apply_from_argv(prog, component, command, table, argv, flag=flag, what=what)
+    if rest is None:
+        return EXIT_USAGE
+    module, _, function = entry.partition(":")
+    main: Callable[[list[str]], int] = getattr(importlib.import_module(module), function)
+    return main(rest)

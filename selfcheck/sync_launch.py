@@ -10,19 +10,13 @@ from __future__ import annotations
 
 import sys
 
-from selfcheck.registry import apply_from_argv
+from selfcheck.registry import run_applied
 from selfcheck.sync_breakages import BREAKAGES
-
-EXIT_USAGE = 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    rest = apply_from_argv("python -m selfcheck.sync_launch", "overlay-sync", "agn-overlay-sync", BREAKAGES, argv)
-    if rest is None:
-        return EXIT_USAGE
-    from reference.overlay_sync.cli import main as sync_main
-
-    return sync_main(rest)
+    return run_applied("python -m selfcheck.sync_launch", "overlay-sync", "agn-overlay-sync",
+                       "reference.overlay_sync.cli:main", BREAKAGES, argv)
 
 
 if __name__ == "__main__":

@@ -10,20 +10,13 @@ from __future__ import annotations
 
 import sys
 
-from selfcheck.registry import apply_from_argv
+from selfcheck.registry import run_applied
 from selfcheck.variants import VARIANTS
-
-EXIT_USAGE = 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    rest = apply_from_argv("python -m selfcheck.variant_launch", "gateway", "agn-gateway", VARIANTS, argv,
-                           flag="--variant", what="variant")
-    if rest is None:
-        return EXIT_USAGE
-    from reference.gateway.cli import main as gateway_main
-
-    return gateway_main(rest)
+    return run_applied("python -m selfcheck.variant_launch", "gateway", "agn-gateway", "reference.gateway.cli:main",
+                       VARIANTS, argv, flag="--variant", what="variant")
 
 
 if __name__ == "__main__":
