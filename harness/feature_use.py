@@ -22,7 +22,7 @@ from typing import Any
 
 from harness.features import DEMOS, EXTENDED_BY_PROFILE, EXTENDED_FEATURES, REQUIRES
 
-__all__ = ["REQUIRES", "allowed", "current", "note", "note_overlay", "note_resources", "overlay_features",
+__all__ = ["REQUIRES", "allowed", "current", "note", "note_all", "note_overlay", "note_resources", "overlay_features",
            "recording", "resource_features", "violations"]
 
 
@@ -54,6 +54,12 @@ def note(feature: str, how: str) -> None:
         _current.setdefault(feature, how)
 
 
+def note_all(features: Mapping[str, str]) -> None:
+    """Note each of `features` (feature -> by what input) for the running test."""
+    for feature, how in features.items():
+        note(feature, how)
+
+
 def overlay_features(data: bytes | Mapping[str, Any] | None) -> dict[str, str]:
     """The extended features an overlay (envelope or legacy payload, as bytes or parsed) asks a gateway for.
 
@@ -78,8 +84,7 @@ def overlay_features(data: bytes | Mapping[str, Any] | None) -> dict[str, str]:
 
 
 def note_overlay(data: bytes | Mapping[str, Any] | None) -> None:
-    for feature, how in overlay_features(data).items():
-        note(feature, how)
+    note_all(overlay_features(data))
 
 
 def resource_features(obj: Mapping[str, Any]) -> dict[str, str]:
@@ -105,8 +110,7 @@ def resource_features(obj: Mapping[str, Any]) -> dict[str, str]:
 
 def note_resources(objects: Iterable[Mapping[str, Any]]) -> None:
     for obj in objects:
-        for feature, how in resource_features(obj).items():
-            note(feature, how)
+        note_all(resource_features(obj))
 
 
 def allowed(level: str, feature: str, profile_extended: frozenset[str]) -> frozenset[str]:

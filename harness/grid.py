@@ -105,8 +105,7 @@ class Gateway:
 
     def _used(self) -> None:
         """Note this gateway's extended features for the running test (harness.feature_use)."""
-        for feature, how in self.features.items():
-            feature_use.note(feature, how)
+        feature_use.note_all(self.features)
 
     def write_overlay(self, doc: bytes | Mapping[str, Any]) -> None:
         self._used()
@@ -398,8 +397,7 @@ class Site:
         features = variant_features(VARIANTS[variant])
         if projected:
             features["projectedCredentials"] = "a credential_inject with projected_credential_mount_base"
-        for feature, how in features.items():
-            feature_use.note(feature, how)
+        feature_use.note_all(features)
         feature_use.note_overlay(overlay)
         config = render_gateway_config(
             VARIANTS[variant], listen=listen, admin=admin, overlay_file=str(overlay_dir / OVERLAY_FILE),
@@ -590,8 +588,7 @@ class Site:
         credentials, env = self._credential_sources(workdir.name, tokens, source)
         features = {feature: f"a credential_inject with a {source} token source"
                     for feature in (_SOURCE_FEATURES.get(source),) if feature is not None}
-        for feature, how in features.items():
-            feature_use.note(feature, how)
+        feature_use.note_all(features)
         config = render_provider_gateway_config(
             listen=listen, admin=admin, tls=listener_tls, trusted_peers=trusted_peers,
             provider_id=f"{self.spec.name}-{self.spec.provider_gateway}", routes=routes, credentials=credentials,
@@ -644,8 +641,7 @@ class Site:
         hop_tls = {name: UpstreamTls(str(backend.pki.ca_path), str(client.cert), str(client.key), peer.sni)
                    for name, peer in reached}
         features = variant_features(VARIANTS[variant])
-        for feature, how in features.items():
-            feature_use.note(feature, how)
+        feature_use.note_all(features)
         feature_use.note_overlay(overlay)
         config = render_hop_consumer_config(VARIANTS[variant], listen=listen, admin=admin,
                                             overlay_file=str(overlay_dir / OVERLAY_FILE), scope=scope or self.scope,
