@@ -116,13 +116,14 @@ def reference_gateway() -> dict[str, Any]:
     return dict(reference_document()["gateway"])
 
 
-def broken_gateway(module: str, breakage: str, table: str) -> dict[str, Any]:
-    """A gateway section starting ``python -m module --break breakage -c {config}``, warm-started like the
-    reference gateway from a launcher that has also imported the breakage `table`."""
+def broken_gateway(module: str, breakage: str, table: str, flag: str = "--break") -> dict[str, Any]:
+    """A gateway section starting ``python -m module --break breakage -c {config}`` (``flag`` in place of
+    ``--break`` for a conformant variant), warm-started like the reference gateway from a launcher that has
+    also imported the `table` of breakages or variants."""
     reference = reference_gateway()
     source = {"PYTHONPATH": str(ROOT)}
     launcher = {"command": [*reference["launcher"]["command"], "--preload", table], "env": source}
-    command = ["{python}", "-m", "reference.warm_start", "run", "{launcher}", "-m", module, "--break", breakage,
+    command = ["{python}", "-m", "reference.warm_start", "run", "{launcher}", "-m", module, flag, breakage,
                "-c", "{config}"]
     return {"command": command, "env": source, "startup_timeout_s": 20, "launcher": launcher}
 

@@ -14,7 +14,7 @@ from typing import Any
 from harness.feature_use import violations
 from harness.impl import reference_document
 from harness.plugin import NOT_SELECTED as SLOW_NOT_SELECTED
-from selfcheck.judge import ROOT, SuiteRun, SuiteRuns, reference_gateway, report_outcomes, tail
+from selfcheck.judge import ROOT, SuiteRun, SuiteRuns, broken_gateway, reference_gateway, report_outcomes, tail
 from selfcheck.operator_variants import DESCRIPTOR_FIELDS as OPERATOR_DESCRIPTOR_FIELDS
 from selfcheck.operator_variants import VARIANTS as OPERATOR_VARIANTS
 from selfcheck.variants import VARIANTS
@@ -30,12 +30,7 @@ ALL_VARIANTS = {**VARIANTS, **OPERATOR_VARIANTS}
 
 def variant_gateway(name: str) -> dict[str, Any]:
     """A gateway section starting the reference built as variant `name`, warm-started like the reference."""
-    reference = reference_gateway()
-    source = {"PYTHONPATH": str(ROOT)}
-    launcher = {"command": [*reference["launcher"]["command"], "--preload", "selfcheck.variants"], "env": source}
-    command = ["{python}", "-m", "reference.warm_start", "run", "{launcher}", "-m", LAUNCHER, "--variant", name,
-               "-c", "{config}"]
-    return {"command": command, "env": source, "startup_timeout_s": 20, "launcher": launcher}
+    return broken_gateway(LAUNCHER, name, "selfcheck.variants", flag="--variant")
 
 
 def variant_operator(name: str) -> dict[str, Any]:
