@@ -30,20 +30,20 @@ import pytest
 from harness import submission
 from harness.backends.registry import backend_names
 from harness.features import CONFORMANCE_PROFILES, DEMO_LEVEL, DEMOS, DEMOS_PROFILE, PROFILES, parse_profiles
-from harness.id_select import nearest, unmatched
+from harness.id_select import item_id, nearest, unmatched
 from harness.impl import REFERENCE, ImplDescriptor, ImplError, descriptor_text, load_impl
 from harness.options_file import OptionsFileError, load_options
 from harness.plugin_loading import only_needed_plugins
 from harness.report.compare import add_compare_parser, run_compare
 from harness.report.html import write_html
 from harness.report.verdict import FAILED, NOT_JUDGED, PASSED
+from harness.report.verdict import of_report as report_verdict
 from harness.report.writer import (
     ReportError,
     build_report,
     failures_by_feature,
     harness_version,
     load_report,
-    report_verdict,
     write_yaml,
 )
 from harness.run_options import OPTIONS, RUN_KEYS, add_run_arguments
@@ -78,7 +78,7 @@ SELF_CHECK = "self-check"
 EXIT_PASSED = 0
 EXIT_CORE_FAILED = 1
 EXIT_UNJUDGED = 2
-_EXIT_BY_VERDICT = {PASSED: 0, FAILED: 1, NOT_JUDGED: 2}
+_EXIT_BY_VERDICT = {PASSED: EXIT_PASSED, FAILED: EXIT_CORE_FAILED, NOT_JUDGED: EXIT_UNJUDGED}
 
 _UNJUDGED_PYTEST_CODES = frozenset({
     int(pytest.ExitCode.INTERRUPTED),
@@ -495,8 +495,9 @@ def _command_run(args: argparse.Namespace) -> int:
         print("\n".join(summary_lines(report, str(report_path), html_path)))
         if folder is not None:
             print(f"  submission: {folder.root} (start with {folder.readme.name})")
-        if code == EXIT_UNJUDGED and report_verdict(report).outcome == NOT_JUDGED and int(rc) in _JUDGED_PYTEST_CODES:
-            _error(f"{'; '.join(report_verdict(report).reasons)}: the run cannot be judged")
+        verdict = report_verdict(report)
+        if code == EXIT_UNJUDGED and verdict.outcome == NOT_JUDGED and int(rc) in _JUDGED_PYTEST_CODES:
+            _error(f"{'; '.join(verdict.reasons)}: the run cannot be judged")
         elif code == EXIT_UNJUDGED:
             _error(f"pytest stopped with exit code {rc} ({_pytest_code_name(rc)}); the run cannot be judged")
     return code
@@ -556,9 +557,7 @@ class ConformanceCollector:
             kwargs = marker.kwargs
             self.rows.append({key: str(kwargs.get(key, "-"))
                               for key in ("id", "profile", "level", "feature", "spec")})
-            callspec = getattr(item, "callspec", None)
-            self.ids.append(f"{kwargs.get('id', '-')}[{callspec.id}]" if callspec is not None
-                            else str(kwargs.get("id", "-")))
+            self.ids.append(item_id(str(kwargs.get("id", "-")), item))
             self.statements.setdefault(str(kwargs.get("id", "-")), set()).update(kwargs.get("statements", ()))
 
 

@@ -11,7 +11,14 @@ import difflib
 import re
 from collections.abc import Iterable, Sequence
 
-__all__ = ["matches", "nearest", "unmatched"]
+__all__ = ["item_id", "matches", "nearest", "unmatched"]
+
+
+def item_id(base: str, item: object) -> str:
+    """A collected pytest item's conformance id as the report names it: `base` (its marker's id), with the
+    item's parameter case in brackets when it has one."""
+    callspec = getattr(item, "callspec", None)
+    return base if callspec is None else f"{base}[{callspec.id}]"
 
 
 def _regex(pattern: str) -> re.Pattern[str]:

@@ -13,6 +13,8 @@ from harness.backends import OperationUnsupported
 from harness.dealing import GROUP_MARKER, LASTS_MARKER, deal
 from harness.features import PROFILES, marker_problem
 from harness.grid_factory import GridFactory
+from harness.id_select import item_id as conformance_test_id
+from harness.id_select import matches as id_matches
 from harness.run_options import add_pytest_options
 from harness.timeouts import TIMEOUTS_ENV
 from harness.timeouts import encode as encode_timeouts
@@ -97,7 +99,6 @@ SLOW_OPTION = "--grid-slow"
 #: The skip reason of a slow test a run did not ask for: reported as skipped with this reason in every file,
 #: so a reader sees what the run left out and how to run it.
 NOT_SELECTED = "slow test not selected"
-_NOT_SELECTED = NOT_SELECTED
 _NOT_SELECTED_KEY = pytest.StashKey[set[str]]()
 
 
@@ -110,7 +111,7 @@ def skip_unless_slow(config: pytest.Config, item: pytest.Item) -> None:
     if meta is not None and meta["level"] == "extended" and meta["feature"] not in _load_impl(config).features:
         return  # unsupported, not skipped: pytest_runtest_setup says so
     seconds = marker.args[0] if marker.args else marker.kwargs.get("seconds", "?")
-    item.add_marker(pytest.mark.skip(reason=f"{_NOT_SELECTED}: waits out a default cadence (about {seconds} s); run "
+    item.add_marker(pytest.mark.skip(reason=f"{NOT_SELECTED}: waits out a default cadence (about {seconds} s); run "
                                             f"with {SLOW_OPTION} (agn-conformance run --slow)"))
 
 
@@ -132,18 +133,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if unknown:
                 raise pytest.UsageError(f"{item.nodeid}: names statement {unknown[0]!r}, which suites/statements.yaml "
                                         "lacks")
-        test_id = meta["id"]
-        if getattr(item, "callspec", None) is not None:
-            test_id = f"{test_id}[{item.callspec.id}]"  # type: ignore[attr-defined]
+        test_id = conformance_test_id(meta["id"], item)
         if test_id in seen and seen[test_id] != item.nodeid:
             raise pytest.UsageError(f"duplicate conformance id {test_id}: {seen[test_id]} and {item.nodeid}")
         seen[test_id] = item.nodeid
         item.stash[_ID_KEY] = test_id
     patterns = config.getoption("--conformance-id", None) or []
     if patterns:  # --id: keep the conformance tests whose id a pattern selects (harness.id_select)
-        from harness.id_select import matches
 
-        kept = [item for item in items if _ID_KEY in item.stash and any(matches(p, item.stash[_ID_KEY])
+        kept = [item for item in items if _ID_KEY in item.stash and any(id_matches(p, item.stash[_ID_KEY])
                                                                           for p in patterns)]
         if len(kept) < len(items):
             keep = set(kept)
@@ -390,7 +388,7 @@ def _record(config: pytest.Config, meta: dict[str, Any], report: pytest.TestRepo
         _write_diagnostics(config, meta["id"], report)
     elif report.skipped and entry["outcome"] != "failed":
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        if reason.startswith(_NOT_SELECTED) or reason.startswith(f"Skipped: {_NOT_SELECTED}"):
+        if reason.startswith(NOT_SELECTED) or reason.startswith(f"Skipped: {NOT_SELECTED}"):
             config.stash.setdefault(_NOT_SELECTED_KEY, set()).add(meta["id"])
         entry["outcome"] = ("unsupported" if _UNSUPPORTED in reason
                             else "notApplicable" if reason.removeprefix("Skipped: ").startswith(NOT_APPLICABLE)

@@ -32,7 +32,7 @@ from harness.features import CONFORMANCE_PROFILES, PROFILES, parse_profiles
 from harness.impl import REFERENCE, DescriptorBreakage, ImplDescriptor, ImplError, descriptor_text, load_impl
 from harness.options_file import OptionsFileError, load_self_check_options
 from harness.report.verdict import NOT_JUDGED, PASSED
-from harness.report.writer import report_verdict
+from harness.report.verdict import of_report as report_verdict
 from selfcheck.judge import (
     DEFAULT_JOBS,
     Profile,

@@ -51,10 +51,12 @@ def judge(sections: Sequence[Mapping[str, Any]], not_judged: Iterable[Mapping[st
             part = section.get(level)
             if not isinstance(part, Mapping):
                 continue
-            stats = part.get("statistics") if isinstance(part.get("statistics"), Mapping) else {}
+            stats = part.get("statistics")
+            if not isinstance(stats, Mapping):
+                stats = {}
             failed = [str(i) for i in part.get("failedTests") or ()]
-            count = int(stats.get("failed", 0) or 0) if isinstance(stats, Mapping) else 0
-            judged += (int(stats.get("passed", 0) or 0) + count) if isinstance(stats, Mapping) else 0
+            count = int(stats.get("failed", 0) or 0)
+            judged += int(stats.get("passed", 0) or 0) + count
             if failed or count:
                 what = "claimed extended feature" if level == "extended" else level
                 failures.append(f"{name}: {max(count, len(failed))} {what} test(s) failed")

@@ -30,7 +30,7 @@ from harness.impl import Implementation
 from harness.report.html import write_html as _write_html
 from harness.report.model import TestResult
 from harness.report.text import MESSAGE_LIMIT, failures_by_feature, truncate_message, write_text_atomic
-from harness.report.verdict import PASSED, of_report
+from harness.report.verdict import PASSED
 from harness.report.verdict import judge as judge_verdict
 from harness.statements import Statement, by_document, coverage
 
@@ -41,7 +41,6 @@ __all__ = [
     "ReportError",
     "build_report",
     "core_passed",
-    "report_verdict",
     "failures_by_feature",
     "format_date",
     "harness_version",
@@ -273,10 +272,6 @@ def core_passed(report: Mapping[str, Any]) -> bool:
         return False
     return _no_core_failure(profiles)
 
-
-def report_verdict(report: Mapping[str, Any]) -> Any:
-    """The run's verdict as the report carries it (harness.report.verdict.of_report)."""
-    return of_report(report)
 
 
 def write_yaml(report: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
