@@ -106,6 +106,14 @@ def _profiles_arg(text: str) -> list[str]:
 def build_parser(run_defaults: Mapping[str, Any] | None = None) -> argparse.ArgumentParser:
     """The argument parser (arguments after ``--`` are split off before it sees them); `run_defaults` are
     the run options an options file gave, which flags on the command line override."""
+    return _build_parsers(run_defaults)[0]
+
+
+def _build_parsers(
+    run_defaults: Mapping[str, Any] | None = None,
+) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The top-level parser and each subcommand's own, so an error found after parsing (a bad options file)
+    prints the usage of the subcommand it belongs to."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Conformance suites for AI Grid Network routing and the Praxis AI data plane.",
@@ -136,12 +144,15 @@ def build_parser(run_defaults: Mapping[str, Any] | None = None) -> argparse.Argu
     listing = commands.add_parser(
         "list", help="list the conformance tests without running them",
         description="Collect the conformance suites and print one line per test: "
-                    "id, profile, level, feature, spec section.",
+                    "id, cases, profile, level, feature (and with --wide the spec section it cites).",
         epilog="Arguments after '--' are passed to pytest unchanged.",
     )
     _add_profile_arg(listing)
     listing.add_argument("--features", action="store_true",
-                         help="print the extended features with what each covers and where its rule comes from")
+                         help="print the extended features with their profiles, what each covers and where its "
+                              "rule comes from")
+    listing.add_argument("--wide", action="store_true",
+                         help="add the spec section each test cites (lines then exceed a terminal's width)")
 
     demo = commands.add_parser(
         "demo", help="judge one demo's routing claims (the demos profile, one demo)",
@@ -168,7 +179,7 @@ def build_parser(run_defaults: Mapping[str, Any] | None = None) -> argparse.Argu
     add_compare_parser(commands)
     covering.add_argument("--strict", action="store_true",
                           help="exit 1 when a statement has neither a test nor an out-of-scope reason")
-    return parser
+    return parser, {"run": run, "list": listing, "demo": demo, "coverage": covering}
 
 
 def _add_profile_arg(parser: argparse.ArgumentParser) -> None:
@@ -210,7 +221,7 @@ def _options_defaults(path: str) -> dict[str, Any]:
         if "profile" in defaults:
             defaults["profile"] = [_profiles_arg(",".join(defaults["profile"]))]
     except (OptionsFileError, argparse.ArgumentTypeError) as exc:
-        build_parser().error(f"--options: {exc}")
+        _build_parsers()[1]["run"].error(f"--options: {exc}")
     return defaults
 
 
@@ -576,7 +587,7 @@ def _command_list(args: argparse.Namespace, out: TextIO) -> int:
     collector = _collect(args)
     if collector is None:
         return EXIT_UNJUDGED
-    out.write(_format_rows(collector.rows))
+    out.write(_format_rows(collector.rows, wide=args.wide))
     return 0
 
 
@@ -636,9 +647,10 @@ def _command_coverage(args: argparse.Namespace, out: TextIO) -> int:
     return 1 if getattr(args, "strict", False) and uncovered else 0
 
 
-def _format_rows(rows: Sequence[Mapping[str, str]]) -> str:
-    """One line per conformance id, with how many cases (parameters) it has, in collection order."""
-    headers = ("id", "cases", "profile", "level", "feature", "spec")
+def _format_rows(rows: Sequence[Mapping[str, str]], *, wide: bool = False) -> str:
+    """One line per conformance id, with how many cases (parameters) it has, in collection order; the spec
+    column (a section and sometimes a sentence) only when `wide`, so the default fits a terminal."""
+    headers = ("id", "cases", "profile", "level", "feature") + (("spec",) if wide else ())
     by_id: dict[str, dict[str, str]] = {}
     cases: dict[str, int] = {}
     for row in rows:

@@ -115,6 +115,7 @@ def skip_unless_slow(config: pytest.Config, item: pytest.Item) -> None:
                                             f"with {SLOW_OPTION} (agn-conformance run --slow)"))
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's own `-k`/`-m` deselection, which reads the ids noted here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     seen: dict[str, str] = {}
     catalogue: Any = None
@@ -138,6 +139,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(f"duplicate conformance id {test_id}: {seen[test_id]} and {item.nodeid}")
         seen[test_id] = item.nodeid
         item.stash[_ID_KEY] = test_id
+        # `-k` matches keywords: the conformance id (with its case) is one, so `-- -k CONS-SEL-ROUND-ROBIN`
+        # selects what `agn-conformance list` names
+        item.extra_keyword_matches.update({test_id, meta["id"]})
     patterns = config.getoption("--conformance-id", None) or []
     if patterns:  # --id: keep the conformance tests whose id a pattern selects (harness.id_select)
 

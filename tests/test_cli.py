@@ -322,6 +322,13 @@ def test_list_prints_marker_fields(tiny_suites: str, monkeypatch: pytest.MonkeyP
                                    capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(cli, "SUITES_PACKAGE", tiny_suites)
     assert cli.main(["list", "--profile", "consumer,producer"]) == 0
+    narrow = capsys.readouterr().out.splitlines()
+    assert [line.split() for line in narrow] == [
+        ["id", "cases", "profile", "level", "feature"],
+        ["consumer-revision-1", "1", "consumer", "core", "overlayValidation"],
+        ["consumer-weights-1", "1", "consumer", "extended", "weightedRandom"],
+    ]
+    assert cli.main(["list", "--wide", "--profile", "consumer,producer"]) == 0
     captured = capsys.readouterr()
     lines = [line.split() for line in captured.out.splitlines()]
     assert lines == [
@@ -354,6 +361,16 @@ def test_list_features_names_the_source_of_public_code_rules(capsys: pytest.Capt
         assert "praxis-proxy/ai" in line, line
     assert [line.split()[1] for line in lines if line.startswith("toolCandidates ")] == ["producer,mesh"]
     assert [line.split()[1] for line in lines if line.startswith("weightedRandom ")] == ["consumer"]
+
+
+def test_an_options_file_error_prints_the_run_usage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    options = tmp_path / "options.yaml"
+    options.write_text("bogus: 1\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as stopped:
+        cli.parse_args(["run", "--options", str(options)])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2
+    assert err.startswith("usage: agn-conformance run ") and "unknown option 'bogus'" in err, err
 
 
 def test_an_options_file_sets_run_options_and_flags_override_it(tmp_path: Path) -> None:

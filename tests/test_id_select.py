@@ -49,3 +49,15 @@ def test_the_readme_one_test_recipe_runs_exactly_that_test(tmp_path: Path) -> No
                            capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
     assert wrong.returncode == 2 and "did you mean CONS-404-UNKNOWN-MODEL" in wrong.stderr, wrong.stderr
     assert not (tmp_path / "r2.yaml").exists()
+
+
+def test_a_k_expression_matches_conformance_ids_as_list_names_them() -> None:
+    """pytest's `-k` matches the conformance id (with its case), not only the function name."""
+    listed = subprocess.run([sys.executable, "-m", "harness.cli", "list", "--profile", "consumer", "--",
+                             "-k", "CONS-404-UNKNOWN-MODEL or CONS-COLD-REJECT[not-json]"],
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert listed.returncode == 0, listed.stderr
+    ids = [line.split()[0] for line in listed.stdout.splitlines()[1:]]
+    assert sorted(ids) == ["CONS-404-UNKNOWN-MODEL", "CONS-COLD-REJECT"], listed.stdout
+    cases = [line.split()[1] for line in listed.stdout.splitlines()[1:] if line.startswith("CONS-COLD-REJECT ")]
+    assert cases == ["1"], listed.stdout
