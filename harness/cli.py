@@ -34,6 +34,7 @@ from harness.id_select import item_id, nearest, unmatched
 from harness.impl import REFERENCE, ImplDescriptor, ImplError, descriptor_text, load_impl
 from harness.options_file import OptionsFileError, load_options
 from harness.plugin_loading import only_needed_plugins
+from harness.provenance import copy_wheel, source_commit
 from harness.report.compare import add_compare_parser, run_compare
 from harness.report.html import write_html
 from harness.report.verdict import FAILED, NOT_JUDGED, PASSED
@@ -497,7 +498,9 @@ def _command_run(args: argparse.Namespace) -> int:
                  "--impl", f"{final.name}/{folder.descriptor.name}", "--seed", str(args.seed),
                  "--workers", str(workers), *(f"--id={i}" for i in args.id or ()), "--submission", final.name,
                  "--force", *(["--", *args.extra] if args.extra else [])]
+        wheel = copy_wheel(folder.root)
         submission.write_readme(folder, report, command=again, descriptor_sha256=digest,
+                                wheel=wheel, commit=source_commit(),
                                 implementation_descriptor=args.impl, environment={
                                     "Seed": str(args.seed), "Workers": str(workers), "Backend": args.backend,
                                     "Python": platform.python_version(), "OS": platform.platform(),

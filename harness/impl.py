@@ -100,7 +100,8 @@ DEFAULT_STARTUP_TIMEOUT_S = 20.0
 
 _TOP_KEYS = {"implementation": True, "gateway": True, "operator": False, "overlay_sync": False, "features": False,
              "breakages": False}
-_IMPLEMENTATION_KEYS = {"organization": True, "project": True, "version": True, "contact": True}
+_IMPLEMENTATION_KEYS = {"organization": True, "project": True, "version": True, "contact": True,
+                        "version_command": False}
 _GATEWAY_KEYS = {"command": True, "env": False, "startup_timeout_s": False, "run_as": False, "launcher": False}
 _LAUNCHER_KEYS = {"command": True, "env": False}
 _OPERATOR_KEYS = {"command": False, "env": False, "mesh_args": False, "dynamic_weights": False, "kubernetes": False,
@@ -131,6 +132,9 @@ class Implementation:
     project: str
     version: str
     contact: tuple[str, ...] = ()
+    #: a command whose output is the implementation's version as its own binary reports it (``{python}`` is
+    #: this interpreter); recorded in the report beside the version the descriptor states
+    version_command: tuple[str, ...] = ()
 
 
 def _fill(argv: Sequence[str], env: Mapping[str, str], values: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
@@ -395,7 +399,11 @@ def _parse_implementation(data: Any) -> Implementation:
     if not isinstance(contact, list):
         raise ImplError("implementation.contact", f"must be a list of strings, got {_kind(contact)}")
     contacts = tuple(_string(item, f"implementation.contact[{i}]") for i, item in enumerate(contact))
-    return Implementation(contact=contacts, **texts)
+    probe = block.get("version_command", [])
+    if not isinstance(probe, list) or ("version_command" in block and not probe):
+        raise ImplError("implementation.version_command", f"must be a non-empty list of strings, got {_kind(probe)}")
+    command = tuple(_string(item, f"implementation.version_command[{i}]") for i, item in enumerate(probe))
+    return Implementation(contact=contacts, version_command=command, **texts)
 
 
 def _parse_command(block: Mapping[str, Any], section: str, allowed: frozenset[str],

@@ -457,11 +457,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     profiles_opt = config.getoption("--conformance-profiles")
     profiles = profiles_opt.split(",") if profiles_opt else sorted({r.profile for r in results})
     descriptor = _load_impl(config)
+    from harness.impl_version import reported_version
+    from harness.provenance import source_commit
     from harness.statements import shipped_statements
 
+    probe = descriptor.implementation.version_command
+    commit = source_commit()
     report = build_report(results, descriptor.implementation, backend=config.getoption("--grid-backend"),
                           harness_version=__version__, profiles=profiles,
-                          features_claimed=descriptor.features, statements=shipped_statements())
+                          features_claimed=descriptor.features, statements=shipped_statements(),
+                          reported_version=reported_version(probe) if probe else None,
+                          harness_commit=str(commit) if commit else None)
     inputs = demo_inputs_record({**config.stash.get(_DEMO_RECORDS_KEY, {}), **_demo_records(config)})
     if inputs is not None:
         report["demoInputs"] = inputs

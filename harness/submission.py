@@ -3,8 +3,9 @@
 Modelled on Gateway API's conformance reports: the report exactly as generated, named
 ``<profiles>-<implementation version>-<backend>-report.yaml``; a README with a table of contents, the verdict
 per profile, the claimed and unsupported features, the failures with their diagnostics, and a "Reproduce"
-section (the exact command, the harness version, the descriptor's SHA-256); the descriptor used; JUnit XML;
-the HTML page; and one diagnostics file per failed test. A published result must name a release, so a
+section (the harness wheel the run used with its SHA-256 and source commit, the exact command with the folder's
+own descriptor, the seed, workers, Python and OS); the descriptor used; JUnit XML; the HTML page; and one
+diagnostics file per failed test. A published result must name a release, so a
 version that reads as a branch (``main``, ``master``, ``HEAD``, empty) is refused before anything runs.
 """
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.provenance import SourceCommit, WheelCopy
 from harness.report.text import as_list as _list
 from harness.report.text import as_mapping as _mapping
 from harness.report.text import write_text_atomic
@@ -134,10 +136,40 @@ def _failure_lines(report: Mapping[str, Any], diagnostics: Path, root: Path) -> 
         yield "No test failed."
 
 
+def _reported_version_lines(impl: Mapping[str, Any]) -> list[str]:
+    probe = _mapping(impl.get("reportedVersion"))
+    if not probe:
+        return []
+    said = f"`{_cell(probe['output'])}`" if "output" in probe else f"not known ({_cell(probe.get('error', '?'))})"
+    return [f"- Implementation version as `{_cell(probe.get('command', '?'))}` reports it: {said}"]
+
+
+def _install_lines(root: Path, version: str, wheel: WheelCopy | None, commit: SourceCommit | None) -> list[str]:
+    """How to install exactly the harness that judged: the wheel in the folder, else the source commit."""
+    if wheel is not None:
+        return [f"pip install './{root.name}/{wheel.path.name}'"]
+    if commit is not None:
+        return [f"# from a checkout of agn-conformance at commit {commit.commit} (the run used a development "
+                "install, so no wheel was copied):", "pip install ."]
+    return [f"pip install 'agn-conformance=={version}'"]
+
+
+def _harness_lines(version: str, wheel: WheelCopy | None, commit: SourceCommit | None) -> list[str]:
+    lines = [f"- Harness version: `{version}`"]
+    if commit is not None:
+        lines.append(f"- Harness source commit: `{commit}`")
+    if wheel is not None:
+        how = "the file it was installed from" if wheel.original else "its installed files, packed as a wheel"
+        lines.append(f"- Harness wheel: [`{wheel.path.name}`]({wheel.path.name}) ({how}), SHA-256 `{wheel.sha256}`")
+    return lines
+
+
 def write_readme(target: SubmissionPaths, report: Mapping[str, Any], *, command: Sequence[str],
                  descriptor_sha256: str, implementation_descriptor: str,
-                 environment: Mapping[str, str] | None = None) -> Path:
-    """The README a reviewer reads first: contents, verdicts, features, failures and how to reproduce."""
+                 environment: Mapping[str, str] | None = None, wheel: WheelCopy | None = None,
+                 commit: SourceCommit | None = None) -> Path:
+    """The README a reviewer reads first: contents, verdicts, features, failures and how to reproduce. The
+    Reproduce commands run from the folder's parent: they use the folder's own wheel and descriptor."""
     impl = _mapping(report.get("implementation"))
     summary = _mapping(report.get("summary"))
     verdict = {"passed": "PASSED", "notJudged": "NOT JUDGED"}.get(str(summary.get("verdict")), "FAILED")
@@ -178,14 +210,16 @@ def write_readme(target: SubmissionPaths, report: Mapping[str, Any], *, command:
               "serving, component log tails, the requests sent and what answered)",
               "",
               "## Reproduce", "",
+              f"From the folder that holds `{target.root.name}/`:", "",
               "```sh",
-              f"pip install 'agn-conformance=={version}'",
+              *_install_lines(target.root, version, wheel, commit),
               shlex.join(command),
               "```", "",
-              f"- Harness version: `{version}`",
+              *_harness_lines(version, wheel, commit),
               f"- Descriptor: `{implementation_descriptor}`, SHA-256 `{descriptor_sha256}` "
               f"(a copy is [`{target.descriptor.name}`]({target.descriptor.name}))",
               f"- Implementation version: `{impl.get('version', '?')}`",
+              *_reported_version_lines(impl),
               *(f"- {name}: `{value}`" for name, value in (environment or {}).items()), ""]
     write_text_atomic(target.readme, "\n".join(lines))
     return target.readme

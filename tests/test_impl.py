@@ -110,6 +110,13 @@ def test_optional_keys_have_defaults() -> None:
     assert descriptor.gateway.startup_timeout_s == 20.0
 
 
+def test_a_version_command_is_a_list_of_strings() -> None:
+    """The accepted twin of the version_command rejections below."""
+    data = _variant("implementation.version_command", ["/opt/example/bin/gw", "--version"])
+    assert parse_impl(data).implementation.version_command == ("/opt/example/bin/gw", "--version")
+    assert parse_impl(copy.deepcopy(VALID)).implementation.version_command == ()
+
+
 def test_literal_braces_survive_rendering() -> None:
     command = GatewayCommand(argv_template=("gw", "{config}", "--json={{\"a\": 1}}"), env={})
     argv, _ = command.render(Path("/c.yaml"), Path("/w"))
@@ -131,6 +138,10 @@ BAD_DESCRIPTORS = [
      "implementation.contact: must be a list"),
     ("contact item not a string", _variant("implementation.contact", ["ok", 3]),
      "implementation.contact[1]: must be a string"),
+    ("version_command empty", _variant("implementation.version_command", []),
+     "implementation.version_command: must be a non-empty list"),
+    ("version_command a string", _variant("implementation.version_command", "gw --version"),
+     "implementation.version_command: must be a non-empty list"),
     ("version is a number", _variant("implementation.version", 1.5),
      "implementation.version: must be a string"),
     ("empty organization", _variant("implementation.organization", " "),

@@ -24,7 +24,8 @@ def _vendor(tmp_path: Path, version: str, command: list[str] | None = None) -> P
     """A descriptor as a vendor writes one: their own names and version, their gateway's command."""
     document: dict[str, Any] = reference_document()
     document["implementation"] = {"organization": "Example Networks", "project": "edge-gateway", "version": version,
-                                  "contact": ["mailto:conformance@example.invalid"]}
+                                  "contact": ["mailto:conformance@example.invalid"],
+                                  "version_command": ["{python}", "-c", "print('edge-gateway 2.4.1 (build 77)')"]}
     if command is not None:
         document["gateway"] = {"command": command}
     path = tmp_path / "edge-gateway.yaml"
@@ -71,7 +72,16 @@ def test_a_failing_vendor_run_gives_a_folder_to_review_and_reproduce(tmp_path: P
     assert f"`{SWAP}`" in readme and f"diagnostics/{diagnostics_name(SWAP)}" in readme
     digest = hashlib.sha256(descriptor.read_bytes()).hexdigest()
     assert digest in readme and (out / "descriptor.yaml").read_bytes() == descriptor.read_bytes()
-    assert f"--submission {out}" in readme and "pip install 'agn-conformance==" in readme
+    assert f"--submission {out}" in readme
+    # the harness that judged: its wheel in the folder (an installed harness) or its commit (a development install)
+    wheels = list(out.glob("*.whl"))
+    if wheels:
+        assert f"pip install './out/{wheels[0].name}'" in readme
+        assert hashlib.sha256(wheels[0].read_bytes()).hexdigest() in readme
+    else:
+        assert "pip install ." in readme and "- Harness source commit: `" in readme
+    assert report["implementation"]["reportedVersion"]["output"] == "edge-gateway 2.4.1 (build 77)"
+    assert "reports it: `edge-gateway 2.4.1 (build 77)`" in readme
     # the command to run again uses the folder's own descriptor and the seed this run chose, and says where it ran
     assert "--impl out/descriptor.yaml --seed " in readme and "--submission out --force" in readme
     assert all(f"- {name}: `" in readme for name in ("Seed", "Workers", "Backend", "Python", "OS"))

@@ -89,6 +89,8 @@ def build_report(
     features_claimed: Collection[str],
     date: datetime | None = None,
     statements: Mapping[str, Statement] | None = None,
+    reported_version: Mapping[str, str] | None = None,
+    harness_commit: str | None = None,
 ) -> dict[str, Any]:
     """Build the ConformanceReport document (plain dicts and lists, ready for YAML).
 
@@ -107,9 +109,11 @@ def build_report(
             "project": impl.project,
             "version": impl.version,
             "contact": list(impl.contact),
+            **({"reportedVersion": dict(reported_version)} if reported_version else {}),
         },
         "date": format_date(date),
         "harnessVersion": harness_version,
+        **({"harnessCommit": harness_commit} if harness_commit else {}),
         "backend": backend,
         "profiles": sections,
         "summary": {},
