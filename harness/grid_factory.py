@@ -21,6 +21,7 @@ import pytest
 
 from harness.addresses import AddressPlan
 from harness.backends.registry import ClusterBackendKind, cluster_backend
+from harness.environment import NOT_JUDGED_REASON, EnvironmentProblem
 from harness.process import Supervisor
 from harness.topology import Topology, load_topology
 
@@ -87,8 +88,8 @@ class GridFactory:
             return None
         kind = cluster_backend(self.backend_name)
         reason = kind.preflight(self.config, topology)
-        if reason:
-            pytest.skip(reason)
+        if reason:  # a tool, engine or image of the host is missing: nothing of the implementation ran
+            pytest.skip(f"{NOT_JUDGED_REASON}: {reason}")
         if kind.shared_clusters and self._open:
             pytest.skip(f"the {self.backend_name} backend would install the {purpose} into the clusters the "
                         f"{self._open[0][0]} is using (same object names); run it in a session of its own")
@@ -120,7 +121,10 @@ class GridFactory:
         self._open.append((purpose, grid))
         try:
             if cluster is not None:
-                cluster.start()
+                try:
+                    cluster.start()
+                except EnvironmentProblem as exc:
+                    pytest.skip(f"{NOT_JUDGED_REASON}: {exc}")
             grid.start()
             yield grid
         finally:
@@ -171,6 +175,10 @@ class GridFactory:
             if fabric is not None:
                 fabric.close()
             pytest.skip(f"unsupported feature: mesh profile ({exc})")
+        except EnvironmentProblem as exc:  # the mesh's clusters, not the implementation: not judged
+            if fabric is not None:
+                fabric.close()
+            pytest.skip(f"{NOT_JUDGED_REASON}: {exc}")
         except BaseException:
             if fabric is not None:
                 fabric.close()

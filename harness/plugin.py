@@ -11,6 +11,7 @@ import pytest
 
 from harness.backends import OperationUnsupported
 from harness.dealing import GROUP_MARKER, LASTS_MARKER, deal
+from harness.environment import is_not_judged
 from harness.features import PROFILES, marker_problem
 from harness.grid_factory import GridFactory
 from harness.id_select import item_id as conformance_test_id
@@ -395,6 +396,7 @@ def _record(config: pytest.Config, meta: dict[str, Any], report: pytest.TestRepo
         if reason.startswith(NOT_SELECTED) or reason.startswith(f"Skipped: {NOT_SELECTED}"):
             config.stash.setdefault(_NOT_SELECTED_KEY, set()).add(meta["id"])
         entry["outcome"] = ("unsupported" if _UNSUPPORTED in reason
+                            else "notJudged" if is_not_judged(reason)
                             else "notApplicable" if reason.removeprefix("Skipped: ").startswith(NOT_APPLICABLE)
                             else "skipped")
         entry["message"] = reason

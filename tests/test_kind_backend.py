@@ -17,6 +17,7 @@ import ipaddress
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -38,18 +39,21 @@ from harness.addresses import AddressPlan
 from harness.backends.kube import kind as kind_module
 from harness.backends.kube.existing import ExistingBackend, parse_contexts, preflight_existing
 from harness.backends.kube.handles import BackendUnavailable, KubeProvider
-from harness.backends.kube.kind import KindBackend, preflight_kind
+from harness.backends.kube.kind import KindBackend, port_clash, preflight_kind
 from harness.backends.kube.manifests import PodState, pod_state
 from harness.backends.kube.names import DEFAULT_IMAGE
 from harness.backends.kube.tools import kubectl_too_old
 from harness.backends.local import GatewayStartFailed
 from harness.backends.runner import CommandFailed, Runner
+from harness.environment import EnvironmentProblem
 from harness.gateway_config import CredentialRef, ProviderRoute, TrustedPeer
 from harness.grid import Grid
 from harness.process import Supervisor
 from harness.projection import project
 from harness.topology import load_topology
 from harness.waiting import poll_until
+
+HOST_PORT_FREE = kind_module._host_port_free
 
 FAKE_TOOL = r'''
 import json, os, sys
@@ -92,6 +96,8 @@ def answer_canned():
                     os.replace(answers + ".tmp", answers)
                 rule = {**rule, **turn}
                 out = turn.get("stdout", "")
+                if turn.get("pass"):  # this turn does what the tool does without canned answers
+                    return
             sys.stdout.write(out)
             sys.stderr.write(rule.get("stderr", ""))
             sys.exit(rule.get("rc", 0))
@@ -116,6 +122,7 @@ if tool == "kind":
     if args[:2] == ["get", "clusters"]:
         print("\n".join(clusters()) if clusters() else "No kind clusters found.")
     elif args[:2] == ["create", "cluster"]:
+        answer_canned()
         config = args[args.index("--config") + 1]
         name = [line.split(":", 1)[1].strip() for line in open(config) if line.startswith("name:")][0]
         open(os.path.join(state, name), "w").close()
@@ -263,8 +270,10 @@ def ready_server() -> Iterator[int]:
 
 
 @pytest.fixture
-def root(tmp_path: Path, ready_server: int) -> Path:
-    """A checkout layout: kind configs per site mapping the admin NodePort to the ready server."""
+def root(tmp_path: Path, ready_server: int, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A checkout layout: kind configs per site mapping the admin NodePort to the ready server (which stands in
+    for the node, so it already holds that host port: the host check is told the port is free)."""
+    monkeypatch.setattr(kind_module, "_host_port_free", lambda protocol, port, address: True)
     repo = tmp_path / "repo"
     (repo / "manifests" / "crds").mkdir(parents=True)
     (repo / "manifests" / "overlays" / "kind").mkdir(parents=True)
@@ -447,6 +456,52 @@ def test_a_replacement_host_port_is_never_one_already_claimed(tools: Tools, root
         second.close()
 
 
+def test_a_host_port_another_process_holds_is_replaced_and_a_free_one_kept(
+        tools: Tools, root: Path, parts: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process of the host (not a grid of this run) listens on a configured host port: kind would
+    fail with "address already in use", so the port is replaced before the cluster is created."""
+    monkeypatch.setattr(kind_module, "_host_port_free", HOST_PORT_FREE)  # the real host check, not the fixture's
+    backend = make_kind(parts, root, "single-site")
+    with socket.socket() as held, socket.socket() as probe:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        probe.bind(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+        probe.close()  # the twin: a port nobody holds is kept as configured
+        busy = held.getsockname()[1]
+        try:
+            assert backend._claim("TCP", free, "127.0.0.1") == free
+            moved = backend._claim("TCP", busy, "127.0.0.1")
+            assert moved != busy and moved > 0
+        finally:
+            backend.close()
+
+
+def test_kind_create_failing_on_a_port_clash_is_retried_with_fresh_host_ports(
+        tools: Tools, root: Path, parts: SimpleNamespace, ready_server: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A port taken between the check and the creation: `kind create` is run again with new host ports (the
+    failed attempt's given back), and the site's port map follows."""
+    picks = {"TCP": ready_server, "UDP": 47946}  # the admin port must still reach the stand-in node
+    monkeypatch.setattr(kind_module, "_free_port", lambda protocol, address: picks[protocol])
+    tools.answer({"match": ["create", "cluster"], "turns": [
+        {"rc": 1, "stderr": "ERROR: failed to create cluster: listen tcp4 127.0.0.1:33080: bind: address already "
+                            "in use\n"}, {"pass": True}]})
+    backend = make_kind(parts, root, "single-site")
+    try:
+        backend.start()
+        creates = [c for c in tools.calls() if c[:2] == ["kind", "create"]]
+        assert len(creates) == 2
+        (site,) = backend.sites
+        config = yaml.safe_load((parts.workdir / "kube" / "site-a" / "kind.yaml").read_text())
+        mapped = {m["containerPort"]: m["hostPort"] for m in config["nodes"][0]["extraPortMappings"]}
+        assert mapped == {30901: ready_server, 30946: 47946}, mapped  # 40946 was configured
+        assert site.host_ports == {30901: ready_server}
+    finally:
+        backend.close()
+    assert port_clash("docker: Error response from daemon: driver failed: port is already allocated")
+    assert not port_clash("ERROR: failed to create cluster: node image not found")
+
+
 def test_sites_installing_at_once_share_one_certificate_authority(tools: Tools, root: Path, parts: SimpleNamespace,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Sites install in parallel threads and each issues certificates on first use of the backend's CA: they
@@ -563,7 +618,7 @@ def test_a_cluster_name_already_taken_is_never_reused_or_deleted(tools: Tools, r
                                                                  parts: SimpleNamespace) -> None:
     (tools.state / "agn-t1-site-a").touch()
     backend = make_kind(parts, root, "single-site")
-    with pytest.raises(BackendUnavailable, match="agn-t1-site-a already exist"):
+    with pytest.raises(EnvironmentProblem, match="agn-t1-site-a already exist"):
         backend.start()
     backend.close()
     assert not [c for c in tools.calls() if c[:2] in (["kind", "create"], ["kind", "delete"])]
@@ -790,6 +845,27 @@ def test_grid_fixture_skips_with_the_reason(tools: Tools, tmp_path: Path) -> Non
                           timeout=120, cwd=suite)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 skipped" in done.stdout and "needs kind on PATH" in done.stdout, done.stdout
+
+
+def test_a_cluster_that_cannot_be_created_leaves_the_test_not_judged(tools: Tools, tmp_path: Path) -> None:
+    """`kind create` fails for a reason of the host: the test using the grid is skipped as not judged (the
+    report's notJudged outcome), never failed; the twin above (no kind on PATH) is a plain preflight skip."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    limit = tmp_path / "max_user_instances"  # this host's own limit is not what the test is about
+    limit.write_text("512\n")
+    (suite / "conftest.py").write_text((Path(__file__).resolve().parents[1] / "conftest.py").read_text()
+                                       + "\nimport pathlib\nimport harness.backends.kube.kind as kind_backend\n"
+                                       f"kind_backend.INOTIFY_INSTANCES = pathlib.Path({str(limit)!r})\n")
+    (suite / "test_uses_grid.py").write_text("def test_x(grid):\n    pass\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+           "AGN_FAKE_FAIL": "create cluster", "AGN_KIND_NODE_IMAGE": "kindest/node:v1.31.0"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:xdist",
+                           "--grid-backend", "kind", "--grid-image", "agn/reference:given", str(suite)],
+                          capture_output=True, text=True, env=env, timeout=120, cwd=suite)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 skipped" in done.stdout and "not judged (environment)" in done.stdout, done.stdout
+    assert "could not be made ready" in done.stdout and "failing as asked: create cluster" in done.stdout
 
 
 def test_existing_backend_never_creates_or_deletes_clusters(tools: Tools, root: Path, parts: SimpleNamespace,

@@ -334,3 +334,24 @@ def test_the_report_leaves_a_failures_diagnostics_to_the_page() -> None:
     report = report_for([failing, only_logs])
     assert report["timelines"] == {"C-1": [events[0]]}
     assert "gateway log" in render_html(report, [failing, only_logs])
+
+
+def test_one_test_the_environment_kept_from_being_judged_makes_the_run_not_judged() -> None:
+    """A cluster that could not be created for one test of many: the run is notJudged (never passed, never
+    failed for it); a failure elsewhere wins, with the test not judged listed beside it."""
+    environment = "Skipped: not judged (environment): the kind clusters could not be made ready: port in use"
+    passed = result("CONS-A", "passed")
+    unjudged = result("CONS-B", "notJudged", message=environment)
+    report = report_for([passed, unjudged])
+    core = profile(report, "consumer")["core"]
+    assert core["statistics"] == {"passed": 1, "failed": 0, "skipped": 0, "notJudged": 1}
+    assert core["result"] == "partial" and core["notJudgedTests"][0]["id"] == "CONS-B"
+    summary = report["summary"]
+    assert summary["verdict"] == "notJudged" and summary["passed"] is False
+    assert summary["reasons"] == ["consumer: 1 core test(s) not judged (not judged (environment): the kind "
+                                  "clusters could not be made ready: port in use)"]
+    failing = report_for([passed, unjudged, result("CONS-C", "failed", message="boom")])["summary"]
+    assert failing["verdict"] == "failed"
+    assert failing["reasons"][0] == "consumer: 1 core test(s) failed" and "not judged" in failing["reasons"][1]
+    # the twin: without the test the environment kept out, the same run passes
+    assert report_for([passed])["summary"]["verdict"] == "passed"

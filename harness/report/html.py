@@ -37,7 +37,7 @@ HTML_MESSAGE_LIMIT = 20_000
 #: implementation) a card's charts are drawn when their section is opened, so the page still opens at once.
 DRAWN_FAILURES = 25
 _LEVEL_ORDER = {"core": 0, "demo": 1, "extended": 2}
-_OUTCOME_ORDER = ("failed", "passed", "skipped", "unsupported", "notApplicable")
+_OUTCOME_ORDER = ("failed", "notJudged", "passed", "skipped", "unsupported", "notApplicable")
 
 
 def write_html(

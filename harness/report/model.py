@@ -14,7 +14,7 @@ from typing import Any, Literal, get_args
 __all__ = ["LEVELS", "OUTCOMES", "Level", "Outcome", "TestResult"]
 
 Level = Literal["core", "extended", "demo"]
-Outcome = Literal["passed", "failed", "skipped", "unsupported", "notApplicable"]
+Outcome = Literal["passed", "failed", "skipped", "unsupported", "notApplicable", "notJudged"]
 
 LEVELS: tuple[str, ...] = get_args(Level)
 OUTCOMES: tuple[str, ...] = get_args(Outcome)

@@ -3,9 +3,11 @@
 - ``failed``: a core test failed, a test of a claimed extended feature failed (extended sections hold only the
   tests of claimed features: an unclaimed feature's tests are unsupported, not run), or a demo claim failed.
   Gateway API conformance likewise fails a run whose supported feature fails a test.
-- ``notJudged``: nothing failed, but the run judged nothing it was asked to judge: no test passed or failed
-  at all (a ``-k`` matching nothing, a collect-only run), or a selected profile ran none of its core tests
-  (no cluster, no Docker engine). It is never a pass.
+- ``notJudged``: nothing failed, but the run did not judge all it was asked to: no test passed or failed
+  at all (a ``-k`` matching nothing, a collect-only run), a selected profile ran none of its core tests
+  (no cluster, no Docker engine), or any test, even one of many, could not be judged because of the
+  environment (a cluster that could not be created, a host port in use: outcome ``notJudged``). It is never
+  a pass. A failure wins over anything not judged; the tests not judged are then listed beside it.
 - ``passed``: otherwise.
 
 The terminal, the exit status, the YAML (``summary.verdict``, and ``summary.passed`` only when it is
@@ -44,6 +46,7 @@ class Verdict:
 def judge(sections: Sequence[Mapping[str, Any]], not_judged: Iterable[Mapping[str, Any]]) -> Verdict:
     """The verdict of a report's profile sections and its ``summary.notJudged`` rows."""
     failures: list[str] = []
+    unjudged: list[str] = []
     judged = 0
     for section in sections:
         name = section.get("name", "?")
@@ -60,12 +63,16 @@ def judge(sections: Sequence[Mapping[str, Any]], not_judged: Iterable[Mapping[st
             if failed or count:
                 what = "claimed extended feature" if level == "extended" else level
                 failures.append(f"{name}: {max(count, len(failed))} {what} test(s) failed")
+            environment = [row for row in part.get("notJudgedTests") or () if isinstance(row, Mapping)]
+            if environment:
+                unjudged.append(f"{name}: {len(environment)} {level} test(s) not judged "
+                                f"({environment[0].get('reason', '')})")
+    unjudged += [f"{row.get('profile', '?')}: no core test ran ({row.get('reason', '')})"
+                 for row in not_judged if isinstance(row, Mapping)]
     if failures:
-        return Verdict(FAILED, tuple(failures))
-    rows = [row for row in not_judged if isinstance(row, Mapping)]
-    if rows:
-        return Verdict(NOT_JUDGED, tuple(f"{row.get('profile', '?')}: no core test ran ({row.get('reason', '')})"
-                                         for row in rows))
+        return Verdict(FAILED, tuple(failures + unjudged))
+    if unjudged:
+        return Verdict(NOT_JUDGED, tuple(unjudged))
     if judged == 0:
         return Verdict(NOT_JUDGED, ("no test passed or failed: nothing was judged",))
     return Verdict(PASSED)

@@ -218,9 +218,10 @@ def _level_section(results: Iterable[TestResult]) -> dict[str, Any]:
     skipped = [r for r in ordered if r.outcome in ("skipped", "unsupported")]
     passed = [r for r in ordered if r.outcome == "passed"]
     not_applicable = [r for r in ordered if r.outcome == "notApplicable"]
+    unjudged = [r for r in ordered if r.outcome == "notJudged"]  # the environment's problem, not the tests'
     if failed:
         result = "failure"
-    elif skipped:
+    elif skipped or unjudged:
         result = "partial"
     elif passed:
         result = "success"
@@ -237,6 +238,9 @@ def _level_section(results: Iterable[TestResult]) -> dict[str, Any]:
         "skippedTests": [r.id for r in skipped],
         "failures": [{"id": r.id, "feature": r.feature, "message": truncate_message(r.message)} for r in failed],
     }
+    if unjudged:
+        section["statistics"]["notJudged"] = len(unjudged)
+        section["notJudgedTests"] = [{"id": r.id, "reason": _reason(r.message)} for r in unjudged]
     if not_applicable:
         section["notApplicable"] = [{"id": r.id, "feature": r.feature, "reason": _reason(r.message)}
                                     for r in not_applicable]

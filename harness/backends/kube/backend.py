@@ -52,6 +52,7 @@ from harness.backends.local import (
 from harness.backends.runner import CommandFailed, Runner
 from harness.contract import ScopeSpec
 from harness.control import OverlaySyncProcess
+from harness.environment import EnvironmentProblem
 from harness.pki import GridPKI
 from harness.process import ManagedProcess, Supervisor
 from harness.topology import ProviderSpec, SiteSpec, Topology
@@ -222,9 +223,13 @@ class KubeBackend:
                      input=json.dumps(body))
 
     def start(self) -> KubeBackend:
-        """Bring every site up: clusters (where this backend makes them), image, CRDs, components."""
-        self.prepare()
-        self.sites = self.connect()
+        """Bring every site up: clusters (where this backend makes them), image, CRDs, components. Nothing of
+        the implementation runs before its install, so a failure until then is the environment's: not judged."""
+        try:
+            self.prepare()
+            self.sites = self.connect()
+        except (RuntimeError, OSError) as exc:
+            raise EnvironmentProblem(f"the {self.name} clusters could not be made ready: {exc}") from exc
         self._each_site(self.install)
         return self
 

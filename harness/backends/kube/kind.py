@@ -196,15 +196,19 @@ class KindBackend(KubeBackend):
                 raise BackendUnavailable(_FAILED_BUILDS[key]) from None
             _BUILT_IMAGES.add(key)
 
-    def kind_config(self, site: SiteSpec) -> tuple[Path, dict[int, int]]:
+    def kind_config(self, site: SiteSpec, *, fresh_ports: bool = False) -> tuple[Path, dict[int, int]]:
         """This run's copy of clusters/kind/<site>.yaml, named for the run; and its host port mappings.
 
         A host port another backend of this process already maps (the provider profile's two-site grid
-        beside the session's main grid) is replaced by a free one, so both can exist at once.
+        beside the session's main grid) or another process of the host holds is replaced by a free one;
+        with `fresh_ports` (a retry after a clash) every one is.
         """
         source = self.root / "clusters" / "kind" / f"{site.name}.yaml"
         if not source.is_file():
             raise BackendUnavailable(f"no kind cluster config for site {site.name}: {source} is missing")
+        target = self.workdir / "kube" / site.name / "kind.yaml"
+        if fresh_ports and target.is_file():  # the failed attempt's ports are given back first
+            self._release(yaml.safe_load(target.read_text()) or {})
         config = yaml.safe_load(source.read_text()) or {}
         config["name"] = self.cluster_name(site)
         ports: dict[int, int] = {}
@@ -214,10 +218,9 @@ class KindBackend(KubeBackend):
             for mapping in node.get("extraPortMappings") or []:
                 protocol = str(mapping.get("protocol", "TCP")).upper()
                 mapping["hostPort"] = self._claim(protocol, int(mapping["hostPort"]),
-                                                  str(mapping.get("listenAddress") or "127.0.0.1"))
+                                                  str(mapping.get("listenAddress") or "127.0.0.1"), fresh=fresh_ports)
                 if protocol == "TCP":
                     ports[int(mapping["containerPort"])] = int(mapping["hostPort"])
-        target = self.workdir / "kube" / site.name / "kind.yaml"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(kube_yaml.dump(config))
         return target, ports
@@ -239,9 +242,22 @@ class KindBackend(KubeBackend):
         self._each_site(self._create_and_load)
         return sites
 
-    def _claim(self, protocol: str, port: int, address: str) -> int:
+    def _release(self, config: dict[str, Any]) -> None:
+        """Give back the host ports of a kind config this backend claimed."""
         with _CLAIMED_LOCK:
-            if _CLAIMED_PORTS.get((protocol, port), id(self)) != id(self):
+            for node in config.get("nodes") or []:
+                for mapping in node.get("extraPortMappings") or []:
+                    claim = (str(mapping.get("protocol", "TCP")).upper(), int(mapping["hostPort"]))
+                    if claim in self._claimed:
+                        self._claimed.discard(claim)
+                        _CLAIMED_PORTS.pop(claim, None)
+
+    def _claim(self, protocol: str, port: int, address: str, *, fresh: bool = False) -> int:
+        """`port`, or a free one in its place when another grid of this process claimed it, the host holds
+        it, or `fresh` (a retry after a clash)."""
+        with _CLAIMED_LOCK:
+            if (fresh or _CLAIMED_PORTS.get((protocol, port), id(self)) != id(self)
+                    or ((protocol, port) not in self._claimed and not _host_port_free(protocol, port, address))):
                 # the replacement must be one nobody has claimed: the kernel may hand a just-probed free port
                 # out again, and two clusters publishing one host port leave the second unable to start
                 # ("port is already allocated")
@@ -254,7 +270,17 @@ class KindBackend(KubeBackend):
 
     def _create_and_load(self, site: SiteCluster) -> None:
         cluster = self.clusters[site.name]
-        cluster.create(timeout=int(self.ready_timeout))
+        for attempt in range(PORT_CLASH_RETRIES + 1):
+            try:
+                cluster.create(timeout=int(self.ready_timeout))
+                break
+            except CommandFailed as exc:
+                if attempt == PORT_CLASH_RETRIES or not port_clash(str(exc)):
+                    raise
+                cluster.delete()  # kind removes a failed cluster's nodes; this makes sure
+                _, ports = self.kind_config(site.spec, fresh_ports=True)
+                site.host_ports.clear()
+                site.host_ports.update(ports)
         cluster.load_image(self.image)
         for image in install_plan(self.impl).images:  # the descriptor's own components
             cluster.load_image(image)
@@ -338,6 +364,30 @@ class KindBackend(KubeBackend):
                 errors.append(f"{name}: {exc}")
         if errors:
             raise RuntimeError("could not delete kind clusters: " + "; ".join(errors))
+
+
+def _host_port_free(protocol: str, port: int, address: str) -> bool:
+    """Whether `port` can be bound at `address` on this host now: another process (not only another grid of
+    this run) may hold it, and kind then fails to create the cluster ("address already in use")."""
+    kind = socket.SOCK_DGRAM if protocol == "UDP" else socket.SOCK_STREAM
+    with socket.socket(socket.AF_INET, kind) as sock:
+        try:
+            sock.bind((address if address != "0.0.0.0" else "127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+#: What Docker and kind say when a host port of a port mapping is taken between the check and the creation.
+PORT_CLASH_MARKS = ("address already in use", "port is already allocated")
+#: How many times a cluster is created again, with fresh host ports, after a port clash.
+PORT_CLASH_RETRIES = 2
+
+
+def port_clash(error: str) -> bool:
+    """Whether a failed `kind create cluster` failed for a host port someone else took."""
+    text = error.lower()
+    return any(mark in text for mark in PORT_CLASH_MARKS)
 
 
 def _free_port(protocol: str, address: str) -> int:
