@@ -248,7 +248,7 @@ SERVING = Profile(
     launcher=SERVING_LAUNCHER,
     launch_args=("-c", "praxis.yaml"),
     registered=_SERVING_REGISTERED,
-    cannot_start_targets=Targets(("SERV-EXT-NO-MODEL-400", "SERV-CEILING-FLOOR")),
+    cannot_start_targets=Targets(("SERV-EXT-NO-MODEL-REFUSED", "SERV-CEILING-FLOOR")),
     cannot_start_test="test_grid_gateway_that_cannot_start_is_no_verdict",
     # the grid gateway starts inside each test body, so one that never starts fails there
     cannot_start_symptom="the gateway failed to start",

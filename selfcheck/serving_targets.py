@@ -54,7 +54,7 @@ TARGETS: dict[str, Targets] = {
     "shedding-gauge-stuck": must_fail("SERV-SHEDDING-METRIC"),
     # answers and headers
     "unknown-model-503": must_fail("SERV-EXT-UNKNOWN-MODEL-404"),
-    "no-model-404": must_fail("SERV-EXT-NO-MODEL-400"),
+    "no-model-404": must_fail("SERV-EXT-NO-MODEL-REFUSED"),
     "not-ready-without-retry-after": must_fail("SERV-EXT-NO-READY-SITE-503"),
     "site-header-names-cluster": must_fail("SERV-EXT-GRID-SITE-HEADERS"),
     # prefix affinity
