@@ -152,8 +152,8 @@ def test_a_mesh_on_kind_patches_each_operator_with_its_mesh_arguments_addresses_
             command = container["command"]
             ip = NODE_IPS[site]
             seeds = {"site-a": "", "site-b": "172.18.0.2:30946", "site-c": "172.18.0.3:30946"}[site]
-            assert command == [*BASE_COMMAND, "--metrics-ca", "/etc/agn/metrics-ca/ca.crt",
-                               "--mesh-site", site, "--mesh-bind", "0.0.0.0:7946", "--mesh-advertise", f"{ip}:30946",
+            assert command == [*BASE_COMMAND, "--mesh-site", site, "--mesh-bind", "0.0.0.0:7946",
+                               "--mesh-advertise", f"{ip}:30946",
                                "--mesh-seeds", seeds, "--mesh-gateway", f"{ip}:{GATEWAY_NODEPORT}",
                                "--mesh-routing-cluster", mesh.site(site).routing_cluster,
                                "--mesh-client-cert", "/etc/agn/mesh-client/tls.crt",

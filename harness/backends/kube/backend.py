@@ -96,7 +96,6 @@ from harness.backends.kube.names import (
     MESH_NODEPORT,
     MESH_POD_PORT,
     METRICS_CA_DIR,
-    METRICS_CA_SECRET,
     NAMESPACE,
     OPERATOR_DEPLOYMENT,
     OPERATOR_SELECTOR,
@@ -441,13 +440,10 @@ class KubeBackend:
         return KubeControlPlane(site, self, cluster)
 
     def ensure_operator(self, site: SiteCluster, mesh: Mapping[str, str] | None = None) -> None:
-        """The operator Deployment of the kustomize overlay, given the run's CA for TLS metrics (and, in a
-        mesh, its mesh arguments and client certificate), rolled out.
-
-        The reference operator reads no Secrets (its RBAC has none), so the CA reaches it as a mounted
-        Secret `metrics-ca` (the name the suites' caSecretRef uses) and `--metrics-ca` pointing at it; the
-        mesh client certificate likewise as Secret `agn-operator-mesh-client`. The patch is computed from
-        the Deployment as this run first found it, which `restore_operators` puts back.
+        """The operator Deployment as its manifests made it (the run's CA is the Secret metrics-ca the suites'
+        caSecretRef names, applied with the site); in a mesh given its mesh arguments and client
+        certificate (Secret agn-operator-mesh-client) and pinned to its node, then rolled out. The patch is
+        computed from the Deployment as this run first found it, which `restore_operators` puts back.
         """
         deployment = self.kubectl_json(site, "--namespace", NAMESPACE, "get", "deployment", OPERATOR_DEPLOYMENT,
                                        "--ignore-not-found")
@@ -455,7 +451,7 @@ class KubeBackend:
             raise OperatorUnsupported(f"site {site.spec.name} has no Deployment {NAMESPACE}/{OPERATOR_DEPLOYMENT} "
                                       "(the kustomize overlay leaves the operator out)")
         original = self._operators.setdefault(site.name, deployment)
-        secret_docs = [secret_doc(METRICS_CA_SECRET, {"ca.crt": self.pki.ca_path.read_bytes()}, self._labels())]
+        secret_docs: list[dict[str, Any]] = []
         mesh_args: list[str] | None = None
         client: dict[str, bytes] = {}
         if mesh is not None:
@@ -463,7 +459,8 @@ class KubeBackend:
             if client:
                 secret_docs.append(secret_doc(MESH_CLIENT_SECRET, client, self._labels()))
             mesh_args = self.render_mesh_args(mesh)
-        self.apply_json(site, secret_docs)
+        if secret_docs:
+            self.apply_json(site, secret_docs)
         # The advertised address is the first node's: the pod must run there (a NodePort with
         # externalTrafficPolicy Local answers only on the node of its pod). One node on kind.
         node = self.nodes(site)[0][0] if mesh is not None else None

@@ -16,8 +16,6 @@ from harness.backends.kube.names import (
     FIRST_DELIVERY_SECONDS,
     MESH_CLIENT_DIR,
     MESH_CLIENT_SECRET,
-    METRICS_CA_DIR,
-    METRICS_CA_SECRET,
     NAMESPACE,
     OPERATOR_DEPLOYMENT,
     OVERLAY_KEY,
@@ -87,35 +85,31 @@ def operator_container(pod: Mapping[str, Any]) -> dict[str, Any]:
 
 def operator_patch(deployment: Mapping[str, Any], mesh_args: Sequence[str] | None = None, *,
                     mesh_client: bool = False, node: str | None = None) -> dict[str, Any] | None:
-    """A strategic merge patch of the operator container (None: nothing to change).
+    """A strategic merge patch of the operator container for a mesh (None: nothing to change).
 
-    It mounts Secret metrics-ca and passes --metrics-ca (unless the command has it), then appends
-    `mesh_args` and mounts the mesh client Secret, and with `node` pins the pod to that node (by its
-    `kubernetes.io/hostname` label), whose address the mesh arguments advertise. The command list is
-    replaced whole by the patch; volumes and mounts merge by name and mount path.
+    Outside a mesh the operator runs exactly as its manifests say. In a mesh it appends the descriptor's
+    `mesh_args` to the container's command, mounts the mesh client Secret, and with `node` pins the pod to
+    that node (by its `kubernetes.io/hostname` label), whose address the mesh arguments advertise. The
+    command list is replaced whole by the patch; volumes and mounts merge by name and mount path.
     """
     operator = operator_container(((deployment.get("spec") or {}).get("template") or {}).get("spec") or {})
     command = list(operator.get("command") or [])
-    if not command:
+    if mesh_args and not command:
         raise OperatorUnsupported(f"Deployment {OPERATOR_DEPLOYMENT}: container {operator.get('name')} sets no "
-                                  "command to add --metrics-ca to")
-    wanted = list(command)
+                                  "command to append operator.mesh_args to")
+    wanted = command + list(mesh_args or ())
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
-    if "--metrics-ca" not in command:
-        wanted += ["--metrics-ca", f"{METRICS_CA_DIR}/ca.crt"]
-        volumes.append({"name": "metrics-ca", "secret": {"secretName": METRICS_CA_SECRET}})
-        mounts.append({"name": "metrics-ca", "mountPath": METRICS_CA_DIR, "readOnly": True})
-    if mesh_args is not None:
-        wanted += list(mesh_args)
-        if mesh_client:
-            volumes.append({"name": "mesh-client", "secret": {"secretName": MESH_CLIENT_SECRET}})
-            mounts.append({"name": "mesh-client", "mountPath": MESH_CLIENT_DIR, "readOnly": True})
+    if mesh_args is not None and mesh_client:
+        volumes.append({"name": "mesh-client", "secret": {"secretName": MESH_CLIENT_SECRET}})
+        mounts.append({"name": "mesh-client", "mountPath": MESH_CLIENT_DIR, "readOnly": True})
     pod_spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
     selector = {**(pod_spec.get("nodeSelector") or {}), "kubernetes.io/hostname": node} if node else None
     if wanted == command and not volumes and (selector is None or selector == pod_spec.get("nodeSelector")):
         return None
-    container: dict[str, Any] = {"name": operator["name"], "command": wanted}
+    container: dict[str, Any] = {"name": operator["name"]}
+    if wanted != command:
+        container["command"] = wanted
     if mounts:
         container["volumeMounts"] = mounts
     pod: dict[str, Any] = {"containers": [container]}

@@ -20,6 +20,7 @@ from harness.backends.kube.names import (
     GATEWAY_HOP_TLS_DIR,
     GATEWAY_HOP_TLS_SECRET,
     GATEWAY_PORT,
+    METRICS_CA_SECRET,
     NAMESPACE,
     OVERLAY_KEY,
     POD_OVERLAY_DIR,
@@ -95,6 +96,9 @@ def render_site(backend: KubeBackend, site: SiteCluster, overlay: str = "") -> P
                                              "tls.key": server.key.read_bytes(),
                                              "ca.crt": backend.pki.ca_path.read_bytes()}, backend._labels()),
         secret_doc("agn-provider-credentials", {}, backend._labels()),
+        # the run's CA, where the suites' metricsConfig.tls.caSecretRef points: an operator resolves the
+        # reference itself or mounts the Secret (the reference's kind overlay does); nothing is added to its command
+        secret_doc(METRICS_CA_SECRET, {"ca.crt": backend.pki.ca_path.read_bytes()}, backend._labels()),
         configmap_doc(STANDING_OVERLAY_CONFIGMAP, {OVERLAY_KEY: standing_overlay}, backend._labels()),
         configmap_doc("agn-gateway-scope", {
             "OVERLAY_CONFIGMAP": STANDING_OVERLAY_CONFIGMAP,
