@@ -150,8 +150,9 @@ class GridFactory:
         """
         from harness.mesh import TOPOLOGY, Mesh
 
-        if self.impl.operator is None or self.impl.operator.mesh_args is None:
-            pytest.skip("unsupported feature: mesh profile (the implementation descriptor has no operator.mesh_args)")
+        if self.impl.operator is None or not self.impl.operator.joins_mesh:
+            pytest.skip("unsupported feature: mesh profile (the implementation descriptor has neither "
+                        "operator.mesh_args nor operator.mesh_env)")
         name = {"own": "mesh-fresh", "cut": "mesh-netns"}.get(purpose or "", "mesh")
         if topology is not None:
             name = f"{name}-{topology}"

@@ -104,8 +104,8 @@ _IMPLEMENTATION_KEYS = {"organization": True, "project": True, "version": True, 
                         "version_command": False}
 _GATEWAY_KEYS = {"command": True, "env": False, "startup_timeout_s": False, "run_as": False, "launcher": False}
 _LAUNCHER_KEYS = {"command": True, "env": False}
-_OPERATOR_KEYS = {"command": False, "env": False, "mesh_args": False, "dynamic_weights": False, "kubernetes": False,
-                  "signals_args": False, "metrics_endpoint_key": False}
+_OPERATOR_KEYS = {"command": False, "env": False, "mesh_args": False, "mesh_env": False, "dynamic_weights": False,
+                  "kubernetes": False, "signals_args": False, "metrics_endpoint_key": False}
 #: A descriptor breakage: its name, what it breaks, the profile whose suite must notice, the tests that must
 #: fail (default: any test of that profile) and the component sections that replace the descriptor's.
 _BREAKAGE_KEYS = {"name": True, "summary": False, "profile": True, "must_fail": False, "gateway": False,
@@ -197,7 +197,9 @@ class OperatorCommand:
 
     argv_template: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    mesh_args: tuple[str, ...] | None = None  # appended in the mesh profile; None: the mesh is unsupported
+    mesh_args: tuple[str, ...] | None = None  # appended in the mesh profile
+    #: set in the mesh profile (templates); with neither this nor mesh_args the mesh is unsupported
+    mesh_env: Mapping[str, str] | None = None
     #: the GridNetwork spec that turns on the experimental dynamic weights (dynamicWeights), merged into a test's
     dynamic_weights: Mapping[str, Any] | None = None
     #: image and manifests the cluster backends install it from (harness.impl_kube); None: the reference's.
@@ -216,17 +218,25 @@ class OperatorCommand:
         values = {"python": sys.executable, "manifests": str(manifests), "out": str(out),
                   "workdir": str(workdir), "metrics_ca": str(metrics_ca)}
         templates = self.argv_template
+        env = dict(self.env)
         if mesh is not None:
-            if self.mesh_args is None:
-                raise ValueError("operator.mesh_args: not given, so this operator cannot join a mesh")
+            if not self.joins_mesh:
+                raise ValueError("operator.mesh_args and operator.mesh_env: neither given, so this operator cannot "
+                                 "join a mesh")
             values.update(mesh)
-            templates += self.mesh_args
+            templates += self.mesh_args or ()
+            env.update(self.mesh_env or {})
         if signals is not None:
             if self.signals_args is None:
                 raise ValueError("operator.signals_args: not given, so this operator serves no signals endpoint")
             values.update(signals)
             templates += self.signals_args
-        return _fill(templates, self.env, values)
+        return _fill(templates, env, values)
+
+    @property
+    def joins_mesh(self) -> bool:
+        """Whether the descriptor says how this operator joins a mesh (mesh arguments or environment)."""
+        return self.mesh_args is not None or self.mesh_env is not None
 
 
 @dataclass(frozen=True)
@@ -422,20 +432,23 @@ def _parse_command(block: Mapping[str, Any], section: str, allowed: frozenset[st
         if name not in used:
             raise ImplError(f"{section}.command", f"must contain {{{name}}} ({meaning})")
 
-    env_data = block.get("env", {})
-    if env_data is None:
-        env_data = {}
-    if not isinstance(env_data, dict):
-        raise ImplError(f"{section}.env",
-                        f"must be a mapping of variable names to strings, got {_kind(env_data)}")
+    return tuple(argv), _parse_env(block.get("env", {}), f"{section}.env", allowed)
+
+
+def _parse_env(data: Any, where: str, allowed: frozenset[str]) -> MappingProxyType[str, str]:
+    """A mapping of environment variable names to templates using `allowed` placeholders."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ImplError(where, f"must be a mapping of variable names to strings, got {_kind(data)}")
     env: dict[str, str] = {}
-    for name, value in env_data.items():
+    for name, value in data.items():
         if not isinstance(name, str) or not name or "=" in name:
-            raise ImplError(f"{section}.env.{name}", "variable names must be non-empty strings without '='")
-        key = f"{section}.env.{name}"
+            raise ImplError(f"{where}.{name}", "variable names must be non-empty strings without '='")
+        key = f"{where}.{name}"
         env[name] = _string(value, key, allow_empty=True)
         _placeholders(value, key, allowed)
-    return tuple(argv), MappingProxyType(env)
+    return MappingProxyType(env)
 
 
 def _parse_gateway(data: Any) -> GatewayCommand:
@@ -504,7 +517,9 @@ def _parse_operator(data: Any, base: Path) -> OperatorCommand:
     if spelling not in METRICS_ENDPOINT_KEYS:
         raise ImplError("operator.metrics_endpoint_key", f"must be one of {', '.join(METRICS_ENDPOINT_KEYS)} (the "
                                                          f"metricsConfig field the operator reads), got {spelling!r}")
-    return OperatorCommand(argv_template=argv, env=env, mesh_args=_parse_mesh_args(block.get("mesh_args")),
+    mesh_args = _parse_mesh_args(block.get("mesh_args"))
+    mesh_env = _parse_mesh_env(block.get("mesh_env"), mesh_args)
+    return OperatorCommand(argv_template=argv, env=env, mesh_args=mesh_args, mesh_env=mesh_env,
                            dynamic_weights=MappingProxyType(dict(dynamic)) if dynamic is not None else None,
                            kubernetes=kubernetes, signals_args=_parse_signals_args(block.get("signals_args")),
                            metrics_endpoint_key=spelling)
@@ -553,9 +568,33 @@ def _parse_extra_args(data: Any, field: str, placeholders: frozenset[str],
     return tuple(items)
 
 
+#: The mesh placeholders an operator must be given, through its mesh arguments or its mesh environment.
+MESH_REQUIRED = ("site", "mesh_bind", "mesh_seeds")
+
+
 def _parse_mesh_args(data: Any) -> tuple[str, ...] | None:
-    """``operator.mesh_args``: argv items appended when the operator runs in a mesh."""
-    return _parse_extra_args(data, "mesh_args", MESH_PLACEHOLDERS, ("site", "mesh_bind", "mesh_seeds"))
+    """``operator.mesh_args``: argv items appended when the operator runs in a mesh. With ``mesh_env`` the
+    required placeholders may be spread over both, so they are checked by `_parse_mesh_env` then."""
+    return _parse_extra_args(data, "mesh_args", MESH_PLACEHOLDERS, ())
+
+
+def _parse_mesh_env(data: Any, mesh_args: tuple[str, ...] | None) -> MappingProxyType[str, str] | None:
+    """``operator.mesh_env``: environment variables set when the operator runs in a mesh (an operator that
+    reads its mesh settings from the environment, as the public one reads its SWIM settings). The required
+    mesh placeholders must appear in the mesh arguments or this environment."""
+    env = None if data is None else _parse_env(data, "operator.mesh_env", OPERATOR_PLACEHOLDERS | MESH_PLACEHOLDERS)
+    if env is not None and not env:
+        raise ImplError("operator.mesh_env", "must be a non-empty mapping of variable names to strings")
+    if mesh_args is None and env is None:
+        return None
+    used: set[str] = set()
+    for template in (*(mesh_args or ()), *(env or {}).values()):
+        used |= _placeholders(template, "operator.mesh_env", OPERATOR_PLACEHOLDERS | MESH_PLACEHOLDERS)
+    where = "operator.mesh_args" if env is None else "operator.mesh_args or operator.mesh_env"
+    for name in MESH_REQUIRED:
+        if name not in used:
+            raise ImplError(where, f"must contain {{{name}}}")
+    return env
 
 
 def _parse_signals_args(data: Any) -> tuple[str, ...] | None:

@@ -440,3 +440,25 @@ def test_a_mesh_the_backend_cannot_give_is_a_skip_with_its_reason(
                           "gateway": {"command": ["gw", "{config}"]}})
     with pytest.raises(pytest.skip.Exception, match="unsupported feature: mesh profile"), factory(no_mesh).mesh():
         pass
+
+
+def test_mesh_settings_from_the_environment_are_patched_as_env_leaving_the_command() -> None:
+    """An operator given operator.mesh_env keeps its command (or image entrypoint): the patch sets env only,
+    mounts the client Secret and pins the node; the twin with mesh_args appends them to the command."""
+    from harness.backends.kube.manifests import operator_patch
+
+    deployment = operator_deployment()
+    patch = operator_patch(deployment, None, mesh_env={"SWIM_SITE": "site-a", "SWIM_SEEDS": ""}, mesh_client=True,
+                           node="node-1")
+    assert patch is not None
+    pod = patch["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert "command" not in container
+    assert container["env"] == [{"name": "SWIM_SITE", "value": "site-a"}, {"name": "SWIM_SEEDS", "value": ""}]
+    assert pod["nodeSelector"] == {"kubernetes.io/hostname": "node-1"} and pod["volumes"][0]["name"] == "mesh-client"
+    entrypoint = operator_deployment()
+    del entrypoint["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert operator_patch(entrypoint, None, mesh_env={"SWIM_SITE": "site-a"}) is not None
+    with_args = operator_patch(deployment, ["--mesh-site", "site-a"])
+    assert with_args is not None
+    assert with_args["spec"]["template"]["spec"]["containers"][0]["command"] == [*BASE_COMMAND, "--mesh-site", "site-a"]

@@ -143,6 +143,28 @@ def test_bad_mesh_args_name_the_key(mesh_args: Any, expected: str) -> None:
     assert str(caught.value).startswith(expected), str(caught.value)
 
 
+def test_an_operator_may_take_its_mesh_settings_from_the_environment() -> None:
+    """operator.mesh_env: the mesh placeholders as environment variables (an operator reading its SWIM
+    settings from the environment); the required ones may be spread over mesh_args and mesh_env."""
+    env = {"SWIM_SITE": "{site}", "SWIM_BIND": "{mesh_bind}", "SWIM_SEEDS": "{mesh_seeds}",
+           "SWIM_PROBE_INTERVAL": "{probe_interval}"}
+    operator = parse_impl(_with_operator(mesh_env=env)).operator
+    assert operator is not None and operator.joins_mesh and operator.mesh_args is None
+    values = {"site": "site-a", "mesh_bind": "127.0.0.1:7946", "mesh_seeds": "", "probe_interval": "1"}
+    argv, rendered = operator.render(Path("/m"), Path("/o"), Path("/w"), Path("/ca"), values)
+    assert rendered["SWIM_SITE"] == "site-a" and rendered["SWIM_SEEDS"] == "" and rendered["SWIM_BIND"] == \
+        "127.0.0.1:7946"
+    plain_argv, plain_env = operator.render(Path("/m"), Path("/o"), Path("/w"), Path("/ca"))
+    assert plain_argv == argv and "SWIM_SITE" not in plain_env  # outside a mesh: not set
+    both = parse_impl(_with_operator(mesh_args=["--site", "{site}"],
+                                     mesh_env={"SWIM_BIND": "{mesh_bind}", "SWIM_SEEDS": "{mesh_seeds}"})).operator
+    assert both is not None and both.joins_mesh
+    with pytest.raises(ImplError, match=r"^operator.mesh_args or operator.mesh_env: must contain \{mesh_seeds\}"):
+        parse_impl(_with_operator(mesh_env={"SWIM_SITE": "{site}", "SWIM_BIND": "{mesh_bind}"}))
+    with pytest.raises(ImplError, match=r"^operator.mesh_env.SWIM_PORT: unknown placeholder \{port\}"):
+        parse_impl(_with_operator(mesh_env={**env, "SWIM_PORT": "{port}"}))
+
+
 # ----------------------------------------------------------------------------------------- addresses
 
 

@@ -210,8 +210,8 @@ class LocalBackend:
         operator = getattr(self.impl, "operator", None)
         if operator is None:
             raise OperatorUnsupported("the implementation descriptor has no operator section")
-        if mesh is not None and operator.mesh_args is None:
-            raise OperatorUnsupported("the implementation descriptor's operator section has no mesh_args")
+        if mesh is not None and not operator.joins_mesh:
+            raise OperatorUnsupported("the implementation descriptor's operator section has no mesh_args or mesh_env")
         if not operator.argv_template:  # only operator.kubernetes: installed in a cluster, never a process here
             raise OperatorUnsupported("the descriptor's operator has only a kubernetes block (no command), and the "
                                       "local backend starts operators as processes: use --backend kind or existing")

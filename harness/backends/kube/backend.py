@@ -433,8 +433,8 @@ class KubeBackend:
         operator = getattr(self.impl, "operator", None)
         if operator is None:
             raise OperatorUnsupported("the implementation descriptor has no operator section")
-        if mesh is not None and getattr(operator, "mesh_args", None) is None:
-            raise OperatorUnsupported("the implementation descriptor's operator section has no mesh_args")
+        if mesh is not None and not operator.joins_mesh:
+            raise OperatorUnsupported("the implementation descriptor's operator section has no mesh_args or mesh_env")
         cluster = self.sites[site.index]
         self.ensure_operator(cluster, mesh)
         return KubeControlPlane(site, self, cluster)
@@ -453,27 +453,29 @@ class KubeBackend:
         original = self._operators.setdefault(site.name, deployment)
         secret_docs: list[dict[str, Any]] = []
         mesh_args: list[str] | None = None
+        mesh_env: dict[str, str] = {}
         client: dict[str, bytes] = {}
         if mesh is not None:
             client = {name: Path(mesh[key]).read_bytes() for key, name in MESH_CLIENT_FILES.items() if mesh.get(key)}
             if client:
                 secret_docs.append(secret_doc(MESH_CLIENT_SECRET, client, self._labels()))
-            mesh_args = self.render_mesh_args(mesh)
+            mesh_args, mesh_env = self.render_mesh(mesh)
         if secret_docs:
             self.apply_json(site, secret_docs)
         # The advertised address is the first node's: the pod must run there (a NodePort with
         # externalTrafficPolicy Local answers only on the node of its pod). One node on kind.
         node = self.nodes(site)[0][0] if mesh is not None else None
-        patch = operator_patch(original, mesh_args, mesh_client=bool(client), node=node)
+        patch = operator_patch(original, mesh_args, mesh_env=mesh_env, mesh_client=bool(client), node=node)
         if patch is not None:
             self._changed_operators.add(site.name)
             self.kubectl(site, "--namespace", NAMESPACE, "patch", "deployment", OPERATOR_DEPLOYMENT, "--type",
                          "strategic", "-p", json.dumps(patch))
         self.await_rollout(site, OPERATOR_DEPLOYMENT, "the operator")
 
-    def render_mesh_args(self, mesh: Mapping[str, str]) -> list[str]:
-        """The descriptor's `operator.mesh_args` rendered for the pod: the client certificate and key at the
-        mounted Secret's paths instead of the run's files, the other operator placeholders in-pod values."""
+    def render_mesh(self, mesh: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+        """The descriptor's `operator.mesh_args` and `operator.mesh_env` rendered for the pod: the client
+        certificate and key at the mounted Secret's paths instead of the run's files, the other operator
+        placeholders in-pod values."""
         values = {"python": "python", "manifests": POD_SCRATCH_DIR, "out": POD_SCRATCH_DIR,
                   "workdir": POD_SCRATCH_DIR, "metrics_ca": f"{METRICS_CA_DIR}/ca.crt", **dict(mesh)}
         for key, name in MESH_CLIENT_FILES.items():
@@ -481,9 +483,8 @@ class KubeBackend:
                 values[key] = f"{MESH_CLIENT_DIR}/{name}"
         # only the mesh arguments: the pod's command is the Deployment's, not the local backend's template
         command = dataclasses.replace(self.impl.operator, argv_template=(), env=MappingProxyType({}))
-        argv, _env = command.render(Path(POD_SCRATCH_DIR), Path(POD_SCRATCH_DIR), Path(POD_SCRATCH_DIR),
-                                    Path(f"{METRICS_CA_DIR}/ca.crt"), values)
-        return argv
+        return command.render(Path(POD_SCRATCH_DIR), Path(POD_SCRATCH_DIR), Path(POD_SCRATCH_DIR),
+                              Path(f"{METRICS_CA_DIR}/ca.crt"), values)
 
     def mesh_addresses(self, site_index: int) -> tuple[str, str]:
         """The operator pod binds its mesh port on every interface; peers send to its node's NodePort."""

@@ -84,13 +84,16 @@ def operator_container(pod: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def operator_patch(deployment: Mapping[str, Any], mesh_args: Sequence[str] | None = None, *,
-                    mesh_client: bool = False, node: str | None = None) -> dict[str, Any] | None:
+                    mesh_env: Mapping[str, str] | None = None, mesh_client: bool = False,
+                    node: str | None = None) -> dict[str, Any] | None:
     """A strategic merge patch of the operator container for a mesh (None: nothing to change).
 
     Outside a mesh the operator runs exactly as its manifests say. In a mesh it appends the descriptor's
-    `mesh_args` to the container's command, mounts the mesh client Secret, and with `node` pins the pod to
-    that node (by its `kubernetes.io/hostname` label), whose address the mesh arguments advertise. The
-    command list is replaced whole by the patch; volumes and mounts merge by name and mount path.
+    `mesh_args` to the container's command and sets its `mesh_env` (an operator reading its mesh settings
+    from the environment keeps its command, or its image's entrypoint), mounts the mesh client Secret, and
+    with `node` pins the pod to that node (by its `kubernetes.io/hostname` label), whose address the mesh
+    settings advertise. The command list is replaced whole by the patch; env, volumes and mounts merge by
+    name and mount path.
     """
     operator = operator_container(((deployment.get("spec") or {}).get("template") or {}).get("spec") or {})
     command = list(operator.get("command") or [])
@@ -100,16 +103,20 @@ def operator_patch(deployment: Mapping[str, Any], mesh_args: Sequence[str] | Non
     wanted = command + list(mesh_args or ())
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
-    if mesh_args is not None and mesh_client:
+    env = [{"name": name, "value": value} for name, value in (mesh_env or {}).items()]
+    if (mesh_args is not None or mesh_env) and mesh_client:
         volumes.append({"name": "mesh-client", "secret": {"secretName": MESH_CLIENT_SECRET}})
         mounts.append({"name": "mesh-client", "mountPath": MESH_CLIENT_DIR, "readOnly": True})
     pod_spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
     selector = {**(pod_spec.get("nodeSelector") or {}), "kubernetes.io/hostname": node} if node else None
-    if wanted == command and not volumes and (selector is None or selector == pod_spec.get("nodeSelector")):
+    if wanted == command and not volumes and not env and (selector is None
+                                                           or selector == pod_spec.get("nodeSelector")):
         return None
     container: dict[str, Any] = {"name": operator["name"]}
     if wanted != command:
         container["command"] = wanted
+    if env:
+        container["env"] = env
     if mounts:
         container["volumeMounts"] = mounts
     pod: dict[str, Any] = {"containers": [container]}
