@@ -137,7 +137,7 @@ def test_an_operator_without_a_command_runs_on_its_image_entrypoint_unpatched(ku
 
 
 def test_mesh_args_missing_operator_section_or_deployment_are_unsupported(kube: SimpleNamespace) -> None:
-    with pytest.raises(OperatorUnsupported, match="operator section has no mesh_args$"):
+    with pytest.raises(OperatorUnsupported, match="operator section has no mesh_args or mesh_env$"):
         kube.backend.control_plane(kube.site, {"site": "site-a"})
     kube.backend.impl.operator = None
     with pytest.raises(OperatorUnsupported, match="no operator section"):
