@@ -25,6 +25,7 @@ from harness.backends.local import OperatorUnsupported
 from harness.backends.runner import CommandFailed
 from harness.control import FORCE_REFRESH, OperatorExited
 from harness.grid import Grid
+from harness.impl import OperatorCommand
 from harness.topology import load_topology
 from harness.waiting import WaitTimeout
 from tests.test_kind_backend import Tools, make_kind, parts, ready_server, root, tools  # noqa: F401 - fixtures
@@ -79,7 +80,7 @@ OPERATOR_RULES: tuple[dict[str, Any], ...] = (
 @pytest.fixture
 def kube(tools: Tools, root: Path, parts: SimpleNamespace) -> Iterator[SimpleNamespace]:  # noqa: F811
     """A started single-site kind backend and grid on the stand-ins, the operator answering as available."""
-    parts.impl.operator = SimpleNamespace(metrics_endpoint_key="endpoint")  # as OperatorCommand defaults it
+    parts.impl.operator = OperatorCommand(argv_template=())  # installed from the manifests, joining no mesh
     backend = make_kind(parts, root, "single-site", image="img:1")
     backend.start()
     grid = Grid(load_topology("single-site"), backend, frozenset())
@@ -142,7 +143,7 @@ def test_mesh_args_missing_operator_section_or_deployment_are_unsupported(kube: 
     kube.backend.impl.operator = None
     with pytest.raises(OperatorUnsupported, match="no operator section"):
         kube.backend.control_plane(kube.site)
-    kube.backend.impl.operator = SimpleNamespace()
+    kube.backend.impl.operator = OperatorCommand(argv_template=())
     kube.tools.answer({"match": ["get", "deployment", "agn-operator"], "stdout": ""})
     with pytest.raises(OperatorUnsupported, match="no Deployment agn-system/agn-operator"):
         kube.backend.control_plane(kube.site)
