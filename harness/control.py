@@ -31,6 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness import fastyaml, feature_use, http_get, producer_oracle, status_shapes
 from harness.backends import OperationUnsupported
 from harness.contract import ScopeSpec
+from harness.overlay_facts import pick_by_facts
 from harness.process import ManagedProcess
 from harness.projection import write_atomic
 from harness.resources import DEFAULT_GATEWAY, DEFAULT_NAMESPACE
@@ -172,7 +173,19 @@ class ControlPlane:
     # --------------------------------------------------------------------------------------- outputs
 
     def configmap_path(self, network: str, gateway: str = DEFAULT_GATEWAY) -> Path:
-        return self.out / f"{producer_oracle.configmap_name(network, gateway)}.configmap.yaml"
+        """Where the operator writes the overlay ConfigMap: under the name the reference and the public operator
+        give it, else the one ConfigMap file of the output directory holding this scope's envelope (the spec
+        names the ConfigMap's keys, not its name: harness.overlay_facts)."""
+        path = self.out / f"{producer_oracle.configmap_name(network, gateway)}.configmap.yaml"
+        if path.exists():
+            return path
+        written = [(candidate, doc) for candidate in sorted(self.out.glob("*.configmap.yaml"))
+                   if (doc := _read_yaml(candidate)) is not None]
+        found = pick_by_facts([doc for _, doc in written], ENVELOPE_KEY, network, gateway)
+        if found is None:
+            return path
+        return next((candidate for candidate, doc in written
+                     if (doc.get("metadata") or {}).get("name") == found), path)
 
     def configmap(self, network: str, gateway: str = DEFAULT_GATEWAY) -> dict[str, Any] | None:
         return _read_yaml(self.configmap_path(network, gateway))

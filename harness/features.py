@@ -100,6 +100,11 @@ FEATURE_DESCRIPTIONS: Mapping[str, str] = MappingProxyType({
         "consumerConfig: a ConfigMap of that name with a praxis.yaml key, cluster endpoints from "
         "consumerConfig.clusterEndpoints (the public grid operator, crates/operator/src/resources/consumer_config.rs); "
         "the spec says the operator generates it and what it holds, not where"),
+    "configMapNaming": (
+        "the overlay ConfigMap is named grid-overlay-{network}-{gateway} (past 63 characters, 20-character prefixes "
+        "and an FNV-1a hash of network/gateway) and each gateway's status entry names it in configMapName: the public "
+        "grid operator's rule (praxis-proxy/grid operator/src/resources/routing_overlay.rs); the spec names the "
+        "ConfigMap's keys and annotations, not its name"),
     "siteNameLocality": (
         "a provider of the consumer's own site is same_site by its site name even without GridSite geography (the "
         "public grid operator); the spec's text says only that without geography all candidates are unknown tier"),
@@ -267,7 +272,8 @@ EXTENDED_BY_PROFILE: Mapping[str, frozenset[str]] = MappingProxyType({
                            "prometheusMetrics", "mcpToolRouting", "strictOverlayValidation", "exactValueLimits",
                            "presetCluster", "projectedCredentials"}),
     "producer": frozenset({"stabilizedAdmission", "kvCachePressure", "tlsMetrics", "toolCandidates", "toolDiscovery",
-                           "localityTierNames", "generatedConsumerConfig", "siteNameLocality", OVERLAY_SYNC_FEATURE,
+                           "localityTierNames", "generatedConsumerConfig", "siteNameLocality", "configMapNaming",
+                           OVERLAY_SYNC_FEATURE,
                            OVERLAY_SYNC_METRICS_FEATURE, DYNAMIC_WEIGHTS_FEATURE, SIGNALS_RELAY_FEATURE}),
     "provider": frozenset({"credentialValueSource", "credentialEnvSource", "credentialFailClosed",
                            "clientAuthorizationStripped", "providerRouteStatus"}),

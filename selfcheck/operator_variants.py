@@ -65,3 +65,23 @@ VARIANTS["metrics-endpoint-spelling"] = Variant(
     "examples (provider-scoring's prose writes metricsConfig.endpoint); its descriptor says so "
     "(operator.metrics_endpoint_key)", _metrics_endpoint_spelling, profiles=("producer",))
 DESCRIPTOR_FIELDS["metrics-endpoint-spelling"] = {"metrics_endpoint_key": "metricsEndpoint"}
+
+
+def _overlay_named_otherwise() -> None:
+    from reference.operator.core import configmap
+
+    original = configmap.configmap_name
+
+    def named(network: str, gateway: str, kind: str = "grid-overlay") -> str:
+        name = original(network, gateway, kind)
+        return "routing-map-" + name.removeprefix("grid-overlay-") if kind == "grid-overlay" else name
+
+    patch(configmap, "configmap_name", named)
+    patch(sinks, "configmap_name", named)
+
+
+VARIANTS["overlay-named-otherwise"] = Variant(
+    "overlay-named-otherwise",
+    "names the overlay ConfigMap routing-map-{network}-{gateway}: the spec names the ConfigMap's keys "
+    "(routing-overlay.json, routing-config.json) and its grid.praxis.fast annotations, not its name",
+    _overlay_named_otherwise, profiles=("producer",))

@@ -53,6 +53,7 @@ from harness.backends.kube.names import FIELD_MANAGER, NAMESPACE, OPERATOR_DEPLO
 from harness.backends.runner import CommandFailed
 from harness.contract import ScopeSpec
 from harness.control import FORCE_REFRESH, MESH_STATE, Chain, ControlPlane, OperatorExited
+from harness.overlay_facts import pick_by_facts
 from harness.projection import write_atomic
 from harness.resources import API_VERSION, DEFAULT_GATEWAY, DEFAULT_NAMESPACE
 from harness.spelling import spelled
@@ -139,6 +140,7 @@ class KubeControlPlane(ControlPlane):
         self._applied: dict[tuple[str, str], dict[str, Any]] = {}
         self._with_status: set[tuple[str, str]] = set()
         self._snapshots: dict[Path, str] = {}
+        self._found_overlays: dict[tuple[str, str, str], str] = {}  # (namespace, network, gateway) -> name
         self.refusals: list[str] = []
         self.chains: list[Chain] = []
         self.process = KubeOperatorProcess(backend, cluster)
@@ -255,11 +257,25 @@ class KubeControlPlane(ControlPlane):
                 return str(ref["namespace"])
         return DEFAULT_NAMESPACE
 
+    def _overlay_location(self, network: str, gateway: str, namespace: str) -> tuple[str, str, dict[str, Any] | None]:
+        """(namespace, name, object or None) of the overlay ConfigMap: where the outputs say; without a name given
+        and nothing there, the ConfigMap of that namespace whose overlay key holds this scope's envelope
+        (harness.overlay_facts), remembered once found."""
+        where, name = self.outputs.overlay.locate(network, gateway, namespace)
+        name = self._found_overlays.get((where, network, gateway), name)
+        doc = self._get("configmap", name, where)
+        if doc is None and self.outputs.overlay.name is None:
+            items = (self._json("--namespace", where, "get", "configmaps") or {}).get("items") or []
+            found = pick_by_facts(items, self.outputs.overlay.key, network, gateway)
+            if found is not None:
+                self._found_overlays[(where, network, gateway)] = found
+                name, doc = found, next(i for i in items if (i.get("metadata") or {}).get("name") == found)
+        return where, name, doc
+
     def configmap_path(self, network: str, gateway: str = DEFAULT_GATEWAY) -> Path:
         """A snapshot of the ConfigMap, rewritten only when the object changed (absent: no file)."""
-        namespace, name = self.outputs.overlay.locate(network, gateway, self._gateway_namespace(network, gateway))
+        namespace, name, doc = self._overlay_location(network, gateway, self._gateway_namespace(network, gateway))
         path = self.out / f"{name}.configmap.yaml"
-        doc = self._get("configmap", name, namespace)
         if doc is None:
             self._snapshots.pop(path, None)
             with contextlib.suppress(FileNotFoundError):
@@ -460,7 +476,7 @@ class KubeControlPlane(ControlPlane):
         timeout = timeouts().reconcile if timeout is None else timeout
         envelope = self.wait_envelope(network, gateway=gateway_ref, what="a first overlay", timeout=timeout)
         scope = ScopeSpec(network, gateway_ref, namespace, envelope["scope"]["local_site"])
-        where, name = self.outputs.overlay.locate(network, gateway_ref, namespace)
+        where, name, _doc = self._overlay_location(network, gateway_ref, namespace)
         overlay_dir = self.backend.follow_configmap(where, name, scope, key=self.outputs.overlay.key)
         gateway = self._chain_gateway(overlay_dir, scope, start_gateway)
         sync: KubeOverlaySync = self.backend.overlay_sync(overlay_dir)
