@@ -465,16 +465,16 @@ def test_summary_lines_of_a_demos_run_show_the_demo_level() -> None:
     assert "    demo: 1 failed in grid-glb-demo: DEMO-B" in lines
 
 
-def test_the_readme_options_example_is_complete_and_reads(tmp_path: Path) -> None:
-    """The README shows every key of the options file, and the example as written is accepted by both the run
-    and the self-check."""
+def test_the_documented_options_example_is_complete_and_reads(tmp_path: Path) -> None:
+    """The documentation (docs/running.md, "The options file") shows every key of the options file, and the
+    example as written is accepted by both the run and the self-check."""
     from harness.options_file import KEYS, SELF_CHECK_KEYS, load_options, load_self_check_options
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    start = readme.index("# options.yaml: a complete example")
-    example = readme[start:readme.index("```", start)]
+    page = (Path(__file__).resolve().parents[1] / "docs" / "running.md").read_text()
+    start = page.index("# options.yaml: a complete example")
+    example = page[start:page.index("```", start)]
     document = yaml.safe_load(example)
-    assert sorted(document) == sorted(KEYS), "the README's options example must show every key"
+    assert sorted(document) == sorted(KEYS), "the documented options example must show every key"
     assert sorted(document["self_check"]) == sorted(SELF_CHECK_KEYS)
     options = tmp_path / "options.yaml"
     options.write_text(example)

@@ -7,7 +7,7 @@ test then reads the kept cluster: the operator pod runs the vendor's image, and 
 the backend loaded it (`kind load docker-image`), since nothing is pulled.
 
 It needs what the kind backend needs (docker with an engine, kind, kubectl, the node image and the project
-image on the engine: see the README's air-gapped section); without them it skips naming what is missing.
+image on the engine: see docs/backends/air-gapped.md); without them it skips naming what is missing.
 """
 
 from __future__ import annotations

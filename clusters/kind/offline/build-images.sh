@@ -50,7 +50,7 @@ trap 'exit 130' INT TERM
 scratch_dir() { printf -v "$1" '%s' "$(mktemp -d)"; scratch_dirs+=("${!1}"); }  # name of the variable to set
 
 for tool in docker debootstrap go gcc python3; do
-  command -v "$tool" >/dev/null || { echo "build-images: $tool is not installed (see README, 'Hosts without registry access')" >&2; exit 1; }
+  command -v "$tool" >/dev/null || { echo "build-images: $tool is not installed (see docs/backends/air-gapped.md)" >&2; exit 1; }
 done
 docker info >/dev/null 2>&1 || { echo "build-images: no Docker engine answers; start one with $here/docker-engine.sh start" >&2; exit 1; }
 
@@ -198,7 +198,7 @@ case "$only" in
   rootfs) build_rootfs_node; build_rootfs_iptables; build_python ;;
   python) build_python ;;
   project) build_project ;;
-  *) echo "--only takes node, python or project" >&2; exit 2 ;;
+  *) echo "--only takes node, python, project or rootfs" >&2; exit 2 ;;
 esac
 record_versions
 say "done in $(( $(date +%s) - start_all ))s; versions in $cache/versions.txt"

@@ -50,7 +50,7 @@ class NodeImage:
 def resolve_node_image(runner: Runner, given: str | None, root: Path) -> NodeImage:
     """The option, else the environment, else the offline build's tag, else kind's default; each must be local."""
     wanted = given or os.environ.get(NODE_IMAGE_ENV) or None
-    how = f"run {root / OFFLINE_BUILDER} (hosts without registry access; see the README)"
+    how = f"run {root / OFFLINE_BUILDER} (hosts without registry access; see docs/backends/air-gapped.md)"
     if wanted:
         if image_present(runner, wanted):
             return NodeImage(wanted)
