@@ -340,8 +340,13 @@ class ControlPlane:
             self.check_running()
             return self.status_entry(network, gateway)
 
+        def describe(entry: Any) -> str:
+            if entry:
+                return str(entry)
+            return status_shapes.missing(self.status(network), gateway, DEFAULT_NAMESPACE)
+
         return poll_until(probe, until, timeout=timeout, what=f"{what} in the status of {network}/{gateway}",
-                          fatal=(OperatorExited,))
+                          describe=describe, fatal=(OperatorExited,))
 
     # ----------------------------------------------------------------------------------------- chain
 

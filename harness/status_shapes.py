@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ENTRY_LISTS", "NAMESPACE_KEYS", "entries", "find_entry"]
+__all__ = ["ENTRY_LISTS", "NAMESPACE_KEYS", "entries", "find_entry", "missing"]
 
 #: The status lists an operator may record per-gateway revisions in, in the order they are looked for.
 ENTRY_LISTS: tuple[str, ...] = ("overlayStatus", "routingMapStatus")
@@ -40,3 +40,18 @@ def find_entry(status: Mapping[str, Any], gateway: str, namespace: str) -> dict[
         if named == namespace:
             return {**entry, "gatewayNamespace": named}
     return None
+
+
+def missing(status: Mapping[str, Any], gateway: str, namespace: str) -> str:
+    """Why `find_entry` found nothing, naming every place it looked and what the status holds instead: a
+    status the harness cannot read is a named failure, not a bare time-out."""
+    keys = " or ".join(f"{key}={namespace}" for key in NAMESPACE_KEYS)
+    places = " or ".join(f"status.{name}[gatewayName={gateway}, {keys}]" for name in ENTRY_LISTS)
+    if not status:
+        held = "no status at all"
+    else:
+        found = [f"{e.get('gatewayName')!r} in {next((e[k] for k in NAMESPACE_KEYS if k in e), None)!r}"
+                 for e in entries(status)]
+        held = (f"entries for {', '.join(found)}" if found
+                else f"the status has no entry list; its keys: {', '.join(sorted(status)) or 'none'}")
+    return f"no rendered revision at {places} ({held})"

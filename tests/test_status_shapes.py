@@ -26,3 +26,15 @@ def test_entries_skip_what_is_not_an_entry() -> None:
     assert entries({"overlayStatus": ["junk", {"gatewayName": "a"}], "routingMapStatus": None}) == \
         [{"gatewayName": "a"}]
     assert entries({}) == []
+
+
+def test_a_status_without_the_entry_names_where_it_was_looked_for() -> None:
+    """The failure says which paths were read and what the status held, not only that a wait timed out."""
+    from harness.status_shapes import missing
+
+    said = missing({}, "edge", "agn-system")
+    assert said.startswith("no rendered revision at status.overlayStatus[gatewayName=edge, gatewayNamespace="
+                           "agn-system or namespace=agn-system] or status.routingMapStatus[") and "no status" in said
+    other = missing({"routingMapStatus": [{"gatewayName": "batch", "namespace": "agn-system"}]}, "edge", "agn-system")
+    assert "entries for 'batch' in 'agn-system'" in other
+    assert "its keys: gateways, phase" in missing({"phase": "Ready", "gateways": []}, "edge", "agn-system")
