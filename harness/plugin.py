@@ -12,6 +12,7 @@ import pytest
 from harness.backends import OperationUnsupported
 from harness.dealing import GROUP_MARKER, LASTS_MARKER, deal
 from harness.environment import is_not_judged
+from harness.failure_text import failure_message
 from harness.features import PROFILES, marker_problem
 from harness.grid_factory import GridFactory
 from harness.id_select import item_id as conformance_test_id
@@ -400,23 +401,6 @@ def _record(config: pytest.Config, meta: dict[str, Any], report: pytest.TestRepo
                             else "notApplicable" if reason.removeprefix("Skipped: ").startswith(NOT_APPLICABLE)
                             else "skipped")
         entry["message"] = reason
-
-
-#: Characters kept of a failure's message (its assertion's own words and table; the diagnostics keep it all).
-FAILURE_MESSAGE_LIMIT = 4000
-
-
-def failure_message(report: pytest.TestReport) -> str:
-    """What a failure says, as its assertion said it: the exception's own message (first line, then any table
-    it carries), never a source excerpt or a traceback tail; `AssertionError: ` is left off, other exception
-    names are kept (a timed-out wait says it was one). Without a crash message, the long representation's
-    last lines."""
-    crash = getattr(report.longrepr, "reprcrash", None)
-    text = str(getattr(crash, "message", "") or "").strip()
-    if not text:
-        return str(report.longreprtext)[-FAILURE_MESSAGE_LIMIT:]
-    text = text.removeprefix("AssertionError: ").removeprefix("AssertionError")
-    return text.strip()[:FAILURE_MESSAGE_LIMIT] or "assertion failed"
 
 
 def _write_diagnostics(config: pytest.Config, test_id: str, report: pytest.TestReport) -> None:

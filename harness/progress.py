@@ -12,6 +12,10 @@ NOTICE_EVERY_S; never more than one line per THROTTLE_S from one process), what 
 
     [consumer 12/155] CONS-RELOAD-ACCEPT[x] waiting 15s (of 30s) for revision abc to serve
 
+and, when it fails, the first line of its assertion, as the report quotes it::
+
+    [consumer 40/155] CONS-SEL-ROUND-ROBIN FAILED (call): 'provider-a' count 3774 outside [3156, 3473]
+
 It is on by default, for ``agn-conformance run`` and a plain ``pytest suites`` alike, and also when the
 output is a CI log rather than a terminal, since an unexplained pause is what makes a long run look hung
 and a log then shows where a run stopped; ``--no-progress`` turns it off (``agn-conformance run --
@@ -42,6 +46,7 @@ from typing import Any
 
 import pytest
 
+from harness.failure_text import failure_message
 from harness.waiting import WaitNotice, observe_waits
 
 __all__ = ["PLUGIN_NAME", "THROTTLE_S", "Progress", "label", "wait_text"]
@@ -49,6 +54,8 @@ __all__ = ["PLUGIN_NAME", "THROTTLE_S", "Progress", "label", "wait_text"]
 PLUGIN_NAME = "agn-conformance-progress"
 #: At most one wait line per this many seconds from one process (a process runs one test at a time).
 THROTTLE_S = 5.0
+#: How much of a failure's first line the progress line shows (the report and JUnit keep all of it).
+FIRST_LINE_CHARS = 300
 #: The key of the controller's channel description in an xdist worker's ``workerinput``.
 WORKER_INPUT_KEY = "agn_conformance_progress"
 #: What a line says of a wait is cut to about this many characters.
@@ -152,6 +159,14 @@ class Progress:
     def add_labels(self, labels: Mapping[str, tuple[str, str]]) -> None:
         with self.lock:
             self.labels.update(labels)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Where this process prints, a failed conformance test's line says what failed: its assertion's first
+        line, as the report and JUnit quote it (harness.failure_text)."""
+        if self.worker_id is not None or not report.failed or report.nodeid not in self.labels:
+            return
+        first = (failure_message(report).splitlines() or [""])[0]
+        self.emit(f"{self.prefix(report.nodeid)} FAILED ({report.when}): {first[:FIRST_LINE_CHARS]}")
 
     def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         with self.lock:

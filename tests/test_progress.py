@@ -107,6 +107,8 @@ def test_each_conformance_test_gets_a_line_and_a_long_wait_says_what_it_waits_fo
     # the lines go to the terminal, not into what the failing test captured
     captured = out.split("Captured stdout call", 1)[1].split("=====", 1)[0]
     assert "captured by the test" in captured and "[consumer" not in captured
+    # a failure's line quotes its assertion's first line, as the report does
+    assert re.search(r"^\[consumer 2/4\] T-WAIT FAILED \(call\): failed after waiting", out, re.M), out
     if verbosity == "-v":  # pytest's own verbose line for each test is still there, whole
         assert re.search(r"^test_tiny_suite\.py::test_wait FAILED", out, re.M), out
         assert re.search(r"^test_tiny_suite\.py::test_pass PASSED", out, re.M), out
@@ -134,6 +136,7 @@ def test_under_xdist_the_controller_prints_every_workers_progress(tmp_path: Path
     assert sorted(test_id for _, _, test_id in lines) == sorted(RUN), out
     assert [n for n, _, _ in lines] == [1, 2, 3, 4] and {total for _, total, _ in lines} == {4}
     assert WAIT.search(out), out  # a worker's wait, printed by the controller
+    assert re.search(r"T-WAIT FAILED \(call\): failed after waiting", out), out  # and its failure
 
 
 # ------------------------------------------------------------------------------------- the observer
