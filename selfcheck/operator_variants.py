@@ -85,3 +85,42 @@ VARIANTS["overlay-named-otherwise"] = Variant(
     "names the overlay ConfigMap routing-map-{network}-{gateway}: the spec names the ConfigMap's keys "
     "(routing-overlay.json, routing-config.json) and its grid.praxis.fast annotations, not its name",
     _overlay_named_otherwise, profiles=("producer",))
+
+
+#: The environment variables the mesh-settings-from-env variant reads, one per mesh flag of the reference.
+MESH_ENV = {"AGN_MESH_SITE": ("--mesh-site", "{site}"), "AGN_MESH_BIND": ("--mesh-bind", "{mesh_bind}"),
+            "AGN_MESH_ADVERTISE": ("--mesh-advertise", "{mesh_advertise}"),
+            "AGN_MESH_SEEDS": ("--mesh-seeds", "{mesh_seeds}"),
+            "AGN_MESH_GATEWAY": ("--mesh-gateway", "{gateway_address}"),
+            "AGN_MESH_ROUTING_CLUSTER": ("--mesh-routing-cluster", "{routing_cluster}"),
+            "AGN_MESH_CLIENT_CERT": ("--mesh-client-cert", "{client_cert}"),
+            "AGN_MESH_CLIENT_KEY": ("--mesh-client-key", "{client_key}"),
+            "AGN_SWIM_PROBE_INTERVAL": ("--swim-probe-interval", "{probe_interval}"),
+            "AGN_SWIM_PROBE_TIMEOUT": ("--swim-probe-timeout", "{probe_timeout}"),
+            "AGN_SWIM_SUSPICION_MULT": ("--swim-suspicion-mult", "{suspicion_mult}")}
+
+
+def _mesh_settings_from_env() -> None:
+    import os
+
+    from reference.operator import cli
+
+    original = cli.main
+
+    def main(argv: list[str] | None = None) -> int:
+        """The reference with its mesh settings taken from the environment, as an operator that accepts no
+        mesh flags would read them (the public operator reads its SWIM settings from environment variables)."""
+        flags = [part for name, (flag, _) in MESH_ENV.items() if name in os.environ
+                 for part in (flag, os.environ[name])]
+        return original([*(argv if argv is not None else []), *flags])
+
+    patch(cli, "main", main)
+
+
+VARIANTS["mesh-settings-from-env"] = Variant(
+    "mesh-settings-from-env",
+    "takes its mesh settings (site, bind and advertised address, seeds, SWIM timing) only from environment "
+    "variables, its descriptor saying so with operator.mesh_env: the spec says how operators of a mesh behave, "
+    "not how they are configured", _mesh_settings_from_env, profiles=("mesh",))
+DESCRIPTOR_FIELDS["mesh-settings-from-env"] = {
+    "mesh_args": None, "mesh_env": {name: template for name, (_, template) in MESH_ENV.items()}}

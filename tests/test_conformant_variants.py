@@ -1,4 +1,4 @@
-"""Every core test passes what the spec allows: the consumer, provider, serving and producer suites, run
+"""Every core test passes what the spec allows: the consumer, provider, serving, producer and mesh suites, run
 against conformant variants of the reference gateway and operator (selfcheck/variants.py,
 selfcheck/operator_variants.py), each making another choice the spec leaves open.
 
@@ -22,13 +22,13 @@ import pytest
 from selfcheck import judge as shared
 from selfcheck.judge import CaseResult, SuiteRuns, hand_made_run
 from selfcheck.operator_variants import VARIANTS as OPERATOR_VARIANTS
-from selfcheck.profiles import CONSUMER, PRODUCER, PROVIDER, SERVING
+from selfcheck.profiles import CONSUMER, MESH, PRODUCER, PROVIDER, SERVING
 from selfcheck.variant_judge import ALL_VARIANTS as VARIANTS
 from selfcheck.variant_judge import submit_variant, variant_document, variant_problems
 from selfcheck.variants import VARIANTS as GATEWAY_VARIANTS
 from selfcheck.variants import _declined
 
-PROFILES = {"consumer": CONSUMER, "provider": PROVIDER, "serving": SERVING, "producer": PRODUCER}
+PROFILES = {"consumer": CONSUMER, "provider": PROVIDER, "serving": SERVING, "producer": PRODUCER, "mesh": MESH}
 CASES = [(name, profile) for name, v in VARIANTS.items() for profile in v.profiles]
 
 
