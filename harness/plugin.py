@@ -413,7 +413,9 @@ def _write_diagnostics(config: pytest.Config, test_id: str, report: pytest.TestR
 
     target = Path(directory) / diagnostics_name(test_id)
     target.parent.mkdir(parents=True, exist_ok=True)
-    parts = [f"=== {test_id}: failed in {report.when} ({report.nodeid})", str(report.longreprtext)]
+    # the assertion's own message first (what the report says), then where it failed
+    parts = [f"=== {test_id}: failed in {report.when} ({report.nodeid})", failure_message(report), "",
+             "=== traceback", str(report.longreprtext)]
     parts += [f"=== {title}\n{text}" for title, text in report.sections]
     with target.open("a", encoding="utf-8", errors="replace") as out:
         out.write("\n".join(parts) + "\n")

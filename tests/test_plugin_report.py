@@ -147,4 +147,6 @@ def test_a_failure_message_is_the_assertion_not_a_traceback(tmp_path: Path) -> N
     assert messages["T-ASSERT"].splitlines()[0] == "'provider-a' count 3774 outside [3156, 3473]"
     assert "provider-a | 3774 | 0.5" in messages["T-ASSERT"] and "def helper" not in messages["T-ASSERT"]
     assert messages["T-WAIT"].startswith("test_messages.WaitTimeout: waited 10.0s for revision abc")
-    assert "def helper" in (diagnostics / "T-ASSERT.txt").read_text()
+    written = (diagnostics / "T-ASSERT.txt").read_text().splitlines()
+    assert written[1] == "'provider-a' count 3774 outside [3156, 3473]", written[:3]  # the message first
+    assert "def helper" in "\n".join(written)  # then where it failed
