@@ -4,9 +4,11 @@ An operator that only runs as a Kubernetes controller cannot be started as a pro
 backend; the kind and existing backends install it instead. The block names the container image (the kind
 backend loads it into every cluster with `kind load docker-image`, nothing is pulled), the manifests that
 install it (plain YAML files, directories of them, or kustomize directories rendered with `kubectl
-kustomize`; paths are relative to the descriptor file), and where the harness reads what the operator
-writes (the overlay ConfigMap and the GridNetwork status). Every default is what the reference does and
-the spec names, so a block with only `image` and `manifests` describes an operator that follows the spec.
+kustomize`; paths are relative to the descriptor file), the Deployment those manifests make (its name,
+namespace, pod selector and container: what the harness patches, scales, restarts and reads the logs of)
+and where the harness reads what the operator writes (the overlay ConfigMap and the GridNetwork status).
+Every default is what the reference does and the spec names, so a block with only `image` and `manifests`
+describes an operator that is installed like the reference's and follows the spec.
 
 It is parsed as strictly as the rest of the descriptor: an unknown key, a wrong type, a path that does
 not exist or a template with a placeholder that will never be filled is an error naming its key path.
@@ -14,6 +16,7 @@ not exist or a template with a placeholder that will never be filled is an error
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,7 +32,9 @@ __all__ = [
     "KubeComponent",
     "KubeDescriptorError",
     "KubeOutputs",
+    "OperatorWorkload",
     "OverlayOutput",
+    "REFERENCE_OPERATOR",
     "StatusOutput",
     "parse_kubernetes",
 ]
@@ -39,7 +44,8 @@ DEFAULT_OVERLAY_KEY = "routing-overlay.json"
 #: kubectl's name of the GridNetwork resource (cluster-scoped, the spec's API group).
 DEFAULT_STATUS_RESOURCE = f"gridnetworks.{API_VERSION.split('/', 1)[0]}"
 
-_KUBERNETES_KEYS = {"image": True, "manifests": True, "outputs": False}
+_KUBERNETES_KEYS = {"image": True, "manifests": True, "deployment": False, "outputs": False}
+_DEPLOYMENT_KEYS = {"name": False, "namespace": False, "selector": False, "container": False}
 _OUTPUTS_KEYS = {"overlay": False, "status": False}
 _OVERLAY_KEYS = {"name": False, "namespace": False, "key": False}
 _STATUS_KEYS = {"resource": False, "name": False, "namespace": False, "field": False}
@@ -47,6 +53,13 @@ _STATUS_KEYS = {"resource": False, "name": False, "namespace": False, "field": F
 #: name and its namespace (where the spec's operator writes the ConfigMap).
 OVERLAY_PLACEHOLDERS = frozenset({"network", "gateway", "namespace"})
 STATUS_PLACEHOLDERS = frozenset({"network"})
+#: The reference operator's Deployment and namespace (manifests/base/operator.yaml).
+DEFAULT_OPERATOR_NAME = "agn-operator"
+DEFAULT_OPERATOR_NAMESPACE = "agn-system"
+#: What the API server accepts as a Deployment name (a DNS-1123 subdomain) and as a namespace or container
+#: name (a DNS-1123 label): a name it would refuse can only be a typo, caught before any cluster exists.
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 class KubeDescriptorError(ValueError):
@@ -112,15 +125,42 @@ class KubeOutputs:
 
 
 @dataclass(frozen=True)
+class OperatorWorkload:
+    """The Deployment the operator's manifests make: what the harness finds, patches for a mesh, scales, restarts
+    and reads the logs of. The defaults are the reference's.
+
+    ``selector`` (a label selector of its pods) defaults to `app.kubernetes.io/name=<name>`; ``container``
+    None picks the container whose command is agn-operator, else the first
+    (harness.backends.kube.manifests.operator_container).
+    """
+
+    name: str = DEFAULT_OPERATOR_NAME
+    namespace: str = DEFAULT_OPERATOR_NAMESPACE
+    selector: str = ""
+    container: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.selector:
+            object.__setattr__(self, "selector", f"app.kubernetes.io/name={self.name}")
+
+
+#: The reference operator's Deployment (manifests/base/operator.yaml): what a descriptor without a
+#: deployment mapping installs.
+REFERENCE_OPERATOR = OperatorWorkload()
+
+
+@dataclass(frozen=True)
 class KubeComponent:
     """A component installed from an image and manifests instead of the reference's.
 
-    ``manifests`` are absolute paths (resolved against the descriptor's directory when it was loaded).
+    ``manifests`` are absolute paths (resolved against the descriptor's directory when it was loaded);
+    ``deployment`` is the workload they make for the operator, which the backends drive.
     """
 
     image: str
     manifests: tuple[Path, ...]
     outputs: KubeOutputs = field(default_factory=KubeOutputs)
+    deployment: OperatorWorkload = field(default_factory=OperatorWorkload)
 
 
 def parse_kubernetes(data: Any, section: str, base: Path) -> KubeComponent:
@@ -131,7 +171,8 @@ def parse_kubernetes(data: Any, section: str, base: Path) -> KubeComponent:
     if any(c.isspace() for c in image):
         raise KubeDescriptorError(f"{path}.image", f"must be an image reference without whitespace, got {image!r}")
     return KubeComponent(image=image, manifests=_parse_manifests(block["manifests"], f"{path}.manifests", base),
-                         outputs=_parse_outputs(block.get("outputs"), f"{path}.outputs"))
+                         outputs=_parse_outputs(block.get("outputs"), f"{path}.outputs"),
+                         deployment=_parse_deployment(block.get("deployment"), f"{path}.deployment"))
 
 
 def _parse_manifests(data: Any, key: str, base: Path) -> tuple[Path, ...]:
@@ -177,6 +218,26 @@ def _parse_outputs(data: Any, key: str) -> KubeOutputs:
                                       f"must be a dotted field path such as 'status', got {values['field']!r}")
         status = StatusOutput(**values)
     return KubeOutputs(overlay=overlay, status=status)
+
+
+def _parse_deployment(data: Any, key: str) -> OperatorWorkload:
+    """The operator's Deployment: names the API server would accept, a non-blank selector."""
+    if data is None:
+        return OperatorWorkload()
+    block = _mapping(data, key, _DEPLOYMENT_KEYS)
+    values: dict[str, str] = {}
+    for name, pattern, limit, what in (
+            ("name", _SUBDOMAIN, 253, "a Deployment name (DNS-1123 subdomain: lowercase letters, digits, '-', '.')"),
+            ("namespace", _LABEL, 63, "a namespace name (DNS-1123 label: lowercase letters, digits, '-')"),
+            ("container", _LABEL, 63, "a container name (DNS-1123 label: lowercase letters, digits, '-')")):
+        if name in block:
+            text = _string(block[name], f"{key}.{name}")
+            if not pattern.fullmatch(text) or len(text) > limit:
+                raise KubeDescriptorError(f"{key}.{name}", f"must be {what}, at most {limit} characters, got {text!r}")
+            values[name] = text
+    if "selector" in block:
+        values["selector"] = _string(block["selector"], f"{key}.selector")
+    return OperatorWorkload(**values)
 
 
 def _template(value: Any, key: str, allowed: frozenset[str]) -> str:

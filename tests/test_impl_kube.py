@@ -3,14 +3,24 @@ directory, defaults that are the reference's (the spec's names)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
 from harness.impl import ImplError, load_impl, parse_impl, reference_document
-from harness.impl_kube import DEFAULT_OVERLAY_KEY, DEFAULT_STATUS_RESOURCE, KubeOutputs
+from harness.impl_kube import (
+    DEFAULT_OVERLAY_KEY,
+    DEFAULT_STATUS_RESOURCE,
+    REFERENCE_OPERATOR,
+    KubeOutputs,
+    OperatorWorkload,
+)
 from harness.producer_oracle import configmap_name
 
 
@@ -115,3 +125,90 @@ def test_a_command_and_a_kubernetes_block_may_stand_together(deploy: Path) -> No
 def test_the_reference_descriptor_has_no_kubernetes_block() -> None:
     impl = load_impl("reference")
     assert impl.operator is not None and impl.operator.kubernetes is None
+
+
+# ------------------------------------------------------------------------------------ the operator's Deployment
+
+
+def test_the_operator_deployment_defaults_to_the_reference_and_a_vendor_names_its_own(deploy: Path) -> None:
+    """The public grid operator is Deployment grid-operator in grid-system; without the mapping the workload is
+    the reference's, whose pods the harness has always selected by app.kubernetes.io/name=agn-operator."""
+    impl = parse_impl(vendor_doc({"image": "v/op:1", "manifests": [str(deploy / "deploy")]}))
+    assert impl.operator is not None and impl.operator.kubernetes is not None
+    assert impl.operator.kubernetes.deployment == OperatorWorkload() == REFERENCE_OPERATOR
+    assert OperatorWorkload("agn-operator", "agn-system", "app.kubernetes.io/name=agn-operator") == REFERENCE_OPERATOR
+    assert REFERENCE_OPERATOR.container is None
+
+    impl = parse_impl(vendor_doc({"image": "v/op:1", "manifests": [str(deploy / "deploy")], "deployment": {
+        "name": "grid-operator", "namespace": "grid-system", "selector": "control-plane=grid-operator",
+        "container": "manager"}}))
+    assert impl.operator is not None and impl.operator.kubernetes is not None
+    assert impl.operator.kubernetes.deployment == OperatorWorkload("grid-operator", "grid-system",
+                                                                   "control-plane=grid-operator", "manager")
+    named = parse_impl(vendor_doc({"image": "v/op:1", "manifests": [str(deploy / "deploy")],
+                                   "deployment": {"name": "grid-operator.v2"}}))
+    assert named.operator is not None and named.operator.kubernetes is not None
+    assert named.operator.kubernetes.deployment == OperatorWorkload(
+        "grid-operator.v2", "agn-system", "app.kubernetes.io/name=grid-operator.v2")
+    empty = parse_impl(vendor_doc({"image": "v/op:1", "manifests": [str(deploy / "deploy")], "deployment": None}))
+    assert empty.operator is not None and empty.operator.kubernetes is not None
+    assert empty.operator.kubernetes.deployment == REFERENCE_OPERATOR
+
+
+#: (key, refused value, problem, accepted twin) of operator.kubernetes.deployment.
+DEPLOYMENT_CASES = [
+    ("replicas", 1, "unknown key (allowed here: name, namespace, selector, container)", None),
+    ("name", "Grid-Operator", "must be a Deployment name (DNS-1123 subdomain", "grid-operator"),
+    ("name", "grid_operator", "must be a Deployment name", "grid-operator"),
+    ("name", "grid-operator-", "must be a Deployment name", "grid-operator-1"),
+    ("name", "g" * 254, "at most 253 characters", "g" * 253),
+    ("name", 7, "must be a string", "seven"),
+    ("name", " ", "must not be empty", "g"),
+    ("namespace", "grid.system", "must be a namespace name (DNS-1123 label", "grid-system"),
+    ("namespace", "n" * 64, "at most 63 characters", "n" * 63),
+    ("namespace", ["grid-system"], "must be a string, got a list", "grid-system"),
+    ("selector", "", "must not be empty", "app=grid"),
+    ("selector", {"app": "grid"}, "must be a string, got a mapping", "app=grid"),
+    ("container", "Manager", "must be a container name (DNS-1123 label", "manager"),
+    ("container", None, "must be a string, got nothing", "manager"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "problem", "twin"), DEPLOYMENT_CASES,
+                         ids=[f"{key}={str(value)[:12]}" for key, value, _, _ in DEPLOYMENT_CASES])
+def test_a_bad_deployment_key_is_refused_naming_it_and_its_twin_is_accepted(
+        deploy: Path, key: str, value: Any, problem: str, twin: Any) -> None:
+    def doc(deployment: Any) -> dict[str, Any]:
+        return vendor_doc({"image": "v/op:1", "manifests": [str(deploy / "deploy")], "deployment": deployment})
+
+    with pytest.raises(ImplError) as caught:
+        parse_impl(doc({key: value}))
+    assert caught.value.key == f"operator.kubernetes.deployment.{key}" and problem in caught.value.problem, (
+        str(caught.value))
+    accepted = parse_impl(doc({key: twin} if twin is not None else {}))
+    assert accepted.operator is not None and accepted.operator.kubernetes is not None
+    if twin is not None:
+        assert dataclasses.asdict(accepted.operator.kubernetes.deployment)[key] == twin
+
+
+@pytest.mark.parametrize(("key", "value", "problem", "twin"), DEPLOYMENT_CASES,
+                         ids=[f"{key}={str(value)[:12]}" for key, value, _, _ in DEPLOYMENT_CASES])
+def test_the_schema_refuses_each_bad_deployment_key_and_accepts_its_twin(
+        key: str, value: Any, problem: str, twin: Any) -> None:
+    """Editors flag exactly what the parser refuses (harness/schemas/descriptor.schema.json)."""
+    schema = json.loads((resources.files("harness") / "schemas" / "descriptor.schema.json").read_text("utf-8"))
+    validator = jsonschema.Draft202012Validator(schema)
+
+    def doc(deployment: Any) -> dict[str, Any]:
+        return vendor_doc({"image": "v/op:1", "manifests": ["deploy"], "deployment": deployment})
+
+    assert not validator.is_valid(doc({key: value}))
+    assert validator.is_valid(doc({key: twin} if twin is not None else {}))
+    assert validator.is_valid(doc({"name": "grid-operator", "namespace": "grid-system",
+                                   "selector": "control-plane=grid-operator", "container": "manager"}))
+
+
+def test_a_deployment_that_is_not_a_mapping_is_refused() -> None:
+    with pytest.raises(ImplError) as caught:
+        parse_impl(vendor_doc({"image": "v/op:1", "manifests": [str(Path.cwd())], "deployment": "grid-operator"}))
+    assert caught.value.key == "operator.kubernetes.deployment" and "must be a mapping" in caught.value.problem

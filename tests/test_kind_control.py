@@ -21,11 +21,13 @@ import yaml
 from harness import contract, resources
 from harness.backends.kube.control import KubeControlPlane
 from harness.backends.kube.handles import FollowedConfigMap, KubeOverlaySync
+from harness.backends.kube.manifests import operator_container, operator_patch
 from harness.backends.local import OperatorUnsupported
 from harness.backends.runner import CommandFailed
 from harness.control import FORCE_REFRESH, OperatorExited
 from harness.grid import Grid
 from harness.impl import OperatorCommand
+from harness.impl_kube import REFERENCE_OPERATOR, KubeComponent, OperatorWorkload
 from harness.topology import load_topology
 from harness.waiting import WaitTimeout
 from tests.test_kind_backend import Tools, make_kind, parts, ready_server, root, tools  # noqa: F401 - fixtures
@@ -405,3 +407,191 @@ def test_a_followed_configmap_is_handed_to_exactly_one_gateway(kube: SimpleNames
     kube.site.stop_gateway(gateway)
     with pytest.raises(KeyError):
         kube.backend.overlay_sync(overlay_dir)
+
+
+# ------------------------------------------------------------------------------------ a vendor's operator workload
+
+
+#: The public grid operator as its manifests make it: Deployment grid-operator in grid-system, pods selected by
+#: its own label, the operator in container manager beside a sidecar, run on its image's entrypoint.
+VENDOR_IMAGE = "vendor.example/grid-operator:1.4.0"
+VENDOR_WORKLOAD = OperatorWorkload("grid-operator", "grid-system", "control-plane=grid-operator", "manager")
+
+
+def workload_deployment(workload: OperatorWorkload, *, available: int = 1) -> dict[str, Any]:
+    """The workload's Deployment: the reference's as operator_deployment() gives it, or the vendor's."""
+    if workload == REFERENCE_OPERATOR:
+        return operator_deployment(available=available)
+    containers = [{"name": "kube-rbac-proxy", "image": "proxy:1", "args": ["--upstream=http://127.0.0.1:8080/"]},
+                  {"name": "manager", "image": VENDOR_IMAGE}]
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": workload.name, "namespace": workload.namespace},
+            "spec": {"replicas": 1, "template": {"spec": {"containers": containers}}},
+            "status": {"availableReplicas": available}}
+
+
+def workload_pods(workload: OperatorWorkload, restarts: int = 0) -> dict[str, Any]:
+    """Its one running pod, on the site's node, with the containers of its Deployment."""
+    spec = workload_deployment(workload)["spec"]["template"]["spec"]
+    return {"items": [{"metadata": {"name": f"{workload.name}-7d9f"},
+                       "spec": {"nodeName": "agn-t1-site-a-control-plane", "containers": spec["containers"]},
+                       "status": {"phase": "Running", "containerStatuses": [
+                           {"name": c["name"], "ready": True, "restartCount": restarts}
+                           for c in spec["containers"]]}}]}
+
+
+def workload_rules(workload: OperatorWorkload, *, available: int = 1, restarts: int = 0) -> list[dict[str, Any]]:
+    return [{"match": ["get", "deployment", workload.name],
+             "stdout": json.dumps(workload_deployment(workload, available=available))},
+            {"match": ["get", "pods", workload.selector], "stdout": json.dumps(workload_pods(workload, restarts))}]
+
+
+def vendor_operator(directory: Path) -> OperatorCommand:
+    """An operator installed from its manifests only, its Deployment declared in the descriptor."""
+    deployment = workload_deployment(VENDOR_WORKLOAD)
+    deployment["metadata"]["labels"] = {"app.kubernetes.io/name": "grid-operator"}
+    (directory / "grid-operator.yaml").write_text(yaml.safe_dump(deployment))
+    return OperatorCommand(argv_template=(), kubernetes=KubeComponent(
+        VENDOR_IMAGE, (directory / "grid-operator.yaml",), deployment=VENDOR_WORKLOAD))
+
+
+@pytest.fixture(params=[REFERENCE_OPERATOR, VENDOR_WORKLOAD], ids=["reference", "grid-operator"])
+def workload_kube(request: pytest.FixtureRequest, tools: Tools, root: Path, parts: SimpleNamespace,  # noqa: F811
+                  tmp_path: Path) -> Iterator[SimpleNamespace]:
+    """A started single-site kind grid whose operator is the reference's (no kubernetes block) or the vendor's."""
+    workload: OperatorWorkload = request.param
+    parts.impl.operator = (OperatorCommand(argv_template=()) if workload == REFERENCE_OPERATOR
+                           else vendor_operator(tmp_path))
+    backend = make_kind(parts, root, "single-site", image="img:1")
+    backend.start()
+    grid = Grid(load_topology("single-site"), backend, frozenset())
+    tools.answer(*workload_rules(workload))
+    try:
+        grid.start()
+        kc = ["kubectl", "--kubeconfig", str(parts.workdir / "kube" / "site-a" / "kubeconfig")]
+        yield SimpleNamespace(backend=backend, grid=grid, site=grid.site(), kc=kc, tools=tools, workload=workload)
+    finally:
+        grid.close()
+        backend.close()
+
+
+def test_the_operator_is_found_checked_and_read_by_its_declared_name_namespace_and_selector(
+        workload_kube: SimpleNamespace) -> None:
+    """The vendor's grid-system/grid-operator gets every command the reference's agn-system/agn-operator gets,
+    with its own name, namespace and selector; the reference's twin gets exactly the commands it always got."""
+    ns, w = workload_kube, workload_kube.workload
+    if w == REFERENCE_OPERATOR:  # spelled out: the twin must not follow a change of the defaults
+        name, where, selector = "agn-operator", ["--namespace", "agn-system"], "app.kubernetes.io/name=agn-operator"
+    else:
+        name, where, selector = "grid-operator", ["--namespace", "grid-system"], "control-plane=grid-operator"
+    get_deployment = [*ns.kc, *where, "get", "deployment", name, "--ignore-not-found", "-o", "json"]
+    get_pods = [*ns.kc, *where, "get", "pods", "-l", selector, "-o", "json"]
+    waits = [c for c in calls_since(ns, 0) if "--for=condition=Available" in c]
+    assert waits[0] == [*ns.kc, "--namespace", "agn-system", "wait", "--for=condition=Available", "deployment",
+                        "--all", "--timeout=300s"]
+    # installed as ready as the reference's, which the namespace's wait covers
+    assert waits[1:] == ([] if w == REFERENCE_OPERATOR else [[*ns.kc, *where, "wait", "--for=condition=Available",
+                                                              f"deployment/{name}", "--timeout=300s"]])
+    before = len(ns.backend.runner.calls)
+    plane = control(ns)
+    assert calls_since(ns, before) == [
+        get_deployment, [*ns.kc, *where, "rollout", "status", f"deployment/{name}", "--timeout=300s"], get_pods]
+    assert not [c for c in calls_since(ns, 0) if "patch" in c], "installed as its manifests made it"
+    assert plane.process.name == f"deployment/{name} in {ns.backend.sites[0].name}"
+
+    before = len(ns.backend.runner.calls)
+    plane.check_running()
+    assert plane.process.running()
+    assert calls_since(ns, before) == [get_deployment, get_pods, get_deployment]
+
+    ns.tools.answer(*workload_rules(w, available=0))
+    with pytest.raises(OperatorExited, match=f"the operator Deployment {where[1]}/{name} has no available replica"):
+        plane.check_running()
+    assert [*ns.kc, *where, "logs", f"deployment/{name}", "--all-containers", "--tail=40", "--previous"] in \
+        calls_since(ns, before)
+    ns.tools.answer(*workload_rules(w, restarts=1))
+    with pytest.raises(OperatorExited, match="restarted"):
+        plane.check_running()
+
+    before = len(ns.backend.runner.calls)
+    assert plane.log_text().startswith(f"a log line of deployment/{name}")
+    assert plane.process.log_tail(5).startswith(f"a log line of deployment/{name}")
+    assert f"=== operator deployment/{name} in " in plane.diagnostics()
+    calls = calls_since(ns, before)
+    assert calls[:2] == [[*ns.kc, *where, "logs", f"deployment/{name}", "--tail=-1"],
+                         [*ns.kc, *where, "logs", f"deployment/{name}", "--all-containers", "--tail=5"]]
+
+    before = len(ns.backend.runner.calls)
+    plane.restart()
+    assert calls_since(ns, before)[:2] == [[*ns.kc, *where, "rollout", "restart", f"deployment/{name}"],
+                                           [*ns.kc, *where, "rollout", "status", f"deployment/{name}",
+                                            "--timeout=300s"]]
+
+
+def test_the_operator_is_crashed_stopped_and_restored_by_its_declared_name_and_namespace(
+        workload_kube: SimpleNamespace) -> None:
+    ns, w = workload_kube, workload_kube.workload
+    if w == REFERENCE_OPERATOR:
+        name, where, selector, container = ("agn-operator", ["--namespace", "agn-system"],
+                                            "app.kubernetes.io/name=agn-operator", "operator")
+    else:
+        name, where, selector, container = ("grid-operator", ["--namespace", "grid-system"],
+                                            "control-plane=grid-operator", "manager")
+    plane = control(ns)
+    node = "agn-t1-site-a-control-plane"
+    ns.tools.answer({"match": ["exec", node, "crictl", "ps"], "stdout": "c0ffee\n"},
+                    {"match": ["exec", node, "crictl", "inspect"], "stdout": json.dumps({"info": {"pid": 4242}})},
+                    *workload_rules(w))
+    before = len(ns.backend.runner.calls)
+    plane.process.kill()
+    pod = f"{w.name}-7d9f"
+    assert calls_since(ns, before) == [
+        [*ns.kc, *where, "get", "pods", "-l", selector, "-o", "json"],
+        ["docker", "exec", node, "crictl", "ps", "-q", "--label", f"io.kubernetes.pod.namespace={where[1]}",
+         "--label", f"io.kubernetes.pod.name={pod}", "--label", f"io.kubernetes.container.name={container}"],
+        ["docker", "exec", node, "crictl", "inspect", "-o", "json", "c0ffee"],
+        ["docker", "exec", node, "sh", "-c", "kill -STOP 4242"],
+    ]
+
+    pods = json.dumps(workload_pods(w))
+    ns.tools.answer({"match": ["get", "pods", selector], "stdouts": [pods, json.dumps({"items": []})]},
+                    *workload_rules(w)[:1])
+    before = len(ns.backend.runner.calls)
+    ns.backend.stop_operator(ns.backend.sites[0], timeout=10)
+    pods_call = [*ns.kc, *where, "get", "pods", "-l", selector, "-o", "json"]
+    assert calls_since(ns, before) == [[*ns.kc, *where, "scale", f"deployment/{name}", "--replicas=0"],
+                                       pods_call, pods_call]
+    before = len(ns.backend.runner.calls)
+    ns.backend.restore_operators()
+    (restore,) = calls_since(ns, before)
+    assert restore[:-1] == [*ns.kc, *where, "patch", "deployment", name, "--type", "merge", "-p"]
+    spec = workload_deployment(w)["spec"]
+    assert json.loads(restore[-1]) == {"spec": {"replicas": spec.get("replicas", 1), "template": {"spec": {
+        "containers": spec["template"]["spec"]["containers"], "volumes": None, "nodeSelector": None}}}}
+
+
+def test_a_declared_container_the_pod_does_not_have_is_named_in_the_refusal() -> None:
+    pod = workload_deployment(VENDOR_WORKLOAD)["spec"]["template"]["spec"]
+    assert operator_container(pod, VENDOR_WORKLOAD)["name"] == "manager"
+    assert operator_container(pod)["name"] == "kube-rbac-proxy", "without a name: the first"
+    other = OperatorWorkload("grid-operator", "grid-system", container="operator")
+    with pytest.raises(OperatorUnsupported, match="^Deployment grid-operator has no container operator "
+                                                  r"\(its containers: kube-rbac-proxy, manager\)$"):
+        operator_container(pod, other)
+    with pytest.raises(OperatorUnsupported, match="^Deployment grid-operator: container manager sets no command"):
+        operator_patch(workload_deployment(VENDOR_WORKLOAD), ["--mesh-site", "a"], workload=VENDOR_WORKLOAD)
+
+
+def test_the_vendor_operator_logs_are_collected_with_the_namespace_ones(workload_kube: SimpleNamespace) -> None:
+    ns = workload_kube
+    before = len(ns.backend.runner.calls)
+    text = ns.backend.collect_logs(ns.backend.sites[0])
+    calls = calls_since(ns, before)
+    gateway = "a log line of deployment/agn-gateway"
+    if ns.workload == REFERENCE_OPERATOR:  # the namespace's Deployments hold the operator's
+        assert len(calls) == 2 and gateway in text
+    else:
+        assert calls[-1] == [*ns.kc, "--namespace", "grid-system", "logs", "deployment/grid-operator",
+                             "--all-containers", "--tail=200"]
+        assert gateway in text
+        assert "=== site-a grid-system/grid-operator\na log line of deployment/grid-operator" in text

@@ -23,6 +23,7 @@ from cryptography.x509.oid import NameOID
 from harness import mesh_oracle
 from harness.addresses import AddressPlan
 from harness.backends import OperationUnsupported
+from harness.backends.kube.backend import KubeBackend
 from harness.backends.kube.control import KubeControlPlane
 from harness.backends.kube.existing import ExistingBackend
 from harness.backends.kube.handles import BackendUnavailable
@@ -31,11 +32,18 @@ from harness.backends.runner import Runner
 from harness.control import OperatorExited
 from harness.grid_factory import GridFactory
 from harness.impl import parse_impl
+from harness.impl_kube import REFERENCE_OPERATOR, OperatorWorkload
 from harness.mesh import Mesh, MeshSite, start_site_provider_gateway
 from harness.process import Supervisor
 from harness.topology import Topology, load_topology
-from tests.test_kind_backend import Tools, parts, ready_server, root, tools  # noqa: F401 - fixtures
-from tests.test_kind_control import kube  # noqa: F401 - fixture
+from tests.test_kind_backend import Tools, make_kind, parts, ready_server, root, tools  # noqa: F401 - fixtures
+from tests.test_kind_control import (  # noqa: F401 - fixture
+    VENDOR_IMAGE,
+    VENDOR_WORKLOAD,
+    kube,
+    workload_deployment,
+    workload_rules,
+)
 
 SITES = ("site-a", "site-b", "site-c")
 NODE_IPS = {"site-a": "172.18.0.2", "site-b": "172.18.0.3", "site-c": "172.18.0.4"}
@@ -326,10 +334,11 @@ def test_mesh_outputs_are_read_from_the_mesh_state_configmap_and_the_gridsite_ob
 # ------------------------------------------------------------------------------------ the existing backend
 
 
-def existing(root: Path, parts: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> ExistingBackend:  # noqa: F811
+def existing(root: Path, parts: SimpleNamespace, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+             impl: Any = IMPL) -> ExistingBackend:
     monkeypatch.setenv("AGN_FAKE_CONTEXTS", "ctx-a,ctx-b")
     parts.workdir.mkdir(exist_ok=True)
-    backend = ExistingBackend(parts.workdir, load_topology("two-site"), IMPL, contexts={"site-a": "ctx-a",
+    backend = ExistingBackend(parts.workdir, load_topology("two-site"), impl, contexts={"site-a": "ctx-a",
                                                                                        "site-b": "ctx-b"},
                               runner=Runner(), root=root, run_id="t1", supervisor=parts.supervisor, plan=parts.plan,
                               image="reg/img:1")
@@ -337,7 +346,7 @@ def existing(root: Path, parts: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
     return backend
 
 
-def mesh_values(backend: ExistingBackend, tag: str) -> dict[str, str]:
+def mesh_values(backend: KubeBackend, tag: str) -> dict[str, str]:
     client = backend.pki.client(f"operator-site-a-{tag}")
     return {"site": "site-a", "mesh_bind": "0.0.0.0:7946", "mesh_advertise": "10.0.0.1:30946", "mesh_seeds": "",
             "gateway_address": "10.0.0.1:31234", "routing_cluster": "site-a-pg", "client_cert": str(client.cert),
@@ -462,3 +471,110 @@ def test_mesh_settings_from_the_environment_are_patched_as_env_leaving_the_comma
     with_args = operator_patch(deployment, ["--mesh-site", "site-a"])
     assert with_args is not None
     assert with_args["spec"]["template"]["spec"]["containers"][0]["command"] == [*BASE_COMMAND, "--mesh-site", "site-a"]
+
+
+# ------------------------------------------------------------------------------------ a vendor's operator workload
+
+
+#: What a mesh patch of the vendor's operator sets: it runs on its image's entrypoint, so its mesh settings come
+#: from the environment (a mesh_args list would have no command to be appended to).
+VENDOR_MESH_ENV = {"GRID_MESH_SITE": "{site}", "GRID_MESH_BIND": "{mesh_bind}", "GRID_MESH_SEEDS": "{mesh_seeds}",
+                   "GRID_MESH_CLIENT_CERT": "{client_cert}"}
+
+
+def vendor_impl(directory: Path) -> Any:
+    """The public grid operator's descriptor: installed from its manifests as Deployment grid-operator in
+    grid-system (operator container manager, beside a sidecar), joining a mesh through its environment."""
+    deployment = workload_deployment(VENDOR_WORKLOAD)
+    (directory / "grid-operator.yaml").write_text(json.dumps(deployment))
+    return parse_impl({
+        "implementation": {"organization": "vendor.example", "project": "grid-operator", "version": "1.4.0",
+                           "contact": ["c"]},
+        "gateway": {"command": ["gw", "{config}"], "startup_timeout_s": 10},
+        "operator": {"kubernetes": {"image": VENDOR_IMAGE, "manifests": [str(directory / "grid-operator.yaml")],
+                                    "deployment": {"name": "grid-operator", "namespace": "grid-system",
+                                                   "selector": "control-plane=grid-operator",
+                                                   "container": "manager"}},
+                     "mesh_env": VENDOR_MESH_ENV},
+    })
+
+
+def workload_case(name: str, tmp_path: Path) -> tuple[Any, OperatorWorkload, list[str]]:
+    """(descriptor, workload, `--namespace` args) of the reference's operator or the vendor's."""
+    if name == "reference":  # spelled out: the twin must not follow a change of the defaults
+        return IMPL, REFERENCE_OPERATOR, ["--namespace", "agn-system"]
+    return vendor_impl(tmp_path), VENDOR_WORKLOAD, ["--namespace", "grid-system"]
+
+
+@pytest.mark.parametrize("case", ["reference", "grid-operator"])
+def test_the_operator_is_patched_for_a_mesh_and_restored_where_its_descriptor_says_it_runs(
+        tools: Tools, root: Path, parts: SimpleNamespace, tmp_path: Path, case: str) -> None:  # noqa: F811
+    impl, workload, where = workload_case(case, tmp_path)
+    parts.impl = impl
+    backend = make_kind(parts, root, "single-site", image="img:1")
+    backend.start()
+    try:
+        tools.answer(*workload_rules(workload))
+        site = backend.sites[0]
+        kc = ["kubectl", "--kubeconfig", kubeconfig(parts.workdir, "site-a")]
+        before = len(backend.runner.calls)
+        backend.ensure_operator(site, mesh_values(backend, "1"))
+        name = "agn-operator" if case == "reference" else "grid-operator"
+        calls = calls_since(backend, before)
+        assert [*calls[:3], calls[3][:-1], calls[4]] == [
+            [*kc, *where, "get", "deployment", name, "--ignore-not-found", "-o", "json"],
+            [*kc, "apply", "--server-side", "--field-manager", "agn-conformance", "-f", "-"],
+            [*kc, "get", "nodes", "-o", "json"],
+            [*kc, *where, "patch", "deployment", name, "--type", "strategic", "-p"],
+            [*kc, *where, "rollout", "status", f"deployment/{name}", "--timeout=300s"]]
+        (secret,) = [d for d in stdin_docs(tools, kubeconfig(parts.workdir, "site-a"))
+                     if d["metadata"]["name"] == "agn-operator-mesh-client"]
+        assert secret["metadata"]["namespace"] == where[1], "made where the operator's pod can mount it"
+        patch = json.loads(calls[3][-1])["spec"]["template"]["spec"]
+        (container,) = patch["containers"]
+        assert patch["nodeSelector"] == {"kubernetes.io/hostname": "agn-t1-site-a-control-plane"}
+        assert {"name": "mesh-client", "secret": {"secretName": "agn-operator-mesh-client"}} in patch["volumes"]
+        if case == "reference":
+            assert container["name"] == "operator" and container["command"][:len(BASE_COMMAND)] == BASE_COMMAND
+            assert "--mesh-site" in container["command"]
+        else:
+            assert container["name"] == "manager" and "command" not in container, "its entrypoint is kept"
+            assert {"name": "GRID_MESH_SITE", "value": "site-a"} in container["env"]
+            assert {"name": "GRID_MESH_CLIENT_CERT", "value": "/etc/agn/mesh-client/tls.crt"} in container["env"]
+
+        before = len(backend.runner.calls)
+        backend.restore_operators()
+        (restore,) = calls_since(backend, before)
+        assert restore[:-1] == [*kc, *where, "patch", "deployment", name, "--type", "merge", "-p"]
+        spec = workload_deployment(workload)["spec"]["template"]["spec"]
+        assert json.loads(restore[-1])["spec"]["template"]["spec"]["containers"] == spec["containers"]
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("case", ["reference", "grid-operator"])
+def test_existing_backend_restores_the_operator_and_removes_its_secret_where_it_runs(
+        tools: Tools, root: Path, parts: SimpleNamespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+        case: str) -> None:
+    impl, workload, where = workload_case(case, tmp_path)
+    backend = existing(root, parts, monkeypatch, impl)
+    no_pods = {"match": ["get", "pods", workload.selector], "stdout": '{"items": []}'}
+    tools.answer(*workload_rules(workload)[:1], no_pods)
+    site_a, site_b = backend.sites
+    backend.ensure_operator(site_a, mesh_values(backend, "1"))
+    backend.stop_operator(site_b, timeout=10)
+    before = len(backend.runner.calls)
+    backend.close()
+    calls = calls_since(backend, before)
+    name = "agn-operator" if case == "reference" else "grid-operator"
+    assert [c[:-1] for c in calls if "patch" in c] == [
+        ["kubectl", "--context", ctx, *where, "patch", "deployment", name, "--type", "merge", "-p"]
+        for ctx in ("ctx-a", "ctx-b")]
+    label = ["-l", "agn.grid/run=t1", "--ignore-not-found", "--wait=false"]
+    for ctx in ("ctx-a", "ctx-b"):
+        deletes = [c for c in calls if c[1:3] == ["--context", ctx] and "delete" in c]
+        expected = [["kubectl", "--context", ctx, "--namespace", "agn-system", "delete",
+                     "deployment,service,configmap,secret", *label]]
+        if case != "reference":  # the mesh client Secret went to the operator's namespace
+            expected.append(["kubectl", "--context", ctx, *where, "delete", "secret", *label])
+        assert deletes == expected

@@ -86,6 +86,7 @@ DESCRIPTOR_TABLES: dict[str, Mapping[str, bool]] = {
     "overlaySync": impl._OVERLAY_SYNC_KEYS,
     "breakage": impl._BREAKAGE_KEYS,
     "kubernetes": impl_kube._KUBERNETES_KEYS,
+    "operatorWorkload": impl_kube._DEPLOYMENT_KEYS,
     "outputs": impl_kube._OUTPUTS_KEYS,
     "overlayOutput": impl_kube._OVERLAY_KEYS,
     "statusOutput": impl_kube._STATUS_KEYS,

@@ -75,9 +75,7 @@ from harness.backends.kube.manifests import (
     GatewayPod,
     PodState,
     gateway_docs,
-    operator_patch,
     pod_state,
-    restore_patch,
     secret_doc,
     tls_metrics_docs,
 )
@@ -92,13 +90,10 @@ from harness.backends.kube.names import (
     GATEWAY_PORT,
     MESH_CLIENT_DIR,
     MESH_CLIENT_FILES,
-    MESH_CLIENT_SECRET,
     MESH_NODEPORT,
     MESH_POD_PORT,
     METRICS_CA_DIR,
     NAMESPACE,
-    OPERATOR_DEPLOYMENT,
-    OPERATOR_SELECTOR,
     OVERLAY_KEY,
     POD_FILES_DIR,
     POD_OVERLAY_DIR,
@@ -108,6 +103,7 @@ from harness.backends.kube.names import (
     TLS_METRICS_NAME,
     TLS_METRICS_PORT,
 )
+from harness.backends.kube.operator_workload import OperatorDeployment, operator_workload
 from harness.backends.kube.relay import TcpRelay
 from harness.backends.kube.site_objects import render_site
 from harness.backends.kube.tools import repo_root, wait_http
@@ -182,8 +178,8 @@ class KubeBackend:
         self._syncs: dict[Path, KubeOverlaySync] = {}
         self._peers: dict[str, _Peer] = {}
         self._nodes: dict[str, list[tuple[str, str]]] = {}
-        self._operators: dict[str, dict[str, Any]] = {}  # site -> its operator Deployment before the run changed it
-        self._changed_operators: set[str] = set()  # sites whose operator Deployment the run patched or scaled
+        #: the operator under test: its Deployment wherever the descriptor says its manifests put it
+        self.operator_deployment = OperatorDeployment(self, operator_workload(impl))
         self._cluster_urls: dict[str, str] = {}
         self._mirror = OverlayMirror(self)
 
@@ -273,9 +269,14 @@ class KubeBackend:
         # one apply of the overlay (a descriptor's own components in place of the reference's) with this
         # site's objects in place of its defaults, so every pod starts on its final ConfigMaps
         apply_site(self, site)
+        limit = f"--timeout={int(self.ready_timeout)}s"
+        operator = self.operator_deployment
         try:
             self.kubectl(site, "--namespace", NAMESPACE, "wait", "--for=condition=Available", "deployment",
-                         "--all", f"--timeout={int(self.ready_timeout)}s", timeout=self.ready_timeout + 30)
+                         "--all", limit, timeout=self.ready_timeout + 30)
+            if operator.workload.namespace != NAMESPACE:  # waited for as it would be among NAMESPACE's
+                operator.kubectl(site, "wait", "--for=condition=Available", operator.ref, limit,
+                                 timeout=self.ready_timeout + 30)
         except CommandFailed as exc:
             raise BackendUnavailable(f"site {site.spec.name}: deployments not available: {exc}\n"
                                      f"{self.collect_logs(site)}") from None
@@ -441,36 +442,9 @@ class KubeBackend:
 
     def ensure_operator(self, site: SiteCluster, mesh: Mapping[str, str] | None = None) -> None:
         """The operator Deployment as its manifests made it (the run's CA is the Secret metrics-ca the suites'
-        caSecretRef names, applied with the site); in a mesh given its mesh arguments and client
-        certificate (Secret agn-operator-mesh-client) and pinned to its node, then rolled out. The patch is
-        computed from the Deployment as this run first found it, which `restore_operators` puts back.
-        """
-        deployment = self.kubectl_json(site, "--namespace", NAMESPACE, "get", "deployment", OPERATOR_DEPLOYMENT,
-                                       "--ignore-not-found")
-        if deployment is None:
-            raise OperatorUnsupported(f"site {site.spec.name} has no Deployment {NAMESPACE}/{OPERATOR_DEPLOYMENT} "
-                                      "(the kustomize overlay leaves the operator out)")
-        original = self._operators.setdefault(site.name, deployment)
-        secret_docs: list[dict[str, Any]] = []
-        mesh_args: list[str] | None = None
-        mesh_env: dict[str, str] = {}
-        client: dict[str, bytes] = {}
-        if mesh is not None:
-            client = {name: Path(mesh[key]).read_bytes() for key, name in MESH_CLIENT_FILES.items() if mesh.get(key)}
-            if client:
-                secret_docs.append(secret_doc(MESH_CLIENT_SECRET, client, self._labels()))
-            mesh_args, mesh_env = self.render_mesh(mesh)
-        if secret_docs:
-            self.apply_json(site, secret_docs)
-        # The advertised address is the first node's: the pod must run there (a NodePort with
-        # externalTrafficPolicy Local answers only on the node of its pod). One node on kind.
-        node = self.nodes(site)[0][0] if mesh is not None else None
-        patch = operator_patch(original, mesh_args, mesh_env=mesh_env, mesh_client=bool(client), node=node)
-        if patch is not None:
-            self._changed_operators.add(site.name)
-            self.kubectl(site, "--namespace", NAMESPACE, "patch", "deployment", OPERATOR_DEPLOYMENT, "--type",
-                         "strategic", "-p", json.dumps(patch))
-        self.await_rollout(site, OPERATOR_DEPLOYMENT, "the operator")
+        caSecretRef names, applied with the site); in a mesh patched to join it, then rolled out
+        (see OperatorDeployment.ensure)."""
+        self.operator_deployment.ensure(site, mesh)
 
     def render_mesh(self, mesh: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
         """The descriptor's `operator.mesh_args` and `operator.mesh_env` rendered for the pod: the client
@@ -498,21 +472,11 @@ class KubeBackend:
         return peer.node if peer is not None else address
 
     def operator_pods(self, site: SiteCluster) -> list[dict[str, Any]]:
-        pods = self.kubectl_json(site, "--namespace", NAMESPACE, "get", "pods", "-l", OPERATOR_SELECTOR) or {}
-        return [p for p in pods.get("items") or [] if isinstance(p, dict)]
+        return self.operator_deployment.pods(site)
 
     def stop_operator(self, site: SiteCluster, timeout: float = 120.0) -> None:
         """Scale the operator to zero (SIGTERM: it leaves the mesh gracefully) and wait until no pod is left."""
-        if site.name not in self._operators:  # what restore_operators gives back
-            found = self.kubectl_json(site, "--namespace", NAMESPACE, "get", "deployment", OPERATOR_DEPLOYMENT,
-                                      "--ignore-not-found")
-            if found is not None:
-                self._operators[site.name] = found
-        self._changed_operators.add(site.name)
-        self.kubectl(site, "--namespace", NAMESPACE, "scale", f"deployment/{OPERATOR_DEPLOYMENT}", "--replicas=0")
-        poll_until(lambda: [(p.get("metadata") or {}).get("name") for p in self.operator_pods(site)],
-                   lambda names: not names, what=f"site {site.spec.name}: the operator's pods to be gone",
-                   timeout=timeout, interval=0.25, max_interval=1.0)
+        self.operator_deployment.stop(site, timeout)
 
     def suspend_operator(self, site: SiteCluster) -> None:
         """Crash the operator without a goodbye; needs the nodes, which only backends owning them reach."""
@@ -529,21 +493,8 @@ class KubeBackend:
 
     def restore_operators(self) -> None:
         """Give every operator Deployment this run patched or scaled back the containers, volumes and
-        replicas it had before (one merge patch each: lists are replaced whole, an absent key removed)."""
-        errors: list[str] = []
-        for site in self.sites:
-            original = self._operators.get(site.name)
-            if site.name not in self._changed_operators or original is None:
-                continue
-            try:
-                self.kubectl(site, "--namespace", NAMESPACE, "patch", "deployment", OPERATOR_DEPLOYMENT, "--type",
-                             "merge", "-p", json.dumps(restore_patch(original)))
-            except CommandFailed as exc:
-                errors.append(f"{site.spec.name}: {exc}")
-                continue
-            self._changed_operators.discard(site.name)
-        if errors:
-            raise RuntimeError("could not restore the operator Deployment of " + "; ".join(errors))
+        replicas it had before."""
+        self.operator_deployment.restore(self.sites)
 
     # ------------------------------------------------------------------------ gateways
 
@@ -763,30 +714,34 @@ class KubeBackend:
                                   f"{POD_OVERLAY_DIR}/{OVERLAY_KEY}"], check=False, timeout=60)
         return result.stdout.encode() if result.returncode == 0 else None
 
-    def await_rollout(self, site: SiteCluster, deployment: str, what: str) -> None:
+    def await_rollout(self, site: SiteCluster, deployment: str, what: str, *, namespace: str = NAMESPACE) -> None:
         """Wait for a Deployment's rollout; BackendUnavailable with its logs when it never completes."""
         try:
-            self.kubectl(site, "--namespace", NAMESPACE, "rollout", "status", f"deployment/{deployment}",
+            self.kubectl(site, "--namespace", namespace, "rollout", "status", f"deployment/{deployment}",
                          f"--timeout={int(self.ready_timeout)}s", timeout=self.ready_timeout + 30)
         except CommandFailed as exc:
             raise BackendUnavailable(f"site {site.spec.name}: {what} did not roll out: {exc}\n"
-                                     f"{self.logs(site, deployment)}") from None
+                                     f"{self.logs(site, deployment, namespace=namespace)}") from None
 
     # ------------------------------------------------------------------------ diagnostics
 
     def logs(self, site: SiteCluster, deployment: str, tail: int = 200, *, container: str | None = None,
-             previous: bool = False) -> str:
+             previous: bool = False, namespace: str = NAMESPACE) -> str:
         which = ["-c", container] if container else ["--all-containers"]
-        return self.kubectl(site, "--namespace", NAMESPACE, "logs", f"deployment/{deployment}", *which,
+        return self.kubectl(site, "--namespace", namespace, "logs", f"deployment/{deployment}", *which,
                             f"--tail={tail}", *(["--previous"] if previous else []), check=False, timeout=60)
 
     def collect_logs(self, site: SiteCluster | None = None) -> str:
-        """`kubectl logs` of every Deployment in the namespace of one site (or all), also saved to logs/."""
+        """`kubectl logs` of every Deployment in the namespace of one site (or all), and of the operator's where
+        it runs in another, also saved to logs/."""
         parts: list[str] = []
+        operator = self.operator_deployment
         for cluster in [site] if site is not None else self.sites:
             names = self.kubectl(cluster, "--namespace", NAMESPACE, "get", "deployments", "-o", "name",
                                  check=False, timeout=60).split()
             text = "\n".join(f"=== {cluster.spec.name} {n}\n{self.logs(cluster, n.split('/')[-1])}" for n in names)
+            if operator.workload.namespace != NAMESPACE:
+                text += f"\n=== {cluster.spec.name} {operator.where}\n{operator.logs(cluster)}"
             out = self.workdir / "logs" / f"kube-{cluster.spec.name}.log"
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(text)

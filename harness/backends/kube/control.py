@@ -14,13 +14,15 @@ The same suites run against it as against the local `ControlPlane`:
   reads as "the file kept its identity";
 - a forced reconcile patches the force-refresh annotation once, in the second after the last renderedAt;
   the status stamp is the status content, which every render then changes (`renderedAt`);
+- the operator is the Deployment its manifests make: agn-system/agn-operator as the reference's are, or
+  wherever the descriptor's `operator.kubernetes.deployment` says (harness.backends.kube.operator_workload);
 - `check_running` reads the Deployment's available replicas and the pods' restart counts; the log is
-  `kubectl logs deployment/agn-operator`;
+  `kubectl logs deployment/<name>` in its namespace;
 - `connect` starts a gateway pod whose overlay-sync watches the operator's ConfigMap itself;
-- in a mesh, the operator's status is ConfigMap `agn-mesh-state` (key `mesh.state.yaml`, the dir sink's
-  document) and the GridSites it discovers are objects with their status; `process` is the Deployment
-  seen as a process: `kill` crashes it without a goodbye (where the backend reaches the nodes), `stop`
-  scales it to zero so it leaves gracefully.
+- in a mesh, the operator's status is ConfigMap `agn-mesh-state` in the gateway namespace (key
+  `mesh.state.yaml`, the dir sink's document) and the GridSites it discovers are objects with their
+  status; `process` is the Deployment seen as a process: `kill` crashes it without a goodbye (where the
+  backend reaches the nodes), `stop` scales it to zero so it leaves gracefully.
 
 A resource that breaks its CRD schema never reaches an operator in a cluster: the API server validates it
 against the same schema and refuses it. `apply_raw` records that refusal (the server's message names the
@@ -49,7 +51,7 @@ import yaml
 from harness import feature_use, status_shapes
 from harness.backends.kube.handles import KubeOverlaySync, SiteCluster
 from harness.backends.kube.install_plan import kube_outputs
-from harness.backends.kube.names import FIELD_MANAGER, NAMESPACE, OPERATOR_DEPLOYMENT
+from harness.backends.kube.names import FIELD_MANAGER, NAMESPACE
 from harness.backends.runner import CommandFailed
 from harness.contract import ScopeSpec
 from harness.control import FORCE_REFRESH, MESH_STATE, Chain, ControlPlane, OperatorExited
@@ -70,7 +72,8 @@ GRID_RESOURCES = {kind: f"{kind.lower()}s.{GROUP}"
                   for kind in ("GridNetwork", "InferenceProvider", "GridSite", "AgentToolProvider")}
 #: Field managers of the harness and of Kubernetes itself: whatever else wrote an object is the operator.
 _NOT_OPERATOR_PREFIXES = ("kubectl", "kube-", FIELD_MANAGER)
-#: The ConfigMap (in the operator's namespace) holding the operator's mesh status under key `mesh.state.yaml`.
+#: The ConfigMap (in the gateway namespace, where the reference writes it) holding the operator's mesh status
+#: under key `mesh.state.yaml`.
 MESH_STATE_CONFIGMAP = "agn-mesh-state"
 
 
@@ -86,11 +89,12 @@ class KubeOperatorProcess:
     def __init__(self, backend: KubeBackend, cluster: SiteCluster) -> None:
         self.backend = backend
         self.cluster = cluster
+        self.deployment = backend.operator_deployment
         self.ended: str | None = None  # "killed" or "stopped" once the harness ended it
 
     @property
     def name(self) -> str:
-        return f"deployment/{OPERATOR_DEPLOYMENT} in {self.cluster.name}"
+        return f"{self.deployment.ref} in {self.cluster.name}"
 
     @property
     def returncode(self) -> int | None:
@@ -110,15 +114,14 @@ class KubeOperatorProcess:
         """Not ended by the harness and the Deployment has an available replica."""
         if self.ended is not None:
             return False
-        deployment = self.backend.kubectl_json(self.cluster, "--namespace", NAMESPACE, "get", "deployment",
-                                               OPERATOR_DEPLOYMENT, "--ignore-not-found")
+        deployment = self.deployment.get(self.cluster)
         return int(((deployment or {}).get("status") or {}).get("availableReplicas") or 0) >= 1
 
     def log_text(self) -> str:
-        return self.backend.logs(self.cluster, OPERATOR_DEPLOYMENT, -1)
+        return self.deployment.logs(self.cluster, -1)
 
     def log_tail(self, lines: int = 40) -> str:
-        return self.backend.logs(self.cluster, OPERATOR_DEPLOYMENT, lines)
+        return self.deployment.logs(self.cluster, lines)
 
 
 class KubeControlPlane(ControlPlane):
@@ -144,6 +147,8 @@ class KubeControlPlane(ControlPlane):
         self.refusals: list[str] = []
         self.chains: list[Chain] = []
         self.process = KubeOperatorProcess(backend, cluster)
+        #: the operator's Deployment, pods and logs, wherever its manifests put them
+        self.deployment = backend.operator_deployment
         #: where the operator writes overlays and status: the spec's places, or the descriptor's outputs
         self.outputs = kube_outputs(backend.impl)
         self._last_check = 0.0
@@ -152,8 +157,7 @@ class KubeControlPlane(ControlPlane):
     def restart(self) -> None:
         """Replace the operator's pod (a rollout restart of its Deployment) and wait until the new one has
         rolled out; what the old one kept only in memory is gone, the objects it wrote stay."""
-        self._kubectl("--namespace", NAMESPACE, "rollout", "restart", f"deployment/{OPERATOR_DEPLOYMENT}")
-        self.backend.await_rollout(self.cluster, OPERATOR_DEPLOYMENT, "the restarted operator")
+        self.deployment.restart(self.cluster)
         self._restarts = self._restart_count()
 
     # --------------------------------------------------------------------------------------- kubectl
@@ -358,8 +362,8 @@ class KubeControlPlane(ControlPlane):
 
     def log_text(self) -> str:
         """The operator container's log, then any API server refusals of resources applied raw."""
-        text = self._kubectl("--namespace", NAMESPACE, "logs", f"deployment/{OPERATOR_DEPLOYMENT}", "--tail=-1",
-                             check=False)
+        text = self.deployment.kubectl(self.cluster, "logs", self.deployment.ref, "--tail=-1", check=False,
+                                       timeout=120)
         return text + "".join(f"{line}\n" for line in self.refusals)
 
     def _outputs(self) -> dict[str, tuple[str, str]]:
@@ -414,12 +418,12 @@ class KubeControlPlane(ControlPlane):
         if now - self._last_check < self.check_interval:
             return
         self._last_check = now
-        deployment = self._get("deployment", OPERATOR_DEPLOYMENT, NAMESPACE)
+        deployment = self.deployment.get(self.cluster)
         if deployment is None:
-            raise OperatorExited(f"the operator Deployment {NAMESPACE}/{OPERATOR_DEPLOYMENT} is gone")
+            raise OperatorExited(f"the operator Deployment {self.deployment.where} is gone")
         available = int((deployment.get("status") or {}).get("availableReplicas") or 0)
         if available < 1:
-            raise OperatorExited(f"the operator Deployment {NAMESPACE}/{OPERATOR_DEPLOYMENT} has no available "
+            raise OperatorExited(f"the operator Deployment {self.deployment.where} has no available "
                                  f"replica\n--- operator log (tail) ---\n{self._tail(previous=True)}")
         restarts = self._restart_count()
         if restarts > self._restarts:
@@ -429,10 +433,10 @@ class KubeControlPlane(ControlPlane):
 
     def _tail(self, lines: int = 40, *, previous: bool = False) -> str:
         if previous:
-            text = self.backend.logs(self.cluster, OPERATOR_DEPLOYMENT, lines, previous=True)
+            text = self.deployment.logs(self.cluster, lines, previous=True)
             if text.strip():
                 return text
-        return self.backend.logs(self.cluster, OPERATOR_DEPLOYMENT, lines)
+        return self.deployment.logs(self.cluster, lines)
 
     def reconcile(self, network: str, gateway: str = DEFAULT_GATEWAY,
                   timeout: float | None = None) -> dict[str, Any] | None:
@@ -495,8 +499,8 @@ class KubeControlPlane(ControlPlane):
             names = self.output_names()
             tail = self._tail()
         except (CommandFailed, ValueError) as exc:
-            return f"=== operator deployment/{OPERATOR_DEPLOYMENT} in {self.cluster.name}: unreadable ({exc})"
-        parts = [f"=== operator deployment/{OPERATOR_DEPLOYMENT} in {self.cluster.name}: outputs {names}\n"
+            return f"=== operator {self.deployment.ref} in {self.cluster.name}: unreadable ({exc})"
+        parts = [f"=== operator {self.deployment.ref} in {self.cluster.name}: outputs {names}\n"
                  f"--- log tail ---\n{tail}"]
         parts += [f"=== refused by the API server\n{line}" for line in self.refusals]
         for chain in self.chains:

@@ -84,16 +84,21 @@ class ExistingBackend(KubeBackend):
 
     def close(self) -> None:
         """Restore the operator Deployments the run changed, then remove the objects it labelled (both are
-        left as they are with --grid-keep); the clusters stay as they were."""
+        left as they are with --grid-keep), with the mesh client Secret in the operator's own namespace where
+        that is another; the clusters stay as they were."""
         super().close()
         if self.keep:
             return
+        operator_namespace = self.operator_deployment.workload.namespace
         try:
             self.restore_operators()
         finally:
             for site in self.sites:
                 self.kubectl(site, "--namespace", NAMESPACE, "delete", "deployment,service,configmap,secret", "-l",
                              f"{RUN_LABEL}={self.run_id}", "--ignore-not-found", "--wait=false", check=False)
+                if operator_namespace != NAMESPACE:
+                    self.kubectl(site, "--namespace", operator_namespace, "delete", "secret", "-l",
+                                 f"{RUN_LABEL}={self.run_id}", "--ignore-not-found", "--wait=false", check=False)
 
 
 __all__ = ["ExistingBackend", "parse_contexts", "preflight_existing"]

@@ -32,7 +32,7 @@ from harness.backends.kube.kind_images import (
     resolve_node_image,
 )
 from harness.backends.kube.manifests import operator_container
-from harness.backends.kube.names import ADMIN_NODEPORT, NAMESPACE
+from harness.backends.kube.names import ADMIN_NODEPORT
 from harness.backends.kube.tools import kubectl_too_old, missing_tools, repo_root, wait_http
 from harness.backends.runner import CommandFailed, Runner
 from harness.topology import SiteSpec, Topology
@@ -307,12 +307,13 @@ class KindBackend(KubeBackend):
         if len(pods) != 1:
             raise BackendUnavailable(f"site {site.spec.name}: expected one operator pod, found {len(pods)}")
         pod = pods[0]
+        workload = self.operator_deployment.workload
         node = str((pod.get("spec") or {}).get("nodeName") or "")
-        container = operator_container(pod.get("spec") or {}).get("name")
+        container = operator_container(pod.get("spec") or {}, workload).get("name")
         name = (pod.get("metadata") or {}).get("name")
         if not node or not container or not name:
             raise BackendUnavailable(f"site {site.spec.name}: operator pod {name} has no node or container yet")
-        ids = self.node_exec(node, "crictl", "ps", "-q", "--label", f"io.kubernetes.pod.namespace={NAMESPACE}",
+        ids = self.node_exec(node, "crictl", "ps", "-q", "--label", f"io.kubernetes.pod.namespace={workload.namespace}",
                              "--label", f"io.kubernetes.pod.name={name}",
                              "--label", f"io.kubernetes.container.name={container}").split()
         if len(ids) != 1:

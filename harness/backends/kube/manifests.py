@@ -17,7 +17,6 @@ from harness.backends.kube.names import (
     MESH_CLIENT_DIR,
     MESH_CLIENT_SECRET,
     NAMESPACE,
-    OPERATOR_DEPLOYMENT,
     OVERLAY_KEY,
     POD_FILES_DIR,
     POD_OVERLAY_DIR,
@@ -26,6 +25,7 @@ from harness.backends.kube.names import (
     TLS_METRICS_PORT,
 )
 from harness.backends.local import OperatorUnsupported
+from harness.impl_kube import REFERENCE_OPERATOR, OperatorWorkload
 
 #: Waiting reasons after which a container will not start without someone changing the pod.
 _STUCK_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
@@ -73,19 +73,26 @@ def pod_state(doc: Mapping[str, Any] | None) -> PodState:
     return PodState("pending", detail="; ".join(seen))
 
 
-def operator_container(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """The operator's container in a pod spec: the one running agn-operator, else the first."""
-    containers = pod.get("containers") or []
+def operator_container(pod: Mapping[str, Any], workload: OperatorWorkload = REFERENCE_OPERATOR) -> dict[str, Any]:
+    """The operator's container in a pod spec: the one the workload names, else the one running agn-operator,
+    else the first (a vendor's pod with sidecars names its operator's container in the descriptor)."""
+    containers = [c for c in pod.get("containers") or [] if isinstance(c, dict)]
+    if workload.container is not None:
+        named = next((c for c in containers if c.get("name") == workload.container), None)
+        if named is None:
+            raise OperatorUnsupported(f"Deployment {workload.name} has no container {workload.container} (its "
+                                      f"containers: {', '.join(str(c.get('name')) for c in containers) or 'none'})")
+        return dict(named)
     operator = next((c for c in containers if "agn-operator" in (c.get("command") or [])[:1]),
                     containers[0] if containers else None)
     if operator is None:
-        raise OperatorUnsupported(f"Deployment {OPERATOR_DEPLOYMENT} has no containers")
+        raise OperatorUnsupported(f"Deployment {workload.name} has no containers")
     return dict(operator)
 
 
 def operator_patch(deployment: Mapping[str, Any], mesh_args: Sequence[str] | None = None, *,
                     mesh_env: Mapping[str, str] | None = None, mesh_client: bool = False,
-                    node: str | None = None) -> dict[str, Any] | None:
+                    node: str | None = None, workload: OperatorWorkload = REFERENCE_OPERATOR) -> dict[str, Any] | None:
     """A strategic merge patch of the operator container for a mesh (None: nothing to change).
 
     Outside a mesh the operator runs exactly as its manifests say. In a mesh it appends the descriptor's
@@ -95,10 +102,10 @@ def operator_patch(deployment: Mapping[str, Any], mesh_args: Sequence[str] | Non
     settings advertise. The command list is replaced whole by the patch; env, volumes and mounts merge by
     name and mount path.
     """
-    operator = operator_container(((deployment.get("spec") or {}).get("template") or {}).get("spec") or {})
+    operator = operator_container(((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}, workload)
     command = list(operator.get("command") or [])
     if mesh_args and not command:
-        raise OperatorUnsupported(f"Deployment {OPERATOR_DEPLOYMENT}: container {operator.get('name')} sets no "
+        raise OperatorUnsupported(f"Deployment {workload.name}: container {operator.get('name')} sets no "
                                   "command to append operator.mesh_args to")
     wanted = command + list(mesh_args or ())
     volumes: list[dict[str, Any]] = []
@@ -137,16 +144,17 @@ def restore_patch(deployment: Mapping[str, Any]) -> dict[str, Any]:
                                            "nodeSelector": pod.get("nodeSelector")}}}}
 
 
-def object_meta(name: str, labels: Mapping[str, str]) -> dict[str, Any]:
-    return {"name": name, "namespace": NAMESPACE, "labels": dict(labels)}
+def object_meta(name: str, labels: Mapping[str, str], namespace: str = NAMESPACE) -> dict[str, Any]:
+    return {"name": name, "namespace": namespace, "labels": dict(labels)}
 
 
 def configmap_doc(name: str, data: Mapping[str, str], labels: Mapping[str, str]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": object_meta(name, labels), "data": dict(data)}
 
 
-def secret_doc(name: str, data: Mapping[str, bytes], labels: Mapping[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": object_meta(name, labels),
+def secret_doc(name: str, data: Mapping[str, bytes], labels: Mapping[str, str],
+               namespace: str = NAMESPACE) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": object_meta(name, labels, namespace),
             "data": {k: base64.b64encode(v).decode() for k, v in data.items()}}
 
 

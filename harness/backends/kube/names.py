@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from harness.impl_kube import REFERENCE_OPERATOR
+
 NAMESPACE = "agn-system"
 DEFAULT_IMAGE = "agn-conformance/reference:dev"
 OVERLAY_KEY = "routing-overlay.json"
@@ -25,8 +27,11 @@ ADMIN_NODEPORT = 30901
 FIELD_MANAGER = "agn-conformance"
 RUN_LABEL = "agn.grid/run"
 GATEWAY_LABEL = "agn.grid/gateway"
-OPERATOR_DEPLOYMENT = "agn-operator"
-OPERATOR_SELECTOR = "app.kubernetes.io/name=agn-operator"
+#: The reference operator's Deployment and pod selector (in NAMESPACE): the defaults of a descriptor's
+#: operator.kubernetes.deployment. The backends address the operator under test through
+#: harness.backends.kube.operator_workload, wherever its descriptor puts it.
+OPERATOR_DEPLOYMENT = REFERENCE_OPERATOR.name
+OPERATOR_SELECTOR = REFERENCE_OPERATOR.selector
 #: The Secret holding the run's CA: the name the suites' metricsConfig.tls.caSecretRef points at.
 METRICS_CA_SECRET = "metrics-ca"
 METRICS_CA_DIR = "/etc/agn/metrics-ca"
