@@ -35,6 +35,7 @@ from harness.overlay_facts import pick_by_facts
 from harness.process import ManagedProcess
 from harness.projection import write_atomic
 from harness.resources import DEFAULT_GATEWAY, DEFAULT_NAMESPACE
+from harness.site_inputs import SiteInventory, as_operator_reads
 from harness.spelling import spelled
 from harness.timeline import current, record_action, record_revision
 from harness.timeouts import timeouts
@@ -99,12 +100,13 @@ class ControlPlane:
 
     def __init__(self, site: Site, process: ManagedProcess, manifests: Path, out: Path,
                  respawn: Callable[[], ManagedProcess] | None = None, *,
-                 metrics_endpoint_key: str = "endpoint") -> None:
+                 metrics_endpoint_key: str = "endpoint", provider_site: str = "siteSelector") -> None:
         self.site = site
         self.process = process
         self.manifests = manifests
         self.out = out
         self.metrics_endpoint_key = metrics_endpoint_key
+        self.sites = SiteInventory(provider_site)  # how hosting sites are written (harness.site_inputs)
         self._respawn = respawn  # starts the operator again on these directories
         self._applied: dict[tuple[str, str], dict[str, Any]] = {}
         self.chains: list[Chain] = []
@@ -120,7 +122,9 @@ class ControlPlane:
         for obj in objects:
             kind, name = obj["kind"], obj["metadata"]["name"]
             self._applied[(kind, name)] = copy.deepcopy(obj)
-            written = spelled(obj, self.metrics_endpoint_key)
+            for site in self.sites.sites_for(obj):  # a hosting site to select, written first
+                self._write(self._path("GridSite", site["metadata"]["name"]), yaml.safe_dump(site, sort_keys=False))
+            written = as_operator_reads(spelled(obj, self.metrics_endpoint_key), self.sites.mode)
             self._write(self._path(kind, name), yaml.safe_dump(written, sort_keys=False))
 
     def apply_raw(self, filename: str, text: str) -> Path:
@@ -131,8 +135,9 @@ class ControlPlane:
 
     def delete(self, kind: str, name: str) -> None:
         self._applied.pop((kind, name), None)
-        with contextlib.suppress(FileNotFoundError):
-            self._path(kind, name).unlink()
+        for path in [self._path(kind, name), *(self._path("GridSite", s) for s in self.sites.released(kind, name))]:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
 
     def delete_file(self, path: Path) -> None:
         with contextlib.suppress(FileNotFoundError):

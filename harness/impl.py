@@ -33,6 +33,7 @@ from harness.features import (
     SIGNALS_RELAY_FEATURE,
 )
 from harness.run_as import RunAs, parse_run_as
+from harness.site_inputs import PROVIDER_SITE_MODES
 from harness.spelling import METRICS_ENDPOINT_KEYS
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ _IMPLEMENTATION_KEYS = {"organization": True, "project": True, "version": True, 
 _GATEWAY_KEYS = {"command": True, "env": False, "startup_timeout_s": False, "run_as": False, "launcher": False}
 _LAUNCHER_KEYS = {"command": True, "env": False}
 _OPERATOR_KEYS = {"command": False, "env": False, "mesh_args": False, "mesh_env": False, "dynamic_weights": False,
-                  "kubernetes": False, "signals_args": False, "metrics_endpoint_key": False}
+                  "kubernetes": False, "signals_args": False, "metrics_endpoint_key": False, "provider_site": False}
 #: A descriptor breakage: its name, what it breaks, the profile whose suite must notice, the tests that must
 #: fail (default: any test of that profile) and the component sections that replace the descriptor's.
 _BREAKAGE_KEYS = {"name": True, "summary": False, "profile": True, "must_fail": False, "gateway": False,
@@ -209,6 +210,9 @@ class OperatorCommand:
     signals_args: tuple[str, ...] | None = None
     #: the spelling of a provider's metrics URL inside metricsConfig this operator reads (harness.spelling)
     metrics_endpoint_key: str = "endpoint"
+    #: how the operator learns a provider's hosting site (harness.site_inputs): GridSites matched by
+    #: spec.siteSelector (the public operator's way, the default) or a plain spec.site
+    provider_site: str = "siteSelector"
 
     def render(self, manifests: Path, out: Path, workdir: Path, metrics_ca: Path,
                mesh: Mapping[str, str] | None = None,
@@ -513,6 +517,10 @@ def _parse_operator(data: Any, base: Path) -> OperatorCommand:
                                 or not all(isinstance(key, str) for key in dynamic)):
         raise ImplError("operator.dynamic_weights", f"must be a non-empty mapping of GridNetwork spec fields, got "
                                                     f"{_kind(dynamic)}")
+    site_mode = block.get("provider_site", "siteSelector")
+    if site_mode not in PROVIDER_SITE_MODES:
+        raise ImplError("operator.provider_site", f"must be one of {', '.join(PROVIDER_SITE_MODES)} (how the "
+                                                  f"operator learns a provider's hosting site), got {site_mode!r}")
     spelling = block.get("metrics_endpoint_key", "endpoint")
     if spelling not in METRICS_ENDPOINT_KEYS:
         raise ImplError("operator.metrics_endpoint_key", f"must be one of {', '.join(METRICS_ENDPOINT_KEYS)} (the "
@@ -522,7 +530,7 @@ def _parse_operator(data: Any, base: Path) -> OperatorCommand:
     return OperatorCommand(argv_template=argv, env=env, mesh_args=mesh_args, mesh_env=mesh_env,
                            dynamic_weights=MappingProxyType(dict(dynamic)) if dynamic is not None else None,
                            kubernetes=kubernetes, signals_args=_parse_signals_args(block.get("signals_args")),
-                           metrics_endpoint_key=spelling)
+                           metrics_endpoint_key=spelling, provider_site=site_mode)
 
 
 def parse_overlay_sync(data: Any) -> OverlaySyncCommand:

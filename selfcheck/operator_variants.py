@@ -124,3 +124,34 @@ VARIANTS["mesh-settings-from-env"] = Variant(
     "not how they are configured", _mesh_settings_from_env, profiles=("mesh",))
 DESCRIPTOR_FIELDS["mesh-settings-from-env"] = {
     "mesh_args": None, "mesh_env": {name: template for name, (_, template) in MESH_ENV.items()}}
+
+
+def _hosting_read_as(keep: str) -> None:
+    """The reference reading a provider's hosting site one way only: `selector` (GridSites its siteSelector
+    matches, as the public operator does) or `site` (a plain spec.site, ignoring any siteSelector)."""
+    import dataclasses
+
+    from reference.operator.core import model
+
+    for name in ("provider_from_resource", "tool_provider_from_resource"):
+        original = getattr(model, name)
+
+        def parse(obj: Mapping[str, Any], _original: Any = original) -> Any:
+            spec = _original(obj)
+            return dataclasses.replace(spec, site=None) if keep == "selector" else \
+                dataclasses.replace(spec, site_selector={})
+
+        patch(model, name, parse)
+
+
+VARIANTS["hosting-site-by-selector"] = Variant(
+    "hosting-site-by-selector",
+    "learns a provider's hosting site only from the GridSites its spec.siteSelector matches, as both public "
+    "operator versions do (no spec sentence names spec.site)", lambda: _hosting_read_as("selector"),
+    profiles=("producer",))
+VARIANTS["hosting-site-by-spec-site"] = Variant(
+    "hosting-site-by-spec-site",
+    "learns a provider's hosting site only from a plain spec.site, its descriptor saying so "
+    "(operator.provider_site: site): the spec names no field for it", lambda: _hosting_read_as("site"),
+    profiles=("producer",))
+DESCRIPTOR_FIELDS["hosting-site-by-spec-site"] = {"provider_site": "site"}

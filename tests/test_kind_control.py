@@ -179,17 +179,21 @@ def test_apply_sends_the_object_by_server_side_apply_and_its_status_through_the_
                                             metrics=resources.metrics_config(metrics_url, "p1"))
     site = resources.grid_site("site-a", NET, phase="Draining")
     before = len(kube.backend.runner.calls)
-    plane.apply(provider, site)
+    plane.apply(site, provider)  # the hosting site's GridSite first: the harness adds none
     kc = kube.kc
     assert calls_since(kube, before) == [
         [*kc, "apply", "--server-side", "--field-manager", "agn-conformance", "-f", "-"],
-        [*kc, "apply", "--server-side", "--field-manager", "agn-conformance", "-f", "-"],
         [*kc, "patch", "gridsites.grid.praxis.fast", "site-a", "--subresource=status", "--type=json", "-p",
          json.dumps([{"op": "add", "path": "/status", "value": {"phase": "Draining"}}])],
+        [*kc, "apply", "--server-side", "--field-manager", "agn-conformance", "-f", "-"],
     ]
     sent = [json.loads(e["stdin"]) for e in kube.tools.entries() if e["stdin"]][-2:]
-    assert sent[0]["spec"]["metricsConfig"]["endpoint"] == "http://agn-fake-provider-a.agn-system.svc.cluster.local:8000"
-    assert "status" not in sent[1] and sent[1]["spec"] == site["spec"]
+    assert sent[1]["spec"]["metricsConfig"]["endpoint"] == "http://agn-fake-provider-a.agn-system.svc.cluster.local:8000"
+    # the hosting site as the public operator reads it: a siteSelector of the GridSite's label, no spec.site
+    assert "site" not in sent[1]["spec"] and sent[1]["spec"]["siteSelector"] == {
+        "matchLabels": {"agn-conformance/site": "site-a"}}
+    assert "status" not in sent[0] and sent[0]["spec"] == site["spec"]
+    assert sent[0]["metadata"]["labels"]["agn-conformance/site"] == "site-a"
     assert plane.applied("InferenceProvider", "p1")["spec"]["metricsConfig"]["endpoint"] == metrics_url
 
     before = len(kube.backend.runner.calls)

@@ -252,7 +252,8 @@ class LocalBackend:
             return again
 
         return ControlPlane(site, process, manifests, out, respawn,
-                            metrics_endpoint_key=self.impl.operator.metrics_endpoint_key)
+                            metrics_endpoint_key=self.impl.operator.metrics_endpoint_key,
+                            provider_site=self.impl.operator.provider_site)
 
     def partition(self, group_a: Iterable[int], group_b: Iterable[int]) -> None:
         raise OperationUnsupported("the local backend cuts no links itself: a mesh in network namespaces does")

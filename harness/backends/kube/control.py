@@ -58,6 +58,7 @@ from harness.control import FORCE_REFRESH, MESH_STATE, Chain, ControlPlane, Oper
 from harness.overlay_facts import pick_by_facts
 from harness.projection import write_atomic
 from harness.resources import API_VERSION, DEFAULT_GATEWAY, DEFAULT_NAMESPACE
+from harness.site_inputs import SiteInventory, as_operator_reads
 from harness.spelling import spelled
 from harness.timeouts import timeouts
 from harness.waiting import poll_until
@@ -142,6 +143,9 @@ class KubeControlPlane(ControlPlane):
         self.out.mkdir(parents=True, exist_ok=True)
         self._applied: dict[tuple[str, str], dict[str, Any]] = {}
         self._with_status: set[tuple[str, str]] = set()
+        operator = backend.impl.operator
+        #: how hosting sites are written for this operator (harness.site_inputs)
+        self.sites = SiteInventory(operator.provider_site if operator is not None else "siteSelector")
         self._snapshots: dict[Path, str] = {}
         self._found_overlays: dict[tuple[str, str, str], str] = {}  # (namespace, network, gateway) -> name
         self.refusals: list[str] = []
@@ -186,18 +190,22 @@ class KubeControlPlane(ControlPlane):
         for obj in objects:
             kind, name = obj["kind"], obj["metadata"]["name"]
             self._applied[(kind, name)] = copy.deepcopy(obj)
-            body = self._for_cluster(obj)
-            status = body.pop("status", None)
-            self._kubectl("apply", "--server-side", "--field-manager", FIELD_MANAGER, "-f", "-",
-                          input=json.dumps(body))
-            if status is not None or (kind, name) in self._with_status:
-                patch = [{"op": "add", "path": "/status", "value": status or {}}]
-                self._kubectl("patch", self._resource(kind), name, "--subresource=status", "--type=json",
-                              "-p", json.dumps(patch))
-                if status is None:
-                    self._with_status.discard((kind, name))
-                else:
-                    self._with_status.add((kind, name))
+            for site in self.sites.sites_for(obj):  # a hosting site to select (harness.site_inputs), first
+                self._apply_one("GridSite", site["metadata"]["name"], site)
+            self._apply_one(kind, name, self._for_cluster(obj))
+
+    def _apply_one(self, kind: str, name: str, body: dict[str, Any]) -> None:
+        """Server-side apply `body` (as the cluster holds it), then its status through the status subresource."""
+        status = body.pop("status", None)
+        self._kubectl("apply", "--server-side", "--field-manager", FIELD_MANAGER, "-f", "-", input=json.dumps(body))
+        if status is not None or (kind, name) in self._with_status:
+            patch = [{"op": "add", "path": "/status", "value": status or {}}]
+            self._kubectl("patch", self._resource(kind), name, "--subresource=status", "--type=json",
+                          "-p", json.dumps(patch))
+            if status is None:
+                self._with_status.discard((kind, name))
+            else:
+                self._with_status.add((kind, name))
 
     def apply_raw(self, filename: str, text: str) -> Path:
         """Apply a resource file verbatim; the API server's refusal of a schema-breaking one is recorded."""
@@ -218,6 +226,9 @@ class KubeControlPlane(ControlPlane):
         self._with_status.discard((kind, name))
         namespace = ((obj or {}).get("metadata") or {}).get("namespace")
         self._delete(kind, name, namespace)
+        for site in self.sites.released(kind, name):  # the GridSites added for this network's providers
+            self._with_status.discard(("GridSite", site))
+            self._delete("GridSite", site, None)
 
     def _delete(self, kind: str, name: str, namespace: str | None) -> None:
         where = ["--namespace", namespace] if namespace else []
@@ -248,7 +259,8 @@ class KubeControlPlane(ControlPlane):
         """The object as the cluster should hold it: fake backend URLs as pods reach them, fields spelled as the
         operator reads them (harness.spelling)."""
         operator = self.backend.impl.operator
-        text = json.dumps(spelled(obj, operator.metrics_endpoint_key if operator is not None else "endpoint"))
+        spelt = spelled(obj, operator.metrics_endpoint_key if operator is not None else "endpoint")
+        text = json.dumps(as_operator_reads(spelt, self.sites.mode))
         translated: dict[str, Any] = json.loads(self.backend.cluster_url(text))
         return translated
 
