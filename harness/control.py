@@ -34,6 +34,7 @@ from harness.contract import ScopeSpec
 from harness.overlay_facts import pick_by_facts
 from harness.process import ManagedProcess
 from harness.projection import write_atomic
+from harness.reconcile_watch import ReconcileWatch
 from harness.resources import DEFAULT_GATEWAY, DEFAULT_NAMESPACE
 from harness.site_inputs import SiteInventory, as_operator_reads
 from harness.spelling import spelled
@@ -312,16 +313,22 @@ class ControlPlane:
         """Force a reconcile and wait until it has written status; returns the envelope after it."""
         timeout = timeouts().reconcile if timeout is None else timeout
         self._wait_recorded(network, gateway, timeout)
-        before = self.status_stamp(network)
+        watch = ReconcileWatch(self.status_stamp(network), self.scrapes, timeout)
         self.force_reconcile(network)
 
         def probe() -> Hashable | None:
             self.check_running()
             return self.status_stamp(network)
 
-        poll_until(probe, lambda s: s is not None and s != before, timeout=timeout,
-                   what=f"a forced reconcile of {network} to rewrite its status", fatal=(OperatorExited,))
+        poll_until(probe, watch.answered, timeout=timeout,
+                   what=f"a forced reconcile of {network} to be answered (its status rewritten, or its providers "
+                        "scraped again)", fatal=(OperatorExited,))
         return self.envelope(network, gateway)
+
+    def scrapes(self) -> int:
+        """How often the site's fake backends' /metrics have been read: each reconcile of a network whose
+        providers have metricsConfig scrapes them, so a count that grows shows a reconcile that wrote nothing."""
+        return sum(self.site.backend_metrics_requests(p.name) for p in self.site.spec.providers)
 
     def _wait_recorded(self, network: str, gateway: str, timeout: float) -> None:
         """Wait until the status records the ConfigMap on disk as distributed.

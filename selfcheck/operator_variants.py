@@ -155,3 +155,29 @@ VARIANTS["hosting-site-by-spec-site"] = Variant(
     "(operator.provider_site: site): the spec names no field for it", lambda: _hosting_read_as("site"),
     profiles=("producer",))
 DESCRIPTOR_FIELDS["hosting-site-by-spec-site"] = {"provider_site": "site"}
+
+
+def _status_written_on_change() -> None:
+    original = sinks.DirSink.write_status
+
+    def write_status(self: sinks.DirSink, network: Any, status: dict[str, Any]) -> None:
+        """Keep each entry's renderedAt while its revision is unchanged, and write nothing when the status is
+        then what is already there (as the public operator does)."""
+        before = self.read_status(network.name).get("status") or {}
+        previous = sinks.entries_by_gateway(before)
+        for entry in status.get("overlayStatus") or []:
+            old = previous.get((entry.get("gatewayName"), entry.get("gatewayNamespace"))) or {}
+            if old.get("renderedRevision") == entry.get("renderedRevision") and "renderedAt" in old:
+                entry["renderedAt"] = old["renderedAt"]
+        if status == before:
+            return
+        original(self, network, status)
+
+    patch(sinks.DirSink, "write_status", write_status)
+
+
+VARIANTS["status-written-on-change"] = Variant(
+    "status-written-on-change",
+    "writes a network's status only when it changes, keeping renderedAt while the revision is unchanged, as the "
+    "public grid operator does: the spec says only that the operator \"records rendered/distributed revision "
+    "status\", not that every reconcile rewrites it", _status_written_on_change, profiles=("producer",))

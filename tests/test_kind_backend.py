@@ -167,7 +167,9 @@ elif "port-forward" in args:
 
     class Handler(BaseHTTPRequestHandler):
         def _answer(self):
-            body = json.dumps(pages.get(self.path, {"requests": 0, "metrics": []})).encode()
+            default = ({"requests": 0, "metrics_requests": 0, "mcp_requests": 0} if self.path == "/admin/stats"
+                       else {"requests": 0, "metrics": []})  # a fake backend's counters, as it answers them
+            body = json.dumps(pages.get(self.path, default)).encode()
             self.send_response(200)
             self.send_header("content-length", str(len(body)))
             self.end_headers()

@@ -324,7 +324,7 @@ def test_a_reconcile_that_leaves_the_status_as_it_was_is_seen_as_quiet(kube: Sim
     patches = [c for c in calls_since(kube, before) if "patch" in c]
     assert len(patches) == 1, "forced once, however long the status stays the same"
     kube.tools.answer({"match": ["get", "gridnetworks.grid.praxis.fast", NET], "stdout": ""}, *OPERATOR_RULES)
-    with pytest.raises(WaitTimeout, match=f"a forced reconcile of {NET} to rewrite its status"):
+    with pytest.raises(WaitTimeout, match=f"a forced reconcile of {NET} to be answered"):
         plane.reconcile(NET, timeout=3)
 
 

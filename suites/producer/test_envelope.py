@@ -192,8 +192,9 @@ def test_long_configmap_name_is_truncated_with_a_hash(scenario: Scenario) -> Non
 def test_identical_state_keeps_revision_and_configmap(scenario: Scenario) -> None:
     """Reconciles of identical state keep the revision and leave the ConfigMap file untouched.
 
-    Status IS rewritten by each reconcile (that is how a reconcile is observed). Fails if the digest covers a
-    timestamp, a generation or scrape time, or if an unchanged revision still rewrites the ConfigMap.
+    Whether the status is rewritten is the operator's choice (the spec says only that it records the
+    revisions); each forced reconcile is awaited either way (harness.reconcile_watch). Fails if the digest
+    covers a timestamp, a generation or scrape time, or if an unchanged revision still rewrites the ConfigMap.
     """
     scenario.set_metrics("p1", queueDepth=2, kvCacheUtilization=0.3, healthy=1)
     scenario.set_metrics("p2", queueDepth=5, kvCacheUtilization=0.5, healthy=1)
@@ -204,13 +205,10 @@ def test_identical_state_keeps_revision_and_configmap(scenario: Scenario) -> Non
     path = scenario.control.configmap_path(scenario.net)
     before = os.stat(path)
     text = path.read_bytes()
-    stamps = {scenario.control.status_stamp(scenario.net)}
     for _ in range(3):
         envelope = scenario.reconcile()
-        stamps.add(scenario.control.status_stamp(scenario.net))
         assert _revision(envelope) == _revision(first), "identical state changed the revision"
     after = os.stat(path)
-    assert len(stamps) == 4, "the status was not rewritten by every forced reconcile"
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns), (
         "the ConfigMap file was rewritten although the revision did not change")
     assert path.read_bytes() == text

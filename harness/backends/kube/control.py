@@ -57,6 +57,7 @@ from harness.contract import ScopeSpec
 from harness.control import FORCE_REFRESH, MESH_STATE, Chain, ControlPlane, OperatorExited
 from harness.overlay_facts import pick_by_facts
 from harness.projection import write_atomic
+from harness.reconcile_watch import ReconcileWatch
 from harness.resources import API_VERSION, DEFAULT_GATEWAY, DEFAULT_NAMESPACE
 from harness.site_inputs import SiteInventory, as_operator_reads
 from harness.spelling import spelled
@@ -458,9 +459,9 @@ class KubeControlPlane(ControlPlane):
         changes nothing: a reconcile within the second of the last render can be invisible. So the force
         waits for the next second after the last renderedAt, and is sent once (forcing again would make
         reconciles the suites do not count: an admission test counts its pressured samples). An operator
-        that answers with the status it already has (a network it refuses to render, the same error each
-        time) is seen only as quiet: a status that exists and stays the same through half the deadline is
-        taken as that answer; a network with no status yet must get one.
+        that answers with the status it already has (one that writes only on change, or a network it refuses
+        to render the same way each time) is seen by its providers' metrics scraped again after the force, or
+        else only as quiet (harness.reconcile_watch); a network with no status yet must get one.
         """
         timeout = timeouts().reconcile if timeout is None else timeout
         before = self.status_stamp(network)
@@ -468,19 +469,16 @@ class KubeControlPlane(ControlPlane):
         if last is not None:
             poll_until(time.time, lambda now: now >= last + 1.0, timeout=2.5, interval=0.02,
                        what=f"the second after {network}'s last renderedAt")
+        watch = ReconcileWatch(before, self.scrapes, timeout)
         self.force_reconcile(network)
-        started = time.monotonic()
 
         def probe() -> Hashable | None:
             self.check_running()
             return self.status_stamp(network)
 
-        def answered(stamp: Hashable | None) -> bool:
-            quiet = stamp is not None and stamp == before and time.monotonic() - started >= timeout / 2
-            return stamp is not None and (stamp != before or quiet)
-
-        poll_until(probe, answered, timeout=timeout,
-                   what=f"a forced reconcile of {network} to rewrite its status", fatal=(OperatorExited,))
+        poll_until(probe, watch.answered, timeout=timeout,
+                   what=f"a forced reconcile of {network} to be answered (its status rewritten, or its providers "
+                        "scraped again)", fatal=(OperatorExited,))
         return self.envelope(network, gateway)
 
     # ----------------------------------------------------------------------------------------- chain
