@@ -27,7 +27,7 @@ from harness.backends.kube.install_plan import (
 from harness.backends.kube.manifests import GatewayPod, gateway_docs
 from harness.backends.local import LocalBackend, OperatorUnsupported
 from harness.contract import ScopeSpec
-from harness.impl import load_impl, parse_impl, reference_document
+from harness.impl import OperatorCommand, load_impl, parse_impl, reference_document
 from harness.impl_kube import KubeComponent, KubeOutputs, OverlayOutput, StatusOutput
 from harness.process import Supervisor
 from tests.test_kind_backend import (  # noqa: F401 - fixtures
@@ -202,7 +202,8 @@ def test_kind_loads_the_vendor_image_and_applies_its_manifests_instead_of_the_re
         tools: Tools, root: Path, parts: SimpleNamespace, tmp_path: Path) -> None:  # noqa: F811
     (tmp_path / "vendor").mkdir()
     (tmp_path / "vendor" / "kustomization.yaml").write_text("resources: []\n")
-    parts.impl.operator = SimpleNamespace(kubernetes=KubeComponent(VENDOR_IMAGE, (tmp_path / "vendor",)))
+    parts.impl.operator = OperatorCommand(argv_template=(),
+                                          kubernetes=KubeComponent(VENDOR_IMAGE, (tmp_path / "vendor",)))
     overlay = str(root / "manifests" / "overlays" / "kind")
     tools.answer({"match": ["kustomize", overlay], "stdout": REFERENCE_OVERLAY},
                  {"match": ["kustomize", str(tmp_path / "vendor")], "stdout": operator_yaml()})
@@ -232,7 +233,7 @@ def test_kind_loads_the_vendor_image_and_applies_its_manifests_instead_of_the_re
 def test_kind_refuses_a_vendor_image_the_engine_does_not_have(
         tools: Tools, root: Path, parts: SimpleNamespace,  # noqa: F811
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    parts.impl.operator = SimpleNamespace(kubernetes=KubeComponent(VENDOR_IMAGE, (tmp_path,)))
+    parts.impl.operator = OperatorCommand(argv_template=(), kubernetes=KubeComponent(VENDOR_IMAGE, (tmp_path,)))
     monkeypatch.setenv("AGN_FAKE_DOCKER_IMAGES", "agn-conformance/kind-node:v1.31.0,agn-conformance/reference:dev")
     backend = make_kind(parts, root, "single-site", image="agn-conformance/reference:dev")
     with pytest.raises(BackendUnavailable, match=f"^operator.kubernetes.image {VENDOR_IMAGE} is not on this Docker "
@@ -251,8 +252,8 @@ def test_the_control_plane_reads_overlay_and_status_where_the_outputs_say(
                           StatusOutput(resource="gridstatuses.vendor.example", name="{network}-status",
                                        namespace="ops", field="status.grid"))
     (tmp_path / "operator.yaml").write_text(operator_yaml())
-    parts.impl.operator = SimpleNamespace(kubernetes=KubeComponent(VENDOR_IMAGE, (tmp_path / "operator.yaml",),
-                                                                   outputs))
+    parts.impl.operator = OperatorCommand(argv_template=(), kubernetes=KubeComponent(
+        VENDOR_IMAGE, (tmp_path / "operator.yaml",), outputs))
     backend = make_kind(parts, root, "single-site", image="img:1")
     backend.start()
     tools.answer(*OPERATOR_RULES)
