@@ -51,3 +51,24 @@ def test_without_a_scrape_only_quiet_through_half_the_deadline_answers(clock: Cl
     assert not watch.answered("same")
     clock.now += 0.2
     assert watch.answered("same")
+
+
+def test_the_scrape_count_skips_a_backend_that_cannot_answer() -> None:
+    """A fake backend a test stopped or made fail is no evidence either way; the others still count."""
+    from types import SimpleNamespace
+
+    import httpx
+
+    from harness.control import ControlPlane
+
+    def requests(name: str) -> int:
+        if name == "down":
+            raise httpx.ConnectError("refused")
+        if name == "failing":
+            raise AssertionError("down /admin/stats answered 503")
+        return 4
+
+    providers = [SimpleNamespace(name=n) for n in ("up", "down", "failing", "up2")]
+    plane = SimpleNamespace(site=SimpleNamespace(spec=SimpleNamespace(providers=providers),
+                                                 backend_metrics_requests=requests))
+    assert ControlPlane.scrapes(plane) == 8  # type: ignore[arg-type]
